@@ -1,0 +1,188 @@
+"""Tokenize a corpus once and keep the ids on disk.
+
+An encoded corpus is two ragged arrays of token ids (source and target),
+each stored as one flat int32 array plus offsets: compact in memory, one
+``np.savez`` to save, and a sentence is a zero-copy slice.
+
+``cached_encode`` stores it as ``<cache_dir>/<key>.npz``; the key should
+change whenever the corpus files or the tokenizer change (``cache_key``,
+``file_fingerprint``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1  # bump when the saved layout changes, so old caches are refused
+
+
+@dataclass
+class RaggedArray:
+    """Sequences of ids: sequence ``i`` is ``ids[offsets[i]:offsets[i+1]]``."""
+
+    ids: np.ndarray  # (total_tokens,) int32
+    offsets: np.ndarray  # (num_sequences + 1,) int64, offsets[0] == 0
+
+    @classmethod
+    def from_sequences(cls, seqs: Iterable[Sequence[int]]) -> RaggedArray:
+        """Pack a collection of id sequences."""
+        seqs = list(seqs)
+        lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+        offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        ids = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=int(offsets[-1]))
+        return cls(ids, offsets)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[RaggedArray]) -> RaggedArray:
+        """Join ragged arrays end to end."""
+        if not parts:
+            return cls(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64))
+        # Each part's offsets start at 0: shift them by the tokens before it.
+        starts = np.cumsum([0] + [len(p.ids) for p in parts[:-1]])
+        offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, starts)])
+        return cls(np.concatenate([p.ids for p in parts]), offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+    def lengths(self) -> np.ndarray:
+        """(num_sequences,) int64 length of every sequence."""
+        return np.diff(self.offsets)
+
+
+@dataclass
+class EncodedCorpus:
+    """Parallel source/target id sequences (each already wrapped in BOS ... EOS)."""
+
+    src: RaggedArray
+    tgt: RaggedArray
+
+    def __post_init__(self) -> None:
+        if len(self.src) != len(self.tgt):
+            raise ValueError(f"{len(self.src)} source but {len(self.tgt)} target sequences")
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def src_lengths(self) -> np.ndarray:
+        """(n,) source lengths in tokens, BOS and EOS included."""
+        return self.src.lengths()
+
+    def tgt_lengths(self) -> np.ndarray:
+        """(n,) target lengths in tokens, BOS and EOS included."""
+        return self.tgt.lengths()
+
+    def save(self, path: str | Path) -> None:
+        """Write to ``path`` (an .npz file), atomically.
+
+        The data goes to a temporary file in the same folder that is then
+        renamed into place, so a crash (or a concurrent writer, such as
+        another DDP rank) never leaves a half-written file that a later run
+        would load.
+        """
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:  # a file object: savez then adds no suffix
+                np.savez(
+                    f,
+                    format_version=np.array(FORMAT_VERSION),
+                    src_ids=self.src.ids,
+                    src_offsets=self.src.offsets,
+                    tgt_ids=self.tgt.ids,
+                    tgt_offsets=self.tgt.offsets,
+                )
+            os.replace(tmp, path)  # atomic within one filesystem
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path: str | Path) -> EncodedCorpus:
+        """Read a corpus written by ``save``."""
+        with np.load(path, allow_pickle=False) as data:
+            version = int(data["format_version"])
+            if version != FORMAT_VERSION:
+                raise ValueError(f"{path}: format version {version}, expected {FORMAT_VERSION}")
+            return cls(
+                RaggedArray(data["src_ids"], data["src_offsets"]),
+                RaggedArray(data["tgt_ids"], data["tgt_offsets"]),
+            )
+
+
+def encode_corpus(
+    pairs: Iterable[tuple[str, str]],
+    encode_src: Callable[[list[str]], list[list[int]]],
+    encode_tgt: Callable[[list[str]], list[list[int]]],
+    *,
+    chunk_size: int = 10_000,
+) -> EncodedCorpus:
+    """Encode sentence pairs with batch encoders, ``chunk_size`` pairs at a time.
+
+    Streaming in chunks keeps memory to the packed ids plus one chunk of
+    text, and lets fast batch tokenizers work on many sentences per call.
+    The encoders must return one id list per sentence, BOS/EOS included.
+    """
+    src_parts, tgt_parts = [], []
+    pairs = iter(pairs)
+    while chunk := list(itertools.islice(pairs, chunk_size)):
+        src_text, tgt_text = zip(*chunk)
+        src_ids, tgt_ids = encode_src(list(src_text)), encode_tgt(list(tgt_text))
+        if len(src_ids) != len(chunk) or len(tgt_ids) != len(chunk):
+            raise ValueError("an encoder returned a different number of sequences than it was given")
+        src_parts.append(RaggedArray.from_sequences(src_ids))
+        tgt_parts.append(RaggedArray.from_sequences(tgt_ids))
+    return EncodedCorpus(RaggedArray.concatenate(src_parts), RaggedArray.concatenate(tgt_parts))
+
+
+def cache_key(*parts: str | bytes) -> str:
+    """A 16-hex-digit sha256 digest of ``parts``, in order.
+
+    Each part is prefixed with its length so that ("ab", "c") and
+    ("a", "bc") give different keys.
+    """
+    digest = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8") if isinstance(part, str) else part
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def file_fingerprint(path: str | Path) -> str:
+    """Cheap identity of a file for ``cache_key``: absolute path, size, mtime (ns).
+
+    Reading whole corpora to checksum them would cost as much as encoding;
+    size plus mtime catches any ordinary edit or re-download.
+    """
+    path = Path(path).resolve()
+    stat = path.stat()
+    return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def cached_encode(cache_dir: str | Path, key: str, make: Callable[[], EncodedCorpus]) -> EncodedCorpus:
+    """Load ``<cache_dir>/<key>.npz`` if it exists, else build it with ``make()`` and save it.
+
+    Saving is atomic (see ``EncodedCorpus.save``), so a cache file that
+    exists is complete.
+    """
+    cache_dir = Path(cache_dir)
+    path = cache_dir / f"{key}.npz"
+    if path.exists():
+        return EncodedCorpus.load(path)
+    corpus = make()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    corpus.save(path)
+    return corpus

@@ -1,0 +1,89 @@
+"""Scaled dot-product attention and multi-head attention (section 3.2 of the paper).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O,  head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i)
+
+Two paths compute the same thing: torch's fused `scaled_dot_product_attention` (flash /
+memory-efficient kernels, used for training and decoding) and an explicit path that
+also returns the weights, used when a caller wants to look at them.
+Masks follow nmt.model.masks: bool, True where attention is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def explicit_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The textbook formula, returning (values, weights).
+
+    q: (batch, heads, q_len, d_k); k, v: (batch, heads, k_len, d_k)
+    returns values (batch, heads, q_len, d_k) and weights (batch, heads, q_len, k_len).
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (batch, heads, q_len, k_len)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+    return weights @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """h parallel heads of width d_k = d_model / h, then the output projection W_O.
+
+    W_Q, W_K and W_V are the three row blocks of one (3 d_model, d_model) matrix, so
+    self-attention projects with a single matmul and cross-attention with two (queries
+    from the decoder, keys and values from the encoder output).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+        super().__init__()
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.in_proj = nn.Linear(d_model, 3 * d_model)  # rows: [W_Q; W_K; W_V]
+        self.out_proj = nn.Linear(d_model, d_model)  # W_O
+        self.dropout = dropout
+
+    def _split_heads(self, x: torch.Tensor, parts: int) -> torch.Tensor:
+        # (batch, len, parts * d_model) -> (parts, batch, heads, len, d_head)
+        b, t, _ = x.shape
+        return x.view(b, t, parts, self.num_heads, self.d_head).permute(2, 0, 3, 1, 4)
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention: queries, keys and values from the same input, one matmul."""
+        q, k, v = self._split_heads(self.in_proj(x), 3)
+        return q, k, v
+
+    def project_q(self, x: torch.Tensor) -> torch.Tensor:
+        d = self.d_model
+        return self._split_heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]), 1)[0]
+
+    def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention keys and values from the encoder output (computed once per sentence)."""
+        d = self.d_model
+        k, v = self._split_heads(F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:]), 2)
+        return k, v
+
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention over projected heads, then W_O. Returns ((batch, q_len, d_model), weights or None)."""
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            values, weights = explicit_attention(q, k, v, mask, dropout_p)
+        else:
+            values, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+        b, _, t, _ = values.shape
+        values = values.transpose(1, 2).reshape(b, t, self.d_model)  # concat heads
+        return self.out_proj(values), weights

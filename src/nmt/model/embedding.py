@@ -1,0 +1,69 @@
+"""Token embeddings scaled by sqrt(d_model), and sinusoidal positional encodings."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class TokenEmbedding(nn.Module):
+    """Embedding lookup multiplied by sqrt(d_model) (section 3.4 of the paper).
+
+    Weights start at N(0, d_model^-1/2) so the scaled embedding has unit variance, and so
+    that, when the same matrix is the output projection, initial logits are O(1).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int = 0):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        self.pad_id = pad_id
+        self.scale = math.sqrt(d_model)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight, mean=0.0, std=self.weight.size(1) ** -0.5)
+        with torch.no_grad():
+            self.weight[self.pad_id].zero_()
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        # (batch, len) -> (batch, len, d_model)
+        return nn.functional.embedding(ids, self.weight, padding_idx=self.pad_id) * self.scale
+
+
+def sinusoidal_encoding(positions: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)).
+
+    positions: (len,) integer or float positions -> (len, d_model) float32.
+    Computed in float64 so large positions stay accurate to 1e-6.
+    """
+    i2 = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)  # 2i
+    inv_freq = base ** (-i2 / d_model)  # base^(-2i/d)
+    angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (len, ceil(d/2))
+    pe = torch.empty(positions.numel(), d_model, dtype=torch.float64, device=positions.device)
+    pe[:, 0::2] = torch.sin(angles)
+    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    return pe.to(torch.float32)
+
+
+class PositionalEncoding(nn.Module):
+    """Adds sinusoidal positions to embeddings, then dropout.
+
+    The table is a cache, not a limit: it grows to cover whatever length arrives, so no
+    input is too long for it. `offset` is the position of the first input step, used by
+    incremental decoding where step t sees only its own token.
+    """
+
+    def __init__(self, d_model: int, dropout: float, base: float = 10000.0):
+        super().__init__()
+        self.d_model, self.base = d_model, base
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("table", sinusoidal_encoding(torch.arange(256), d_model, base), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        # x: (batch, len, d_model)
+        end = offset + x.size(1)
+        if end > self.table.size(0):
+            self.table = sinusoidal_encoding(torch.arange(2 * end, device=x.device), self.d_model, self.base)
+        return self.dropout(x + self.table[offset:end].to(x.dtype))

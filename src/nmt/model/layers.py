@@ -1,0 +1,109 @@
+"""Encoder and decoder layers: attention and feed-forward sublayers with residual + LayerNorm."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .cache import LayerCache
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at every position (section 3.3)."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.activation = F.relu if activation == "relu" else F.gelu
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(self.activation(self.w_1(x)))
+
+
+class Residual(nn.Module):
+    """The sublayer connection around every attention and feed-forward block.
+
+    post-norm (the paper): x = LayerNorm(x + Dropout(sublayer(x)))
+    pre-norm (deep stacks): x = x + Dropout(sublayer(LayerNorm(x))); the stack then ends with a LayerNorm.
+    Use as: y = sublayer(res.before(x)); x = res.after(x, y).
+    """
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool, eps: float = 1e-6):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model, eps=eps)
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def before(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.pre_norm else x
+
+    def after(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        x = x + self.dropout(sublayer_out)
+        return x if self.pre_norm else self.norm(x)
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention, then feed-forward."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, attention_dropout: float,
+                 activation: str, pre_norm: bool, eps: float):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, activation)
+        self.attn_residual = Residual(d_model, dropout, pre_norm, eps)
+        self.ff_residual = Residual(d_model, dropout, pre_norm, eps)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
+        """x: (batch, src_len, d_model); src_mask: (batch, 1, 1, src_len). Returns (x, weights or None)."""
+        q, k, v = self.self_attn.project_qkv(self.attn_residual.before(x))
+        a, weights = self.self_attn.attend(q, k, v, src_mask, need_weights)
+        x = self.attn_residual.after(x, a)
+        x = self.ff_residual.after(x, self.feed_forward(self.ff_residual.before(x)))
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over the encoder output, then feed-forward."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, attention_dropout: float,
+                 activation: str, pre_norm: bool, eps: float):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, activation)
+        self.self_residual = Residual(d_model, dropout, pre_norm, eps)
+        self.cross_residual = Residual(d_model, dropout, pre_norm, eps)
+        self.ff_residual = Residual(d_model, dropout, pre_norm, eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        src_mask: torch.Tensor,
+        cache: LayerCache | None = None,
+        need_weights: bool = False,
+    ):
+        """x: (batch, new_len, d_model) target states; memory: (batch, src_len, d_model).
+
+        self_mask: broadcastable to (batch, 1, new_len, keys_so_far) or None (no masking needed).
+        With a cache, keys/values of earlier steps come from it and this step's are appended;
+        the cross-attention keys/values are the cached projection of `memory`.
+        Returns (x, self_weights, cross_weights); weights are None unless need_weights.
+        """
+        q, k, v = self.self_attn.project_qkv(self.self_residual.before(x))
+        if cache is not None:
+            k, v = cache.append(k, v)
+        a, self_weights = self.self_attn.attend(q, k, v, self_mask, need_weights)
+        x = self.self_residual.after(x, a)
+
+        q = self.cross_attn.project_q(self.cross_residual.before(x))
+        k, v = (cache.cross_k, cache.cross_v) if cache is not None else self.cross_attn.project_kv(memory)
+        a, cross_weights = self.cross_attn.attend(q, k, v, src_mask, need_weights)
+        x = self.cross_residual.after(x, a)
+
+        x = self.ff_residual.after(x, self.feed_forward(self.ff_residual.before(x)))
+        return x, self_weights, cross_weights

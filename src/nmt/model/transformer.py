@@ -1,0 +1,144 @@
+"""The Transformer encoder-decoder: encode, decode (optionally incremental), output logits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .cache import DecoderCache, LayerCache
+from .config import ModelConfig
+from .embedding import PositionalEncoding, TokenEmbedding
+from .layers import DecoderLayer, EncoderLayer
+from .masks import causal_mask, decoder_self_mask, padding_mask
+
+
+@dataclass
+class Encoded:
+    """The encoder's output for a batch of source sentences."""
+
+    memory: torch.Tensor  # (batch, src_len, d_model)
+    src_mask: torch.Tensor  # (batch, 1, 1, src_len), True at real tokens
+    self_weights: list[torch.Tensor] = field(default_factory=list)  # per layer (batch, heads, src_len, src_len)
+
+    def select(self, rows: torch.Tensor) -> Encoded:
+        """Rows `rows` of the batch, e.g. each sentence repeated once per beam."""
+        return Encoded(self.memory[rows], self.src_mask[rows])
+
+
+@dataclass
+class Decoded:
+    """The decoder's output states (before the vocabulary projection) and optional weights."""
+
+    states: torch.Tensor  # (batch, tgt_len, d_model)
+    self_weights: list[torch.Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, keys)
+    cross_weights: list[torch.Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, src_len)
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder Transformer over padded id tensors. Knows nothing of text or files."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.config = c = config
+        pre_norm = c.norm_position == "pre"
+        layer_args = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.attention_dropout, c.activation, pre_norm,
+                      c.layer_norm_eps)
+
+        self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        self.src_embed = self.tgt_embed if c.sharing == "all" else TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
+        self.positions = PositionalEncoding(c.d_model, c.dropout, c.positional_base)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(c.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(c.decoder_layers))
+        # Pre-norm leaves the residual stream un-normalised: each stack ends with a LayerNorm.
+        self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
+        self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)  # logits = states W_out^T
+        self.reset_parameters()
+        if c.sharing in ("tgt_out", "all"):
+            self.output.weight = self.tgt_embed.weight
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for every projection (each of W_Q, W_K, W_V on its own), zero biases."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear) and module is not self.output:
+                if module.out_features == 3 * module.in_features:  # fused [W_Q; W_K; W_V]
+                    for block in module.weight.data.chunk(3, dim=0):
+                        nn.init.xavier_uniform_(block)
+                else:
+                    nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+        # An untied output matrix starts like the embeddings: N(0, d^-1/2).
+        nn.init.normal_(self.output.weight, std=self.config.d_model ** -0.5)
+
+    # --- the three entry points ------------------------------------------------------
+    def encode(self, src: torch.Tensor, need_weights: bool = False) -> Encoded:
+        """src: (batch, src_len) padded ids -> Encoded (memory and the source padding mask)."""
+        src_mask = padding_mask(src, self.config.pad_id)
+        x = self.positions(self.src_embed(src))
+        weights = []
+        for layer in self.encoder_layers:
+            x, w = layer(x, src_mask, need_weights)
+            if need_weights:
+                weights.append(w)
+        return Encoded(self.encoder_norm(x), src_mask, weights)
+
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        encoded: Encoded,
+        *,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> Decoded:
+        """Decoder states for target inputs.
+
+        Without a cache, tgt_in is the whole (batch, tgt_len) right-padded input (teacher
+        forcing) and position j sees positions <= j. With a cache (from `new_cache`),
+        tgt_in holds only the new steps (batch, new_len), usually one token; they sit at
+        positions cache.length ... and see everything cached before them.
+        """
+        offset = cache.length if cache is not None else 0
+        new_len = tgt_in.size(1)
+        if cache is None:
+            self_mask = decoder_self_mask(tgt_in, self.config.pad_id)
+        elif new_len > 1:
+            self_mask = causal_mask(new_len, offset + new_len, device=tgt_in.device)
+        else:
+            self_mask = None  # one new step may see every earlier step
+        x = self.positions(self.tgt_embed(tgt_in), offset=offset)
+        out = Decoded(x)
+        for i, layer in enumerate(self.decoder_layers):
+            layer_cache = cache.layers[i] if cache is not None else None
+            x, self_w, cross_w = layer(x, encoded.memory, self_mask, encoded.src_mask, layer_cache, need_weights)
+            if need_weights:
+                out.self_weights.append(self_w)
+                out.cross_weights.append(cross_w)
+        if cache is not None:
+            cache.length += new_len
+        out.states = self.decoder_norm(x)
+        return out
+
+    def logits(self, states: torch.Tensor) -> torch.Tensor:
+        """(..., d_model) decoder states -> (..., tgt_vocab) unnormalised scores."""
+        return self.output(states)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits: (batch, src_len), (batch, tgt_len) -> (batch, tgt_len, tgt_vocab)."""
+        return self.logits(self.decode(tgt_in, self.encode(src)).states)
+
+    # --- incremental decoding ----------------------------------------------------------
+    def new_cache(self, encoded: Encoded) -> DecoderCache:
+        """An empty decoding state with each layer's cross-attention keys/values projected once."""
+        layers = []
+        for layer in self.decoder_layers:
+            k, v = layer.cross_attn.project_kv(encoded.memory)
+            layers.append(LayerCache(cross_k=k, cross_v=v))
+        return DecoderCache(layers)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct trainable parameters (a shared matrix counts once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,50 @@
+"""The folder layout is the architecture: imports point one way (see README, Layout)."""
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "nmt"
+
+# package (or module) -> the nmt packages/modules it may import
+ALLOWED = {
+    "model": {"model"},
+    "decoding": {"model", "decoding"},
+    "data": {"data", "tokenizer"},
+    "tokenizer": set(),
+    "checkpoint": {"model"},
+}
+
+
+def nmt_imports(path: Path) -> set[str]:
+    """Top-level nmt subpackages that a file imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text())
+    package = path.relative_to(SRC).parts[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[: len(package) - node.level + 1])
+                names = [".".join(["nmt", *base, *(node.module.split(".") if node.module else [])])]
+            else:
+                names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "nmt" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def test_imports_point_one_way():
+    checked = 0
+    for path in SRC.rglob("*.py"):
+        top = path.relative_to(SRC).parts[0].removesuffix(".py")
+        if top not in ALLOWED:
+            continue
+        bad = nmt_imports(path) - ALLOWED[top] - {top}
+        assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}; {top} may import only {sorted(ALLOWED[top])}"
+        checked += 1
+    assert checked >= 7  # the model package alone has seven modules

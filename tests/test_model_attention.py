@@ -1,0 +1,54 @@
+import torch
+
+from nmt.model.attention import MultiHeadAttention, explicit_attention
+from nmt.model.masks import causal_mask, padding_mask
+
+
+def _inputs(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(3, 5, 32, generator=g)
+    ids = torch.tensor([[5, 5, 5, 5, 5], [5, 5, 5, 0, 0], [5, 0, 0, 0, 0]])
+    return x, padding_mask(ids)
+
+
+def test_sdpa_path_equals_explicit_path_and_rows_sum_to_one():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4).eval()
+    x, mask = _inputs()
+    for m in (mask, mask & causal_mask(5), None):
+        q, k, v = mha.project_qkv(x)
+        fast, none = mha.attend(q, k, v, m, need_weights=False)
+        slow, weights = mha.attend(q, k, v, m, need_weights=True)
+        assert none is None
+        assert torch.allclose(fast, slow, atol=1e-5)
+        assert weights.shape == (3, 4, 5, 5)  # (batch, heads, tgt_len, src_len)
+        assert torch.allclose(weights.sum(-1), torch.ones(3, 4, 5), atol=1e-6)
+
+
+def test_masked_keys_get_exactly_zero_weight():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4).eval()
+    x, mask = _inputs()
+    q, k, v = mha.project_qkv(x)
+    _, weights = mha.attend(q, k, v, mask, need_weights=True)
+    assert torch.all(weights[1, :, :, 3:] == 0)
+    assert torch.all(weights[2, :, :, 1:] == 0)
+
+
+def test_explicit_attention_is_the_formula():
+    g = torch.Generator().manual_seed(1)
+    q, k, v = (torch.randn(1, 1, 2, 4, generator=g) for _ in range(3))
+    values, weights = explicit_attention(q, k, v)
+    expected = torch.softmax(q[0, 0] @ k[0, 0].T / 2.0, dim=-1)  # sqrt(d_k) = 2
+    assert torch.allclose(weights[0, 0], expected)
+    assert torch.allclose(values[0, 0], expected @ v[0, 0])
+
+
+def test_cross_attention_projections_are_blocks_of_the_fused_matrix():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4)
+    x, _ = _inputs()
+    q, k, v = mha.project_qkv(x)
+    k2, v2 = mha.project_kv(x)
+    assert torch.allclose(q, mha.project_q(x), atol=1e-6)
+    assert torch.allclose(k, k2, atol=1e-6) and torch.allclose(v, v2, atol=1e-6)

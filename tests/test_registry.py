@@ -1,0 +1,256 @@
+"""Tests for nmt.data.registry: mirrors, cache, and downloads from a local fake upstream.
+
+The fake upstream is an http.server on 127.0.0.1 that can be told to fail:
+answer 500, close the connection half-way, or ignore Range requests.
+"""
+
+import hashlib
+import http.server
+import shutil
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from nmt.data import registry
+from nmt.data.registry import (
+    CORPORA,
+    CorpusDownloadError,
+    CorpusFile,
+    NamedCorpus,
+    corpus_path,
+    parallel_files,
+    sha256_of,
+)
+
+# Big enough to arrive in several 64 KiB chunks, so "half" is a real interruption.
+FILES = {
+    "data/train.en.gz": bytes(range(256)) * 800,
+    "data/train.de.gz": bytes(reversed(range(256))) * 600,
+}
+
+
+class FakeUpstream:
+    """Serves FILES below /up/ and /mirror/, with scripted faults."""
+
+    def __init__(self):
+        self.fail_first = 0  # answer 500 to this many requests first
+        self.truncate_first = 0  # then send only half the body to this many
+        self.honour_range = True
+        self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
+
+    def handle(self, request: http.server.BaseHTTPRequestHandler) -> None:
+        range_header = request.headers.get("Range")
+        self.requests.append((request.path, range_header))
+        if len(self.requests) <= self.fail_first:
+            request.send_error(500)
+            return
+        body = FILES.get(request.path.split("/", 2)[-1])
+        if body is None:
+            request.send_error(404)
+            return
+        start = 0
+        if range_header and self.honour_range:
+            start = int(range_header.removeprefix("bytes=").rstrip("-"))
+            request.send_response(206)
+            request.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        else:
+            request.send_response(200)
+        payload = body[start:]
+        request.send_header("Content-Length", str(len(payload)))
+        request.end_headers()
+        if self.truncate_first > 0:
+            self.truncate_first -= 1
+            payload = payload[: len(payload) // 2]  # HTTP/1.0: the socket closes after this
+        request.wfile.write(payload)
+
+
+@pytest.fixture
+def upstream(monkeypatch):
+    fake = FakeUpstream()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            fake.handle(self)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    fake.url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    yield fake
+    server.shutdown()
+    server.server_close()
+
+
+def make_corpus(base_url: str, sha256: dict | None = None) -> NamedCorpus:
+    sha256 = sha256 or {path: hashlib.sha256(body).hexdigest() for path, body in FILES.items()}
+    return NamedCorpus(
+        name="fake",
+        base_url=base_url,
+        languages=("en", "de"),
+        splits=("train",),
+        files={(("train", lang)): CorpusFile(f"data/train.{lang}.gz", sha256[f"data/train.{lang}.gz"])
+               for lang in ("en", "de")},
+        citation="none",
+    )
+
+
+@pytest.fixture
+def fake(upstream, monkeypatch):
+    """Register a fake corpus served by `upstream`; no mirror, no backoff."""
+    monkeypatch.setitem(CORPORA, "fake", make_corpus(f"{upstream.url}/up/"))
+    monkeypatch.setattr(registry, "BACKOFF_S", 0.0)
+    monkeypatch.delenv("NMT_MIRROR", raising=False)
+    return upstream
+
+
+def test_download_verifies_and_then_reuses_the_cache(fake, tmp_path):
+    path = corpus_path("fake", "train", "en", cache_dir=tmp_path)
+    assert path == tmp_path / "fake" / "data/train.en.gz"
+    assert path.read_bytes() == FILES["data/train.en.gz"]
+    assert not path.with_name(path.name + ".part").exists()
+    assert corpus_path("fake", "train", "en", cache_dir=tmp_path) == path
+    assert fake.requests == [("/up/data/train.en.gz", None)]  # second call: no request
+
+
+def test_data_home_from_environment(fake, tmp_path, monkeypatch):
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "home"))
+    assert registry.data_home() == tmp_path / "home"
+    path = corpus_path("fake", "train", "de")
+    assert path == tmp_path / "home" / "fake" / "data/train.de.gz"
+
+
+def test_interrupted_download_resumes_with_range(fake, tmp_path):
+    fake.truncate_first = 1
+    path = corpus_path("fake", "train", "en", cache_dir=tmp_path)
+    assert path.read_bytes() == FILES["data/train.en.gz"]
+    half = len(FILES["data/train.en.gz"]) // 2
+    assert [header for _, header in fake.requests] == [None, f"bytes={half}-"]
+
+
+def test_server_ignoring_range_starts_over(fake, tmp_path):
+    fake.truncate_first, fake.honour_range = 1, False
+    path = corpus_path("fake", "train", "en", cache_dir=tmp_path)
+    assert path.read_bytes() == FILES["data/train.en.gz"]
+    assert len(fake.requests) == 2
+
+
+def test_wrong_checksum_leaves_no_file(fake, tmp_path, monkeypatch):
+    wrong = {path: "0" * 64 for path in FILES}
+    monkeypatch.setitem(CORPORA, "fake", make_corpus(f"{fake.url}/up/", wrong))
+    with pytest.raises(CorpusDownloadError) as info:
+        corpus_path("fake", "train", "en", cache_dir=tmp_path)
+    message = str(info.value)
+    assert "corrupt" in message and "0" * 64 in message
+    assert hashlib.sha256(FILES["data/train.en.gz"]).hexdigest() in message
+    assert f"{fake.url}/up/data/train.en.gz" in message
+    assert list((tmp_path / "fake" / "data").iterdir()) == []
+
+
+def test_corrupt_cached_file_is_downloaded_again(fake, tmp_path):
+    dest = tmp_path / "fake" / "data/train.en.gz"
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"garbage")
+    assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == FILES[
+        "data/train.en.gz"
+    ]
+
+
+def test_server_errors_are_retried(fake, tmp_path):
+    fake.fail_first = 2
+    path = corpus_path("fake", "train", "en", cache_dir=tmp_path, retries=2)
+    assert sha256_of(path) == hashlib.sha256(FILES["data/train.en.gz"]).hexdigest()
+    assert len(fake.requests) == 3
+
+
+def test_persistent_server_error_gives_up_after_retries(fake, tmp_path):
+    fake.fail_first = 10**6
+    with pytest.raises(CorpusDownloadError, match=r"HTTP 500.*gave up after 3 attempts.*NMT_MIRROR"):
+        corpus_path("fake", "train", "en", cache_dir=tmp_path, retries=2)
+    assert len(fake.requests) == 3
+
+
+def test_not_found_is_not_retried(fake, tmp_path, monkeypatch):
+    monkeypatch.setitem(CORPORA, "fake", make_corpus(f"{fake.url}/nowhere/x/"))
+    with pytest.raises(CorpusDownloadError, match="HTTP 404"):
+        corpus_path("fake", "train", "en", cache_dir=tmp_path, retries=3)
+    assert len(fake.requests) == 1
+
+
+def test_no_network_and_no_mirror_says_what_to_set(fake, tmp_path, monkeypatch):
+    with socket.socket() as probe:  # a port that was free a moment ago: nothing listens
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    monkeypatch.setitem(CORPORA, "fake", make_corpus(f"http://127.0.0.1:{closed_port}/"))
+    with pytest.raises(CorpusDownloadError) as info:
+        corpus_path("fake", "train", "en", cache_dir=tmp_path, retries=1)
+    message = str(info.value)
+    assert f"could not download http://127.0.0.1:{closed_port}/data/train.en.gz" in message
+    assert "NMT_MIRROR=" in message and str(tmp_path / "fake") in message
+
+
+def test_http_mirror_is_downloaded_into_the_cache(fake, tmp_path):
+    path = corpus_path("fake", "train", "de", cache_dir=tmp_path, mirror=f"{fake.url}/mirror")
+    assert path == tmp_path / "fake" / "data/train.de.gz"
+    assert fake.requests == [("/mirror/data/train.de.gz", None)]
+
+
+def test_local_mirror_is_verified_and_used_in_place(fake, tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    for relpath, body in FILES.items():
+        (mirror / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / relpath).write_bytes(body)
+    monkeypatch.setenv("NMT_MIRROR", str(mirror))
+    src, tgt = parallel_files("fake", "train", "de", "en", cache_dir=tmp_path / "cache")
+    assert (src, tgt) == (mirror / "data/train.de.gz", mirror / "data/train.en.gz")
+    assert not (tmp_path / "cache").exists() and fake.requests == []
+
+    (mirror / "data/train.en.gz").write_bytes(b"bit rot")
+    with pytest.raises(CorpusDownloadError, match=r"train\.en\.gz in the mirror .* is corrupt"):
+        corpus_path("fake", "train", "en")
+
+
+def test_unknown_names_list_the_valid_ones():
+    with pytest.raises(ValueError, match="known corpora: multi30k"):
+        corpus_path("wmt99", "train", "en")
+    with pytest.raises(ValueError, match="splits: train, val, test_2016_flickr"):
+        corpus_path("multi30k", "dev", "en")
+    with pytest.raises(ValueError, match="languages: en, de, fr, cs"):
+        corpus_path("multi30k", "train", "xx")
+
+
+# --- the real Multi30k -------------------------------------------------------------
+
+
+def test_multi30k_local_mirror_verifies_all_files(multi30k_dir, tmp_path):
+    corpus = CORPORA["multi30k"]
+    assert len(corpus.files) == 12
+    for (split, lang), file in corpus.files.items():
+        path = corpus_path("multi30k", split, lang, mirror=str(multi30k_dir), cache_dir=tmp_path)
+        assert path == multi30k_dir / file.relpath
+        assert sha256_of(path) == file.sha256
+    assert list(tmp_path.iterdir()) == []  # a local mirror is never copied
+
+
+def test_multi30k_from_a_file_url(multi30k_dir, tmp_path):
+    # file:// exercises the download path (no HTTP status, no Range) without a network.
+    path = corpus_path("multi30k", "val", "en", mirror=multi30k_dir.as_uri(), cache_dir=tmp_path)
+    assert path == tmp_path / "multi30k" / "data/task1/raw/val.en.gz"
+    assert sha256_of(path) == CORPORA["multi30k"].files[("val", "en")].sha256
+
+
+def test_multi30k_corrupt_file_in_local_mirror_is_refused(multi30k_dir, tmp_path):
+    mirror = tmp_path / "mirror"
+    shutil.copytree(multi30k_dir / "data", mirror / "data")
+    raw = mirror / "data/task1/raw/val.de.gz"
+    raw.chmod(0o644)
+    raw.write_bytes(raw.read_bytes()[:-10])
+    with pytest.raises(CorpusDownloadError) as info:
+        corpus_path("multi30k", "val", "de", mirror=str(mirror))
+    assert str(raw) in str(info.value) and "corrupt" in str(info.value)
+    assert CORPORA["multi30k"].files[("val", "de")].sha256 in str(info.value)
