@@ -37,9 +37,14 @@ class DecoderCache:
     layers: list[LayerCache]
     length: int = 0
 
-    def reorder(self, order: torch.Tensor) -> None:
-        """Keep rows `order` of the batch (beam search reordering, or dropping finished sentences)."""
+    def reorder(self, order: torch.Tensor, *, cross: bool = True) -> None:
+        """Keep rows `order` of the batch (beam search reordering, or dropping finished sentences).
+
+        cross=False leaves the cross-attention keys/values alone: beam search reorders
+        hypotheses only within a sentence, whose beams all share the same source rows.
+        """
         for layer in self.layers:
-            layer.cross_k, layer.cross_v = layer.cross_k[order], layer.cross_v[order]
+            if cross:
+                layer.cross_k, layer.cross_v = layer.cross_k[order], layer.cross_v[order]
             if layer.self_k is not None:
                 layer.self_k, layer.self_v = layer.self_k[order], layer.self_v[order]
