@@ -9,7 +9,6 @@ import http.server
 import shutil
 import socket
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -78,7 +77,8 @@ def upstream(monkeypatch):
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll interval keeps shutdown() from waiting the default 0.5 s per test.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     fake.url = f"http://127.0.0.1:{server.server_port}"
     monkeypatch.setenv("no_proxy", "127.0.0.1")
@@ -94,8 +94,10 @@ def make_corpus(base_url: str, sha256: dict | None = None) -> NamedCorpus:
         base_url=base_url,
         languages=("en", "de"),
         splits=("train",),
-        files={(("train", lang)): CorpusFile(f"data/train.{lang}.gz", sha256[f"data/train.{lang}.gz"])
-               for lang in ("en", "de")},
+        files={
+            ("train", lang): CorpusFile(f"data/train.{lang}.gz", sha256[f"data/train.{lang}.gz"])
+            for lang in ("en", "de")
+        },
         citation="none",
     )
 

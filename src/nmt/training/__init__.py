@@ -1,0 +1,1 @@
+"""Training: loss, learning-rate schedule, the training loop."""
