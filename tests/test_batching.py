@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nmt.data.batching import (
-    PAD,
+    PAD_ID,
     TokenBatchSampler,
     collate,
     filter_by_length,
@@ -63,11 +63,11 @@ def test_collate_pads_and_shifts():
         real = len(t) - 1
         assert batch.tgt_in[i, :real].tolist() == t[:-1]
         assert batch.tgt_out[i, :real].tolist() == t[1:]
-        assert (batch.tgt_in[i, real:] == PAD).all() and (batch.tgt_out[i, real:] == PAD).all()
-    assert batch.src[1].tolist() == [BOS, 7, EOS, PAD]
+        assert (batch.tgt_in[i, real:] == PAD_ID).all() and (batch.tgt_out[i, real:] == PAD_ID).all()
+    assert batch.src[1].tolist() == [BOS, 7, EOS, PAD_ID]
     assert batch.tgt_in[:, 0].tolist() == [BOS, BOS]
     assert batch.indices.tolist() == [4, 9]
-    assert batch.num_tgt_tokens == int((batch.tgt_out != PAD).sum()) == 2 + 4
+    assert batch.num_tgt_tokens == int((batch.tgt_out != PAD_ID).sum()) == 2 + 4
 
 
 def test_collate_accepts_arrays_and_custom_pad():
@@ -82,9 +82,19 @@ def test_batch_to_moves_every_tensor():
     assert all(t.device.type == "cpu" for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.indices))
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
+def test_pinned_prefetch_copies_to_gpu(corpus):
+    src, tgt = corpus
+    for _, batch in iterate_batches(src, tgt, make_sampler(corpus), epoch=0, pin_memory=True):
+        assert batch.src.is_pinned()
+        on_gpu = batch.to("cuda", non_blocking=True)
+        assert torch.equal(on_gpu.tgt_out.cpu(), batch.tgt_out)
+        break
+
+
 def test_pad_matches_tokenizer():
     tokenizer = pytest.importorskip("nmt.tokenizer")
-    assert tokenizer.PAD_ID == PAD
+    assert tokenizer.PAD_ID == PAD_ID
 
 
 # --- filter_by_length ----------------------------------------------------------
@@ -113,8 +123,9 @@ def make_sampler(corpus, **kw) -> TokenBatchSampler:
     return TokenBatchSampler(lengths(src), lengths(tgt), **kw)
 
 
-def test_batches_within_budget_and_cover_epoch_once(corpus):
-    sampler = make_sampler(corpus, max_sentences=50)
+@pytest.mark.parametrize("pool_size", [None, 300])  # one pool / many pools
+def test_batches_within_budget_and_cover_epoch_once(corpus, pool_size):
+    sampler = make_sampler(corpus, max_sentences=50, pool_size=pool_size)
     cost = np.maximum(sampler.src_lengths, sampler.tgt_lengths)
     batches = sampler.batches(epoch=3)
     for idx in batches:

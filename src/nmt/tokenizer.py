@@ -34,7 +34,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import (
+    Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +59,16 @@ SRC_FILE, TGT_FILE = "tokenizer.src.json", "tokenizer.tgt.json"
 class TokenizerConfig:
     """How to train the subword tokenizer(s)."""
 
-    kind: str = "bpe"  # "bpe" | "unigram" (both lossless, Metaspace + byte fallback) | "wordpiece" (BERT-style, lossy)
-    vocab_size: int = 8192  # upper bound on the vocabulary, special tokens and byte pieces included
-    joint: bool = True  # one vocabulary for both languages (needed to share all embeddings) or one per side
-    lowercase: bool | None = None  # lower-case all text; None means the kind's default (only wordpiece lower-cases)
-    min_frequency: int = 2  # a pair must occur this often to be merged (bpe, wordpiece; unigram ignores it)
+    # "bpe" | "unigram" (both lossless: Metaspace + byte fallback) | "wordpiece" (BERT-style, lossy)
+    kind: str = "bpe"
+    # Upper bound on the vocabulary, special tokens and byte pieces included.
+    vocab_size: int = 8192
+    # One vocabulary for both languages (needed to share all embeddings) or one per side.
+    joint: bool = True
+    # Lower-case all text; None means the kind's default (only wordpiece lower-cases).
+    lowercase: bool | None = None
+    # A pair must occur this often to be merged (bpe, wordpiece; unigram ignores it).
+    min_frequency: int = 2
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -69,7 +76,9 @@ class TokenizerConfig:
         # Byte pieces and specials alone take 260 slots; leave room for real subwords.
         least = len(SPECIAL_TOKENS) + (len(BYTE_PIECES) if self.kind != "wordpiece" else 0) + 100
         if self.vocab_size < least:
-            raise ValueError(f"vocab_size {self.vocab_size} is too small for {self.kind!r}; need at least {least}")
+            raise ValueError(
+                f"vocab_size {self.vocab_size} is too small for {self.kind!r}; need at least {least}"
+            )
 
     @property
     def lowercases(self) -> bool:
@@ -144,7 +153,7 @@ class SubwordTokenizer:
         return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=add_special)]
 
     def decode(self, ids: Sequence[int]) -> str:
-        """Ids -> natural text: stops at the first EOS, drops PAD and BOS, keeps ``[UNK]`` visible."""
+        """Ids -> natural text: stop at the first EOS, drop PAD and BOS, keep ``[UNK]`` visible."""
         kept = []
         for i in map(int, ids):  # int() also accepts numpy / torch scalars
             if i == EOS_ID:
@@ -154,7 +163,7 @@ class SubwordTokenizer:
         return self._tokenizer.decode(kept, skip_special_tokens=False)
 
     def lookup(self, ids: Sequence[int]) -> list[str]:
-        """Ids -> their pieces, e.g. ``["[START]", "▁Ein", "▁Mann", "[END]"]`` (for attention plots)."""
+        """Ids -> pieces, e.g. ``["[START]", "▁Ein", "▁Mann", "[END]"]`` (for attention plots)."""
         pieces = []
         for i in map(int, ids):
             piece = self._tokenizer.id_to_token(i)
@@ -164,7 +173,7 @@ class SubwordTokenizer:
         return pieces
 
     def normalize(self, text: str) -> str:
-        """Apply this tokenizer's own normaliser: what ``decode(encode(text))`` gives for bpe/unigram."""
+        """This tokenizer's own normalisation: what ``decode(encode(text))`` gives (bpe, unigram)."""
         normalizer = self._tokenizer.normalizer
         return text if normalizer is None else normalizer.normalize_str(text)
 
@@ -230,12 +239,12 @@ def _pipeline(config: TokenizerConfig) -> tuple[Tokenizer, trainers.Trainer]:
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)
     else:
-        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always")
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(METASPACE, prepend_scheme="always")
         # ByteFallback turns runs of <0x..> pieces back into characters, then Metaspace
         # turns "▁" into spaces. Not ByteFallback+Fuse+Metaspace: HF's Metaspace decoder
         # drops every "▁" of the first token, and after Fuse everything is the first token.
         tokenizer.decoder = decoders.Sequence(
-            [decoders.ByteFallback(), decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")]
+            [decoders.ByteFallback(), decoders.Metaspace(METASPACE, prepend_scheme="always")]
         )
     return tokenizer, trainer
 
@@ -282,7 +291,7 @@ def train_tokenizers(
 
 
 def save_tokenizers(src: SubwordTokenizer, tgt: SubwordTokenizer, directory: str | Path) -> None:
-    """Write ``tokenizer.json`` (joint: ``src is tgt``) or ``tokenizer.src.json`` + ``tokenizer.tgt.json``.
+    """Write ``tokenizer.json`` if joint (``src is tgt``), else ``tokenizer.{src,tgt}.json``.
 
     Files of the other layout are removed, so a directory always holds exactly one pair.
     """
@@ -309,13 +318,15 @@ def load_tokenizers(directory: str | Path) -> tuple[SubwordTokenizer, SubwordTok
     directory = Path(directory)
     joint, src, tgt = directory / JOINT_FILE, directory / SRC_FILE, directory / TGT_FILE
     if joint.is_file() and (src.is_file() or tgt.is_file()):
-        raise ValueError(f"{directory} holds both a joint and separate tokenizers; remove one layout")
+        raise ValueError(f"{directory} holds both joint and separate tokenizers; remove one layout")
     if joint.is_file():
         tokenizer = SubwordTokenizer.load(joint)
         return tokenizer, tokenizer
     if src.is_file() or tgt.is_file():
         return SubwordTokenizer.load(src), SubwordTokenizer.load(tgt)  # names the missing one
-    raise FileNotFoundError(f"no tokenizer in {directory}: expected {JOINT_FILE} or {SRC_FILE} + {TGT_FILE}")
+    raise FileNotFoundError(
+        f"no tokenizer in {directory}: expected {JOINT_FILE} or {SRC_FILE} + {TGT_FILE}"
+    )
 
 
 def load_or_train_tokenizers(
@@ -334,7 +345,7 @@ def load_or_train_tokenizers(
     directory = Path(directory)
     if has_tokenizers(directory):
         src, tgt = load_tokenizers(directory)
-        log.info("loaded tokenizers from %s (vocab %d / %d)", directory, src.vocab_size, tgt.vocab_size)
+        log.info("loaded tokenizers from %s (vocab %d/%d)", directory, src.vocab_size, tgt.vocab_size)
         if (src is tgt) != config.joint or src.kind != config.kind:
             log.warning(
                 "tokenizers in %s (kind=%s, joint=%s) differ from the config (kind=%s, joint=%s); "

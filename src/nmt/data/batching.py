@@ -28,14 +28,14 @@ import torch
 
 # Must equal nmt.tokenizer.PAD_ID (a test checks); not imported, so that
 # this module stays usable without the tokenizer's dependencies.
-PAD = 0
+PAD_ID = 0
 
 
 @dataclass
 class Batch:
     """One padded batch. ``tgt_in``/``tgt_out`` are the target shifted by one."""
 
-    src: torch.Tensor  # (batch, src_len) int64, PAD on the right
+    src: torch.Tensor  # (batch, src_len) int64, PAD_ID on the right
     tgt_in: torch.Tensor  # (batch, tgt_len) target[:-1]: BOS w1 .. wn
     tgt_out: torch.Tensor  # (batch, tgt_len) target[1:]:  w1 .. wn EOS
     indices: torch.Tensor  # (batch,) int64 positions of the examples in the corpus
@@ -71,7 +71,7 @@ def collate(
     tgt_seqs: Sequence[Sequence[int]],
     indices: Sequence[int] | np.ndarray,
     *,
-    pad_id: int = PAD,
+    pad_id: int = PAD_ID,
 ) -> Batch:
     """Pad a batch to its longest sentence on each side and shift the target.
 
@@ -168,13 +168,15 @@ class TokenBatchSampler:
     Sorting by the cost first, rather than by (target, source) length,
     groups examples the way the budget measures them; on synthetic lengths
     with realistic source/target noise it roughly halves the padding.
-    Bigger pools pad less (the limit, ``pool_size >= len``, is one global
-    sort with random tie-breaks) but vary batch composition less across
-    epochs. The cost ignores that the decoder sees L-1 tokens: simpler, and
-    at most one token per sentence conservative. An example whose own cost exceeds
-    ``max_tokens`` becomes a batch of one (with one warning at construction)
-    rather than an error, so that translation never silently loses a
-    sentence; filter training data with ``filter_by_length`` beforehand.
+    Bigger pools pad less (``pool_size >= len`` is one global sort with
+    random tie-breaks) but vary batch composition less across epochs. The
+    cost ignores that the decoder sees L-1 tokens: simpler, and at most one
+    token per sentence conservative.
+
+    An example whose own cost exceeds ``max_tokens`` becomes a batch of one
+    (with one warning at construction) rather than an error, so that
+    translation never loses a sentence; filter training data with
+    ``filter_by_length`` beforehand.
 
     With ``shuffle=False`` (validation, translation) all examples are sorted
     globally and the batches keep that order. For translation, where no
@@ -240,7 +242,7 @@ class TokenBatchSampler:
         batches, i = [], 0
         while i < len(idx):
             # n * (running max) >= n * costs[i], so no batch can outgrow this.
-            limit = min(len(idx) - i, max(1, self.max_tokens // int(costs[i])))
+            limit = min(len(idx) - i, max(1, self.max_tokens // max(1, int(costs[i]))))
             if self.max_sentences is not None:
                 limit = min(limit, self.max_sentences)
             # spend[k] is the cost of a batch of the next k+1 examples.
@@ -317,7 +319,7 @@ def iterate_batches(
     *,
     epoch: int,
     start: int = 0,
-    pad_id: int = PAD,
+    pad_id: int = PAD_ID,
     prefetch: int = 2,
     pin_memory: bool = False,
 ) -> Iterator[tuple[int, Batch]]:
