@@ -50,3 +50,28 @@ def test_accuracy_counts_real_tokens_only():
     logits[0, 2, 0] = 5.0  # padding "right" but must not count
     out = label_smoothed_loss(logits, labels, normaliser=2)
     assert out.correct.item() == 1 and out.tokens == 2
+
+
+def test_gradient_equals_autograd_of_the_textbook_formula():
+    logits, labels = _batch(3)
+    a = logits.clone().requires_grad_()
+    b = logits.clone().requires_grad_()
+    label_smoothed_loss(a, labels, normaliser=6, smoothing=0.2).loss.backward()
+    expected = F.cross_entropy(b.flatten(0, 1), labels.flatten(), ignore_index=0, label_smoothing=0.2)
+    expected.backward()
+    assert torch.allclose(a.grad, b.grad, atol=1e-6)
+
+
+def test_sequence_loss_equals_loss_on_full_logits():
+    from nmt.model import ModelConfig, Transformer
+    from nmt.training.loss import sequence_loss
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(src_vocab_size=11, tgt_vocab_size=11, encoder_layers=1, decoder_layers=1,
+                                    d_model=16, num_heads=2, d_ff=32, dropout=0.0))
+    src = torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]])
+    tgt_in, tgt_out = torch.tensor([[2, 8, 9], [2, 4, 0]]), torch.tensor([[8, 9, 3], [4, 3, 0]])
+    full = label_smoothed_loss(model(src, tgt_in), tgt_out, normaliser=5)
+    fused = sequence_loss(model, src, tgt_in, tgt_out, normaliser=5)
+    assert torch.allclose(full.loss, fused.loss, atol=1e-6)
+    assert fused.tokens == 5 and fused.correct == full.correct

@@ -5,6 +5,17 @@ factor; here padding never enters the sum, so the loss (and its gradient) is the
 whatever padding a batch carries. The sum is divided by the number of real target
 tokens, which the caller passes in: under gradient accumulation or several processes
 it is the token count of the whole global batch, not of one piece of it.
+
+With target distribution q = (1 - eps) one_hot(y) + eps / V and p = softmax(z):
+
+    loss(z, y) = -sum_v q_v log p_v = logsumexp(z) - (1 - eps) z_y - eps mean_v(z_v)
+    d loss / d z = p - q
+
+`SmoothedCrossEntropy` computes exactly this with one vocabulary-sized buffer (p, kept
+from the forward pass and turned into the gradient in place), where the textbook
+log_softmax + gather + mean chain materialises several. `sequence_loss` also drops
+padding positions *before* the output projection, so they cost no vocabulary-sized
+work at all.
 """
 
 from __future__ import annotations
@@ -12,7 +23,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+
+from ..model import Transformer
+
+
+class SmoothedCrossEntropy(torch.autograd.Function):
+    """Summed label-smoothed cross-entropy of (tokens, vocab) logits; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, smoothing: float):
+        z = logits.float()
+        z_max = z.amax(dim=-1, keepdim=True)  # (tokens, 1)
+        p = (z - z_max).exp_()  # (tokens, vocab): the only vocabulary-sized buffer
+        total = p.sum(dim=-1, keepdim=True)
+        lse = (z_max + total.log()).squeeze(1)  # (tokens,) logsumexp
+        p.div_(total)  # softmax, kept for backward
+        z_y = z.gather(1, labels[:, None]).squeeze(1)  # (tokens,)
+        nll = lse - z_y
+        loss = (1.0 - smoothing) * nll + smoothing * (lse - z.mean(dim=-1))
+        ctx.save_for_backward(p, labels)
+        ctx.smoothing, ctx.dtype = smoothing, logits.dtype
+        correct = (z_y >= z_max.squeeze(1)).sum()  # the label is (one of) the argmax
+        ctx.mark_non_differentiable(nll, correct)
+        return loss.sum(), nll.sum(), correct
+
+    @staticmethod
+    def backward(ctx, grad_loss: torch.Tensor, _grad_nll, _grad_correct):
+        p, labels = ctx.saved_tensors
+        eps = ctx.smoothing
+        grad = p.sub_(eps / p.size(1))  # p - eps / V, in place: p is not needed again
+        grad.scatter_add_(1, labels[:, None], torch.full_like(labels[:, None], -(1.0 - eps), dtype=grad.dtype))
+        return grad.mul_(grad_loss).to(ctx.dtype), None, None
 
 
 @dataclass
@@ -23,28 +64,24 @@ class LossOutput:
     tokens: int  # real tokens in this piece
 
 
-def label_smoothed_loss(
-    logits: torch.Tensor,
-    labels: torch.Tensor,
-    *,
-    normaliser: int | float,
-    smoothing: float = 0.1,
-    pad_id: int = 0,
-) -> LossOutput:
-    """Cross-entropy against (1 - eps) one-hot + eps uniform, summed over real tokens.
-
-    logits: (batch, tgt_len, vocab); labels: (batch, tgt_len) with pad_id at padding.
-        loss = sum_t [ (1 - eps) * -log p(y_t) + eps * mean_v -log p(v) ] / normaliser
-    """
-    flat_logits = logits.reshape(-1, logits.size(-1))  # (tokens, vocab)
+def label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, *, normaliser: int | float,
+                        smoothing: float = 0.1, pad_id: int = 0) -> LossOutput:
+    """Loss over (..., vocab) logits and (...) labels, padding excluded, summed / normaliser."""
+    flat_logits = logits.reshape(-1, logits.size(-1))  # (positions, vocab)
     flat_labels = labels.reshape(-1)
-    mask = flat_labels != pad_id
-    # Drop padding rows before the softmax: they cost no vocabulary-sized work at all.
-    flat_logits, flat_labels = flat_logits[mask], flat_labels[mask]
-    log_probs = F.log_softmax(flat_logits.float(), dim=-1)  # (real_tokens, vocab)
-    nll = -log_probs.gather(1, flat_labels[:, None]).squeeze(1)  # (real_tokens,)
-    smooth = -log_probs.mean(dim=-1)  # (real_tokens,)
-    loss = ((1.0 - smoothing) * nll + smoothing * smooth).sum() / normaliser
-    with torch.no_grad():
-        correct = (flat_logits.argmax(dim=-1) == flat_labels).sum()
-    return LossOutput(loss=loss, nll_sum=nll.detach().sum(), correct=correct, tokens=int(flat_labels.numel()))
+    real = flat_labels != pad_id
+    return _smoothed(flat_logits[real], flat_labels[real], normaliser, smoothing)
+
+
+def _smoothed(logits: torch.Tensor, labels: torch.Tensor, normaliser: int | float, smoothing: float) -> LossOutput:
+    loss_sum, nll_sum, correct = SmoothedCrossEntropy.apply(logits, labels, smoothing)
+    return LossOutput(loss=loss_sum / normaliser, nll_sum=nll_sum, correct=correct, tokens=int(labels.numel()))
+
+
+def sequence_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, *,
+                  normaliser: int | float, smoothing: float = 0.1) -> LossOutput:
+    """Teacher-forced loss of a batch; only real (non-padding) positions reach the output projection."""
+    states = model.decode(tgt_in, model.encode(src)).states  # (batch, tgt_len, d_model)
+    real = tgt_out != model.config.pad_id  # (batch, tgt_len)
+    logits = model.logits(states[real])  # (real_tokens, vocab)
+    return _smoothed(logits, tgt_out[real], normaliser, smoothing)

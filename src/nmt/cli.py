@@ -1,0 +1,181 @@
+"""The `nmt` command: a thin shell over the Python API.
+
+    nmt train CONFIG --out DIR [--set section.key=value ...] [--resume]
+    nmt translate --model DIR [--beam N] [--input FILE] [--output FILE]
+    nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
+    nmt average --model DIR [--last K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger("nmt")
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exit status 1, no traceback."""
+
+
+# --- train -------------------------------------------------------------------------------------
+def cmd_train(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .training.trainer import train
+
+    out = Path(args.out)
+    config_path = args.config
+    if args.resume:
+        saved = out / "config.yaml"
+        if not saved.exists():
+            raise CommandError(f"--resume: {saved} not found; start a new run without --resume")
+        config_path = config_path or saved
+    elif config_path is None:
+        raise CommandError("give a CONFIG file (or --resume with --out DIR)")
+    elif (out / "checkpoints" / "latest").exists():
+        raise CommandError(f"{out} already holds a training run: add --resume to continue it, "
+                           "or choose another --out")
+    config = load_config(config_path, args.set or [])
+    reason = train(config, out, resume=args.resume, progress_bar=not args.quiet)
+    print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
+    return 0
+
+
+# --- translate ----------------------------------------------------------------------------------
+def cmd_translate(args: argparse.Namespace) -> int:
+    from .translation_io import translate_stream
+    from .translator import Translator
+
+    translator = Translator.load(args.model, device=args.device)
+    source = open(args.input, "rb") if args.input else sys.stdin.buffer
+    target = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        translate_stream(translator, source, target, beam=args.beam, name=args.input or "<stdin>",
+                         chunk_lines=args.chunk)
+    finally:
+        if args.input:
+            source.close()
+        if args.output:
+            target.close()
+    return 0
+
+
+# --- evaluate -----------------------------------------------------------------------------------
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .data.corpus import read_lines
+    from .data.registry import parallel_files
+    from .evaluation import score_translations
+    from .translator import Translator
+
+    if args.test:
+        try:
+            corpus, split, pair = args.test.split(":")
+            src_lang, tgt_lang = pair.split("-")
+        except ValueError:
+            raise CommandError(f"--test {args.test!r} must look like multi30k:test_2016_flickr:de-en") from None
+        src_path, ref_path = parallel_files(corpus, split, src_lang, tgt_lang)
+    elif args.src and args.ref:
+        src_path, ref_path = Path(args.src), Path(args.ref)
+    else:
+        raise CommandError("give --src FILE and --ref FILE, or --test CORPUS:SPLIT:SRC-TGT")
+    sources, references = list(read_lines(src_path)), list(read_lines(ref_path))
+    if len(sources) != len(references):
+        raise CommandError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
+    translator = Translator.load(args.model, device=args.device)
+    hypotheses = translator.translate(sources, beam=args.beam)
+    scores = score_translations(hypotheses, references)
+    if args.json:
+        print(json.dumps({"model": str(args.model), "beam": args.beam or translator.decode.beam, **scores.to_dict()}))
+    else:
+        print(f"BLEU {scores.bleu:.2f}   {scores.bleu_signature}")
+        print(f"BLEU (lower-cased) {scores.bleu_lowercase:.2f}")
+        print(f"chrF {scores.chrf:.2f}   {scores.chrf_signature}")
+    return 0
+
+
+# --- average ------------------------------------------------------------------------------------
+def cmd_average(args: argparse.Namespace) -> int:
+    from .checkpoint import CHECKPOINTS, average_checkpoints, list_checkpoints, load_model_dir, save_weights
+
+    names = list_checkpoints(args.model)[-args.last:]
+    if not names:
+        raise CommandError(f"no checkpoints in {Path(args.model) / CHECKPOINTS}")
+    paths = [Path(args.model) / CHECKPOINTS / f"{n}.safetensors" for n in names]
+    averaged = average_checkpoints(paths)
+    model = load_model_dir(args.model, weights=paths[-1])
+    missing = set(model.state_dict()) - set(averaged)
+    model.load_state_dict(averaged, strict=False)  # tied matrices are stored once: `missing` are their aliases
+    out = Path(args.output) if args.output else Path(args.model) / "model.safetensors"
+    save_weights(model, out)
+    print(f"averaged {len(paths)} checkpoints ({names[0]} .. {names[-1]}) into {out}"
+          + (f" (tied aliases: {len(missing)})" if missing else ""), file=sys.stderr)
+    return 0
+
+
+# --- the parser ---------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nmt", description="Transformer neural machine translation.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train a tokenizer (if needed) and a model",
+                       description="Train into a self-contained model directory.")
+    p.add_argument("config", nargs="?", help="YAML config (see configs/); optional with --resume")
+    p.add_argument("--out", required=True, help="model directory to create (or resume)")
+    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
+                   help="override a config field, e.g. --set train.max_steps=200 (repeatable)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("translate", help="translate lines from a file or stdin",
+                       description="One output line per input line, in order, written as it goes.")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)")
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) on a test set",
+                       description="Translate a test set and score it with sacreBLEU.")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--src", help="source file")
+    p.add_argument("--ref", help="reference file")
+    p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
+    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's decode.beam)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("average", help="average the last K checkpoints into model.safetensors",
+                       description="Element-wise mean of the last K checkpoints' weights.")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5)")
+    p.add_argument("--output", help="weights file to write (default: DIR/model.safetensors)")
+    p.set_defaults(func=cmd_average)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("nmt: interrupted", file=sys.stderr)
+        return 130
+    except (CommandError, ValueError, FileNotFoundError, OSError, RuntimeError) as err:
+        if args.verbose:
+            raise
+        print(f"nmt {args.command}: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""From the data and tokenizer config to encoded training and validation sets.
+
+Glue between the corpus readers, the registry, the tokenizer and the encoded-corpus
+cache: which files, which tokenizer (trained once, then reused from the model
+directory), which pairs survive the length filters (and a report of those that do not).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..config import DataConfig
+from ..data.batching import filter_by_length
+from ..data.corpus import ReadStats, read_jsonl, read_parallel, read_tsv
+from ..data.encoded import EncodedCorpus, RaggedArray, cache_key, cached_encode, encode_corpus, file_fingerprint
+from ..data.registry import data_home, parallel_files
+from ..tokenizer import SubwordTokenizer, TokenizerConfig, load_or_train_tokenizers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CorpusFiles:
+    """Where one split's pairs come from: two aligned files, or one TSV / JSONL file."""
+
+    src: Path
+    tgt: Path | None = None
+
+    def pairs(self, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
+        if self.tgt is not None:
+            return read_parallel(self.src, self.tgt, stats)
+        if self.src.name.endswith((".tsv", ".tsv.gz")):
+            return read_tsv(self.src, stats)
+        if self.src.name.endswith((".jsonl", ".jsonl.gz")):
+            return read_jsonl(self.src, stats=stats)
+        raise ValueError(f"{self.src}: give a target file, or a .tsv / .jsonl file holding both sides")
+
+    def fingerprint(self) -> str:
+        return "|".join(file_fingerprint(p) for p in (self.src, self.tgt) if p is not None)
+
+
+def split_files(data: DataConfig, split: str) -> CorpusFiles:
+    """The files of `split` ("train" or "valid"): explicit paths win over the named corpus."""
+    src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
+    if src is not None:
+        return CorpusFiles(Path(src), Path(tgt) if tgt is not None else None)
+    if data.corpus is None:
+        raise ValueError(f"set data.corpus or data.{split}_src (and data.{split}_tgt)")
+    name = data.train_split if split == "train" else data.valid_split
+    src_path, tgt_path = parallel_files(data.corpus, name, data.src_lang, data.tgt_lang)
+    return CorpusFiles(src_path, tgt_path)
+
+
+@dataclass
+class TrainingData:
+    src_tokenizer: SubwordTokenizer
+    tgt_tokenizer: SubwordTokenizer
+    train: EncodedCorpus
+    valid: EncodedCorpus
+    valid_src_text: list[str]  # raw validation sentences, for BLEU
+    valid_ref_text: list[str]
+
+
+def encode_split(files: CorpusFiles, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer,
+                 tokenizer_dir: Path) -> EncodedCorpus:
+    """Encode once; later runs load the cached ids (keyed by the files and the tokenizer files)."""
+    tokenizer_files = sorted(p.read_bytes() for p in tokenizer_dir.glob("tokenizer*.json"))
+    key = cache_key(files.fingerprint(), *tokenizer_files)
+
+    def make() -> EncodedCorpus:
+        stats = ReadStats()
+        corpus = encode_corpus(files.pairs(stats), src_tok.encode_batch, tgt_tok.encode_batch)
+        log.info("%s: %s", files.src, stats.report())
+        return corpus
+
+    return cached_encode(data_home() / "encoded", key, make)
+
+
+def select(corpus: EncodedCorpus, keep: list[int] | np.ndarray) -> EncodedCorpus:
+    return EncodedCorpus(RaggedArray.from_sequences(corpus.src[i] for i in keep),
+                         RaggedArray.from_sequences(corpus.tgt[i] for i in keep))
+
+
+def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: Path) -> TrainingData:
+    """Tokenizers (trained on the training pairs if the model directory has none) and encoded splits."""
+    train_files, valid_files = split_files(data, "train"), split_files(data, "valid")
+    src_tok, tgt_tok = load_or_train_tokenizers(
+        model_dir,
+        lambda: (s for s, _ in train_files.pairs()),
+        lambda: (t for _, t in train_files.pairs()),
+        tokenizer,
+    )
+    train = encode_split(train_files, src_tok, tgt_tok, model_dir)
+    keep, report = filter_by_length(train.src_lengths(), train.tgt_lengths(), max_src_len=data.max_src_len,
+                                    max_tgt_len=data.max_tgt_len, max_ratio=data.max_ratio)
+    log.info("training pairs: %s", report.report())
+    if len(keep) < len(train):
+        train = select(train, keep)
+    if len(train) == 0:
+        raise ValueError("no training pairs left after the length filters: " + report.report())
+    valid = encode_split(valid_files, src_tok, tgt_tok, model_dir)
+    valid_pairs = list(valid_files.pairs())
+    return TrainingData(src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs])

@@ -1,0 +1,49 @@
+"""Validation: loss and accuracy on the whole validation set, BLEU of greedy translations of a subset."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..config import DecodeConfig
+from ..data.batching import TokenBatchSampler, collate
+from ..evaluation import score_translations
+from ..model import Transformer
+from ..translator import Translator
+from .datasets import TrainingData
+from .loss import label_smoothed_loss
+
+
+@torch.no_grad()
+def validation_loss(model: Transformer, data: TrainingData, *, batch_tokens: int,
+                    device: torch.device) -> dict[str, float]:
+    """Per-token negative log-likelihood (no smoothing), perplexity and accuracy over real tokens."""
+    valid = data.valid
+    sampler = TokenBatchSampler(valid.src_lengths(), valid.tgt_lengths(), max_tokens=batch_tokens, shuffle=False)
+    nll = correct = tokens = 0.0
+    for idx in sampler.batches(0):
+        batch = collate([valid.src[i] for i in idx], [valid.tgt[i] for i in idx], idx).to(device)
+        logits = model(batch.src, batch.tgt_in)
+        out = label_smoothed_loss(logits, batch.tgt_out, normaliser=1, smoothing=0.0, pad_id=model.config.pad_id)
+        nll += out.nll_sum.item()
+        correct += out.correct.item()
+        tokens += out.tokens
+    tokens = max(tokens, 1)
+    return {"loss": nll / tokens, "ppl": math.exp(min(nll / tokens, 50)), "acc": correct / tokens}
+
+
+def validate(model: Transformer, data: TrainingData, *, batch_tokens: int, device: torch.device,
+             bleu_sentences: int, decode: DecodeConfig) -> dict[str, float]:
+    """Loss/ppl/acc, plus cased BLEU and chrF of greedy translations of the first `bleu_sentences`."""
+    was_training = model.training
+    model.eval()
+    result = validation_loss(model, data, batch_tokens=batch_tokens, device=device)
+    if bleu_sentences > 0:
+        translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, decode=decode)
+        sources = data.valid_src_text[:bleu_sentences]
+        hyps = translator.translate(sources, beam=1)
+        scores = score_translations(hyps, data.valid_ref_text[:bleu_sentences])
+        result.update(bleu=scores.bleu, chrf=scores.chrf)
+    model.train(was_training)
+    return result

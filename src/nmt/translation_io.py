@@ -1,0 +1,45 @@
+"""Streaming file translation: read a chunk of lines, translate it (sorted by length inside
+the Translator), write it in input order, flush, repeat. Output starts before a large input
+ends, memory stays bounded, and every input line gives exactly one output line."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import BinaryIO, TextIO
+
+from .translator import Translator
+
+log = logging.getLogger(__name__)
+
+
+class InputError(ValueError):
+    """Input that cannot be translated, naming the file and line."""
+
+
+def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
+    """Yield (line_number, text) of UTF-8 lines without their line ending; bad UTF-8 is an InputError."""
+    for number, raw in enumerate(source, start=first_line):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{name}:{number}: not valid UTF-8 (byte {err.start + 1} of the line)") from None
+        yield number, text.rstrip("\r\n")
+
+
+def translate_stream(translator: Translator, source: BinaryIO, target: TextIO, *, beam: int | None = None,
+                     name: str = "<stdin>", chunk_lines: int = 1000) -> int:
+    """Translate every line of `source` into `target`; returns the number of lines written."""
+    lines = decode_lines(source, name)
+    written = 0
+    while chunk := list(itertools.islice(lines, chunk_lines)):
+        numbers, texts = zip(*chunk)
+        results = translator.translate_detailed(list(texts), beam=beam)
+        for number, best in zip(numbers, results):
+            if best[0].truncated:
+                log.warning("%s:%d: longer than %d tokens; translated the first %d only", name, number,
+                            translator.max_source_tokens, translator.max_source_tokens)
+            target.write(best[0].text.replace("\n", " ") + "\n")
+        target.flush()
+        written += len(chunk)
+    return written

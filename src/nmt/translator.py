@@ -1,0 +1,142 @@
+"""Text in, text out: tokenizer + model + search, batched by length.
+
+    translator = Translator.load("runs/de_en")
+    translator.translate(["Ein Mann fährt Fahrrad."], beam=5)   # -> ["A man rides a bike."]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+
+from .checkpoint import load_model_dir
+from .config import DecodeConfig
+from .decoding import Hypothesis, beam_search, greedy_search
+from .model import Transformer
+from .tokenizer import EOS_ID, SubwordTokenizer, load_tokenizers
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_SOURCE_TOKENS = 256  # longer inputs are truncated (with a warning) to bound memory and time
+
+
+@dataclass
+class Translation:
+    """One hypothesis for one input sentence, with what a person or a plot needs."""
+
+    text: str
+    score: float  # length-penalised log-probability (the ranking score)
+    log_prob: float
+    tokens: list[int]
+    pieces: list[str]  # target subword pieces (no BOS/EOS)
+    src_pieces: list[str] = field(default_factory=list)  # source pieces, BOS/EOS included
+    attention: torch.Tensor | None = None  # (layers, heads, steps, src_len) cross-attention, when asked
+    truncated: bool = False  # the source was cut to max_source_tokens
+
+
+class Translator:
+    """Translates sentences with a trained model; build it with `Translator.load(model_dir)`."""
+
+    def __init__(self, model: Transformer, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer, *,
+                 decode: DecodeConfig | None = None, max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS):
+        self.model = model.eval()
+        self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
+        self.decode = decode or DecodeConfig()
+        self.max_source_tokens = max_source_tokens
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @classmethod
+    def load(cls, model_dir: str | Path, *, device: str = "auto", weights: str | Path | None = None) -> Translator:
+        """Everything from the model directory: config, tokenizers, weights (model.safetensors by default)."""
+        model_dir = Path(model_dir)
+        if not model_dir.is_dir():
+            raise FileNotFoundError(f"model directory {model_dir} does not exist")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = load_model_dir(model_dir, weights=weights, device=device)
+        src_tok, tgt_tok = load_tokenizers(model_dir)
+        decode = DecodeConfig()
+        config_path = model_dir / "config.yaml"
+        if config_path.exists():
+            decode = DecodeConfig(**(yaml.safe_load(config_path.read_text()) or {}).get("decode", {}))
+        return cls(model, src_tok, tgt_tok, decode=decode)
+
+    # --- the simple API ----------------------------------------------------------------------
+    def translate(self, texts: Sequence[str], *, beam: int | None = None,
+                  length_penalty: float | None = None) -> list[str]:
+        """One translation per input sentence, in order. An empty sentence gives ''."""
+        return [best[0].text for best in self.translate_detailed(texts, beam=beam, length_penalty=length_penalty)]
+
+    def translate_detailed(self, texts: Sequence[str], *, beam: int | None = None, n_best: int = 1,
+                           length_penalty: float | None = None,
+                           return_attention: bool = False) -> list[list[Translation]]:
+        """n-best Translations per sentence (best first), optionally with cross-attention."""
+        encoded = [self.encode_source(t) for t in texts]
+        ids = [e[0] for e in encoded]
+        hyps = self.translate_ids(ids, beam=beam, n_best=n_best, length_penalty=length_penalty,
+                                  return_attention=return_attention)
+        out = []
+        for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps):
+            src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
+            out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip())
+                        for h in sentence_hyps])
+        return out
+
+    # --- the pieces ----------------------------------------------------------------------------
+    def encode_source(self, text: str) -> tuple[list[int], bool]:
+        """Source ids with BOS/EOS, cut to max_source_tokens (keeping EOS); and whether it was cut."""
+        ids = self.src_tokenizer.encode(text)
+        if len(ids) <= self.max_source_tokens:
+            return ids, False
+        return ids[: self.max_source_tokens - 1] + [EOS_ID], True
+
+    def to_translation(self, h: Hypothesis, src_pieces: list[str], truncated: bool, empty: bool) -> Translation:
+        if empty:  # nothing in, nothing out: the model's guess for an empty input is noise
+            return Translation("", 0.0, 0.0, [], [], src_pieces, None, truncated)
+        return Translation(self.tgt_tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens,
+                           self.tgt_tokenizer.lookup(h.tokens), src_pieces, h.attention, truncated)
+
+    def batches_by_length(self, ids: Sequence[Sequence[int]], beam: int) -> Iterator[list[int]]:
+        """Indices of sentences of similar length, each batch within decode.batch_tokens."""
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+        budget = max(self.decode.batch_tokens // max(beam, 1), 1)
+        batch: list[int] = []
+        for i in order:
+            longest = len(ids[batch[0]]) if batch else len(ids[i])
+            if batch and (len(batch) + 1) * longest > budget:
+                yield batch
+                batch = []
+            batch.append(i)
+        if batch:
+            yield batch
+
+    @torch.no_grad()
+    def translate_ids(self, ids: Sequence[Sequence[int]], *, beam: int | None = None, n_best: int = 1,
+                      length_penalty: float | None = None,
+                      return_attention: bool = False) -> list[list[Hypothesis]]:
+        """Search over source id lists (BOS/EOS included); n-best Hypotheses per sentence, in input order."""
+        beam = self.decode.beam if beam is None else beam
+        if beam < 1 or n_best < 1 or n_best > beam:
+            raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
+        alpha = self.decode.length_penalty if length_penalty is None else length_penalty
+        limits = dict(max_len_a=self.decode.max_len_a, max_len_b=self.decode.max_len_b,
+                      return_attention=return_attention, pad_id=self.model.config.pad_id)
+        results: list[list[Hypothesis]] = [[] for _ in ids]
+        for rows in self.batches_by_length(ids, beam):
+            src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(ids[i]) for i in rows], batch_first=True,
+                                                  padding_value=self.model.config.pad_id).to(self.device)
+            if beam == 1:
+                found = [[h] for h in greedy_search(self.model, src, **limits)]
+            else:
+                found = beam_search(self.model, src, beam_size=beam, n_best=n_best, length_penalty=alpha, **limits)
+            for i, hyps in zip(rows, found):
+                results[i] = hyps
+        return results

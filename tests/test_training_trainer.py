@@ -1,0 +1,147 @@
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nmt.checkpoint import latest_checkpoint, list_checkpoints
+from nmt.config import load_config
+from nmt.training import trainer as trainer_module
+from nmt.training.trainer import Trainer, TrainingDiverged, train
+
+TINY = ["model.preset=reference", "model.d_model=32", "model.num_heads=2", "model.d_ff=64",
+        "model.encoder_layers=1", "model.decoder_layers=1", "tokenizer.vocab_size=400", "train.batch_tokens=600",
+        "train.warmup=10", "train.valid_bleu_sentences=8", "train.log_every=1", "train.seed=3"]
+
+
+@pytest.fixture(scope="module")
+def tiny_corpus(tmp_path_factory, multi30k_dir):
+    """300 training and 40 validation pairs of real Multi30k de-en, as plain files."""
+    root = tmp_path_factory.mktemp("corpus")
+    raw = multi30k_dir / "data/task1/raw"
+    for split, n in (("train", 300), ("val", 40)):
+        for lang in ("de", "en"):
+            with gzip.open(raw / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
+                lines = [next(f) for _ in range(n)]
+            (root / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def overrides(tiny_corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
+    files = [f"data.train_src={tiny_corpus / 'train.de'}", f"data.train_tgt={tiny_corpus / 'train.en'}",
+             f"data.valid_src={tiny_corpus / 'val.de'}", f"data.valid_tgt={tiny_corpus / 'val.en'}"]
+    return TINY + files
+
+
+def train_losses(model_dir):
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in records if r["kind"] == "train"]
+
+
+def final_weights(model_dir):
+    weights, _ = latest_checkpoint(model_dir)
+    return load_file(str(weights)), weights.name
+
+
+def test_interrupted_and_resumed_run_equals_uninterrupted_run(overrides, tmp_path):
+    full = tmp_path / "full"
+    train(load_config(None, overrides + ["train.max_steps=8", "train.valid_every=4"]), full, progress_bar=False)
+    part = tmp_path / "part"
+    train(load_config(None, overrides + ["train.max_steps=4", "train.valid_every=4"]), part, progress_bar=False)
+    train(load_config(None, overrides + ["train.max_steps=8", "train.valid_every=4"]), part, resume=True,
+          progress_bar=False)
+    a, name_a = final_weights(full)
+    b, name_b = final_weights(part)
+    assert name_a == name_b == "step_00000008.safetensors"
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert train_losses(full) == train_losses(part)
+
+
+def test_same_seed_gives_identical_loss_curve(overrides, tmp_path):
+    config = overrides + ["train.max_steps=5", "train.valid_every=100", "train.valid_bleu_sentences=0",
+                          "train.best_metric=loss"]
+    train(load_config(None, config), tmp_path / "a", progress_bar=False)
+    train(load_config(None, config), tmp_path / "b", progress_bar=False)
+    curve = train_losses(tmp_path / "a")
+    assert len(curve) == 5 and curve == train_losses(tmp_path / "b")
+    assert curve[-1][1] < curve[0][1]  # it learns
+
+
+def test_non_finite_losses_are_skipped_then_stop_training(overrides, tmp_path, monkeypatch):
+    model_dir = tmp_path / "nan"
+    config = load_config(None, overrides + ["train.max_steps=20", "train.valid_every=2", "train.max_bad_steps=3",
+                                            "train.valid_bleu_sentences=0", "train.best_metric=loss"])
+    real_loss, calls = trainer_module.sequence_loss, {"n": 0}
+
+    def poisoned(*args, **kwargs):
+        calls["n"] += 1
+        out = real_loss(*args, **kwargs)
+        if calls["n"] in (3,) or calls["n"] >= 6:  # one isolated bad step, then bad for good
+            out.loss = out.loss * float("nan")
+        return out
+
+    monkeypatch.setattr(trainer_module, "sequence_loss", poisoned)
+    with pytest.raises(TrainingDiverged, match="intact"):
+        train(config, model_dir, progress_bar=False)
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    assert sum(r["kind"] == "skipped" for r in records) == 4  # the isolated one + three in a row
+    # steps 1, 2 (call 1, 2), skip (call 3), steps 3, 4 (calls 4, 5): the last checkpoint is step 4 and loads
+    weights, state = latest_checkpoint(model_dir)
+    assert weights.name == "step_00000004.safetensors"
+    assert all(torch.isfinite(t).all() for t in load_file(str(weights)).values())
+
+
+def test_checkpoints_keep_the_last_k(overrides, tmp_path):
+    model_dir = tmp_path / "keep"
+    train(load_config(None, overrides + ["train.max_steps=6", "train.valid_every=1", "train.keep_last=2",
+                                         "train.valid_bleu_sentences=0", "train.best_metric=loss"]),
+          model_dir, progress_bar=False)
+    assert list_checkpoints(model_dir) == ["step_00000005", "step_00000006"]
+    assert (model_dir / "model.safetensors").exists() and (model_dir / "model.json").exists()
+
+
+def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
+    model_dir = tmp_path / "signal"
+    args = [sys.executable, "-m", "nmt", "train", "--out", str(model_dir), "--quiet"]
+    sets = [x for o in overrides + ["train.max_steps=100000", "train.valid_every=100000",
+                                    "train.valid_bleu_sentences=0", "train.best_metric=loss"] for x in ("--set", o)]
+    config = tmp_path / "empty.yaml"
+    config.write_text("{}\n")
+    proc = subprocess.Popen(args[:4] + [str(config)] + args[4:] + sets, env=os.environ.copy(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    metrics = model_dir / "metrics.jsonl"
+    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert "stopped by signal" in err
+    weights, _ = latest_checkpoint(model_dir)
+    stopped_at = int(weights.stem.split("_")[1])
+    assert stopped_at >= 3
+    resumed = subprocess.run(args[:4] + args[4:] + ["--resume", "--set", f"train.max_steps={stopped_at + 2}"],
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert latest_checkpoint(model_dir)[0].name == f"step_{stopped_at + 2:08d}.safetensors"
+
+
+def test_cli_refuses_to_overwrite_a_run_without_resume(overrides, tmp_path):
+    from nmt.cli import main
+
+    model_dir = tmp_path / "run"
+    train(load_config(None, overrides + ["train.max_steps=1", "train.valid_bleu_sentences=0",
+                                         "train.best_metric=loss"]), model_dir, progress_bar=False)
+    config = tmp_path / "c.yaml"
+    config.write_text("{}\n")
+    assert main(["train", str(config), "--out", str(model_dir)]) == 1
