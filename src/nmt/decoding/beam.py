@@ -1,0 +1,143 @@
+"""Beam search: keep the `beam_size` best prefixes of each sentence at every step.
+
+Two parts, as in fairseq: `beam_step` is the pure search rule (best continuations over
+beam x vocab), and `beam_search` is the loop that calls the model, collects finished
+hypotheses, reorders the KV cache and drops finished sentences from the batch.
+
+Scores inside the beam are plain log-prob sums: every live beam of a sentence has the
+same length, so a length penalty would not change their order. The penalty is applied
+when a hypothesis finishes, where lengths differ.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.model import Transformer
+
+from .hypothesis import Hypothesis
+from .penalties import max_output_length
+from .state import SearchState
+
+
+def beam_step(scores: torch.Tensor, num_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The best `num_candidates` (beam, token) continuations of each sentence, best first.
+
+    scores: (batch, beam, vocab), each beam's running log-prob plus each next token's log-prob.
+    Returns (scores, beams, tokens), each (batch, num_candidates): the candidate's total
+    score, the beam it extends, and the token it appends.
+    """
+    batch, _, vocab = scores.shape
+    top_scores, flat = scores.view(batch, -1).topk(num_candidates, dim=1)  # over beam * vocab
+    return top_scores, flat // vocab, flat % vocab
+
+
+def live_positions(is_eos: torch.Tensor, beam_size: int) -> torch.Tensor:
+    """(batch, 2 * beam) EOS flags of ranked candidates -> (batch, beam) positions of the best non-EOS ones.
+
+    There are at most `beam` EOS candidates (one per beam), so 2 * beam candidates always
+    leave `beam` that go on: an ending hypothesis never starves the live beam.
+    """
+    num = is_eos.size(1)
+    rank = torch.arange(num, device=is_eos.device) + num * is_eos  # push EOS behind every live candidate
+    return rank.topk(beam_size, dim=1, largest=False).indices  # ascending: still best first
+
+
+def ended_candidates(is_eos: torch.Tensor, scores: torch.Tensor, room: torch.Tensor) -> torch.Tensor:
+    """Which of the top `beam` candidates finish now: (batch, beam) bool.
+
+    is_eos, scores: (batch, beam) for the best `beam` of the 2 * beam candidates: only those
+    would be in a plain beam, so only they may end (as in fairseq). A candidate ends when it
+    is EOS, reachable (finite score) and its sentence still has `room` (batch,) for finished
+    hypotheses, taken best first.
+    """
+    ended = is_eos & scores.isfinite()
+    return ended & (ended.cumsum(dim=1) <= room.unsqueeze(1))
+
+
+@torch.no_grad()
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    *,
+    beam_size: int = 5,
+    n_best: int = 1,
+    length_penalty: float = 0.6,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    max_len_cap: int = 512,
+    use_cache: bool = True,
+    return_attention: bool = False,
+    bos_id: int = 2,
+    eos_id: int = 3,
+    pad_id: int = 0,
+) -> list[list[Hypothesis]]:
+    """Translate a batch with beam search; return up to `n_best` hypotheses per sentence, best first.
+
+    model: a Transformer in eval mode. src: (batch, src_len) right-padded source ids.
+    length_penalty is GNMT's alpha (see `gnmt_length_penalty`): a finished hypothesis is
+    ranked by log_prob / ((5 + length) / 6) ** alpha; 0.6 is the value Wu et al. (2016)
+    found best; 0 ranks by plain log-prob.
+    Stopping (fairseq's rule): a sentence is done once it has `beam_size` finished
+    hypotheses, or when it reaches its length limit (see `max_output_length`); there its
+    live beams are finished without EOS and ranked with the penalty of their own length.
+    The first step extends one beam per sentence (the empty prefix), so the k beams start
+    distinct; the vocabulary needs at least 2 * beam_size tokens.
+    use_cache, return_attention and the ids as in `greedy_search`. An empty batch gives [].
+    """
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
+    batch, k = src.size(0), beam_size
+    if batch == 0:
+        return []
+    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention,
+                              bos_id=bos_id, pad_id=pad_id)  # one row per sentence until the first step
+    max_len = max_output_length(state.src_lengths, max_len_a, max_len_b, max_len_cap)  # (active,)
+    sentence = torch.arange(batch, device=src.device)  # (active,) input position of each sentence
+    room = torch.full((batch,), k, device=src.device)  # (active,) finished hypotheses still wanted
+    scores = torch.zeros(batch, 1, device=src.device)  # (active, beams): one beam, the empty prefix
+    finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+
+    for step in range(1, int(max_len.max()) + 1):
+        beams = scores.size(1)  # 1 at the first step, then k: the k best first tokens are all distinct
+        log_probs = state.next_log_probs()  # (active * beams, vocab)
+        candidates = scores.unsqueeze(2) + log_probs.view(-1, beams, log_probs.size(-1))  # (active, beams, vocab)
+        cand_scores, cand_beams, cand_tokens = beam_step(candidates, 2 * k)  # (active, 2k)
+        cand_rows = cand_beams + beams * torch.arange(sentence.numel(), device=src.device).unsqueeze(1)
+        is_eos = cand_tokens == eos_id
+
+        ended = ended_candidates(is_eos[:, :k], cand_scores[:, :k], room)  # (active, k)
+        room = room - ended.sum(dim=1)
+        _collect(finished, state, sentence, ended, cand_rows[:, :k], cand_tokens[:, :k], cand_scores[:, :k],
+                 eos_id=eos_id, alpha=length_penalty)
+
+        live = live_positions(is_eos, k)  # (active, k)
+        scores, rows, tokens = cand_scores.gather(1, live), cand_rows.gather(1, live), cand_tokens.gather(1, live)
+        capped = (max_len <= step) & (room > 0)  # at the limit and still short of hypotheses: take the live beams
+        _collect(finished, state, sentence, capped.unsqueeze(1) & scores.isfinite(), rows, tokens, scores,
+                 eos_id=eos_id, alpha=length_penalty)
+
+        done = (room <= 0) | (max_len <= step)  # (active,)
+        if not done.any():  # after the first step beams move only within their sentence: cross K/V stay put
+            state.advance(tokens.view(-1), rows.view(-1), cross=beams != k)
+            continue
+        keep = (~done).nonzero().squeeze(1)
+        if keep.numel() == 0:
+            break
+        state.advance(tokens[keep].view(-1), rows[keep].view(-1), cross=True)  # also drops finished sentences
+        scores, sentence, room, max_len = scores[keep], sentence[keep], room[keep], max_len[keep]
+    return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
+
+
+def _collect(finished: list[list[Hypothesis]], state: SearchState, sentence: torch.Tensor, mask: torch.Tensor,
+             rows: torch.Tensor, tokens: torch.Tensor, scores: torch.Tensor, *, eos_id: int, alpha: float) -> None:
+    """Add the candidates where `mask` (active, n) is True to their sentences' finished lists.
+
+    rows, tokens, scores: (active, n) each candidate's state row, token and total log-prob.
+    """
+    if not mask.any():
+        return
+    owners = sentence.unsqueeze(1).expand_as(mask)[mask].tolist()
+    hypotheses = state.finish(rows[mask], tokens[mask], scores[mask], eos_id=eos_id, alpha=alpha)
+    for owner, hypothesis in zip(owners, hypotheses):
+        finished[owner].append(hypothesis)

@@ -1,0 +1,102 @@
+"""Greedy search: at every step take the single most likely next token.
+
+The loop is written once for any rule that picks one token per sentence per step;
+sampling (sampling.py) reuses it with a random pick instead of argmax.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from nmt.model import Transformer
+
+from .hypothesis import Hypothesis
+from .penalties import max_output_length
+from .state import SearchState
+
+# (rows, vocab) log-probs -> (rows,) chosen token ids
+PickToken = Callable[[torch.Tensor], torch.Tensor]
+
+
+def pick_argmax(log_probs: torch.Tensor) -> torch.Tensor:
+    """The most likely token of each row: (rows, vocab) -> (rows,)."""
+    return log_probs.argmax(dim=-1)
+
+
+@torch.no_grad()
+def one_best_search(
+    model: Transformer,
+    src: torch.Tensor,
+    pick: PickToken,
+    *,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    max_len_cap: int = 512,
+    use_cache: bool = True,
+    return_attention: bool = False,
+    bos_id: int = 2,
+    eos_id: int = 3,
+    pad_id: int = 0,
+) -> list[Hypothesis]:
+    """Extend one hypothesis per sentence with `pick` until EOS or the length limit.
+
+    src: (batch, src_len) right-padded ids. Returns one Hypothesis per sentence, in input
+    order, with score == log_prob (no length penalty). Sentences that finish leave the
+    batch, so they cost nothing in later steps. Arguments as in `greedy_search`.
+    """
+    batch = src.size(0)
+    if batch == 0:
+        return []
+    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention,
+                              bos_id=bos_id, pad_id=pad_id)
+    max_len = max_output_length(state.src_lengths, max_len_a, max_len_b, max_len_cap)  # (active,)
+    sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row
+    total = torch.zeros(batch, device=src.device)  # (active,) log-prob so far
+    results: list[Hypothesis | None] = [None] * batch
+    for step in range(1, int(max_len.max()) + 1):
+        log_probs = state.next_log_probs()  # (active, vocab)
+        tokens = pick(log_probs)  # (active,)
+        total = total + log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
+        done = (tokens == eos_id) | (max_len <= step)  # (active,)
+        if not done.any():
+            state.advance(tokens)
+            continue
+        rows = done.nonzero().squeeze(1)
+        for i, hypothesis in zip(sentence[rows].tolist(), state.finish(rows, tokens[rows], total[rows], eos_id=eos_id)):
+            results[i] = hypothesis
+        keep = (~done).nonzero().squeeze(1)
+        if keep.numel() == 0:
+            break
+        state.advance(tokens[keep], keep, cross=True)  # drop the finished sentences' rows
+        sentence, total, max_len = sentence[keep], total[keep], max_len[keep]
+    return results
+
+
+@torch.no_grad()
+def greedy_search(
+    model: Transformer,
+    src: torch.Tensor,
+    *,
+    max_len_a: float = 1.5,
+    max_len_b: int = 10,
+    max_len_cap: int = 512,
+    use_cache: bool = True,
+    return_attention: bool = False,
+    bos_id: int = 2,
+    eos_id: int = 3,
+    pad_id: int = 0,
+) -> list[Hypothesis]:
+    """Translate a batch by taking the argmax token at every step.
+
+    model: a Transformer in eval mode. src: (batch, src_len) right-padded source ids.
+    At most floor(max_len_a * src_len + max_len_b) steps (capped at max_len_cap) are taken
+    per sentence, EOS included (see `max_output_length`). use_cache=False re-decodes the
+    whole prefix each step: slower, same tokens; a reference for tests. return_attention
+    fills Hypothesis.attention. Returns one Hypothesis per sentence, in input order
+    (an empty batch gives []); score == log_prob.
+    """
+    return one_best_search(model, src, pick_argmax, max_len_a=max_len_a, max_len_b=max_len_b,
+                           max_len_cap=max_len_cap, use_cache=use_cache, return_attention=return_attention,
+                           bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)

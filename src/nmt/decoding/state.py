@@ -1,0 +1,108 @@
+"""The step-by-step state that greedy search, sampling and beam search share.
+
+Every search runs the same loop: ask the model for next-token log-probs for each row,
+choose tokens, turn some rows into finished hypotheses, then keep / reorder the other
+rows. `SearchState` owns everything that must move together when rows move: the
+prefixes, the KV cache, the encoder output and (optionally) the attention history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from nmt.model import DecoderCache, Encoded, Transformer
+
+from .hypothesis import Hypothesis
+from .penalties import gnmt_length_penalty
+
+
+@dataclass
+class SearchState:
+    """The rows being decoded: one per sentence (greedy, sampling) or `beam` adjacent rows per sentence."""
+
+    model: Transformer  # or anything with encode / new_cache / decode / logits (tests use a scripted fake)
+    encoded: Encoded  # one row per search row
+    cache: DecoderCache | None  # None: re-decode the whole prefix every step (the slow reference path)
+    prefix: torch.Tensor  # (rows, steps + 1): BOS, then the tokens chosen so far
+    src_lengths: torch.Tensor  # (rows,) real source tokens, to strip padding off attention
+    pad_id: int
+    collect_attention: bool = False
+    attention: torch.Tensor | None = None  # (rows, layers, heads, steps, src_len) of the steps so far
+    step_attention: torch.Tensor | None = None  # (rows, layers, heads, src_len) of the latest step
+
+    @classmethod
+    def start(cls, model: Transformer, src: torch.Tensor, *, use_cache: bool = True, return_attention: bool = False,
+              bos_id: int = 2, pad_id: int = 0) -> SearchState:
+        """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
+
+        Beam search grows this to `beam` rows per sentence after the first step, by `advance`.
+        """
+        encoded = model.encode(src)
+        cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence
+        prefix = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
+        src_lengths = (src != pad_id).sum(dim=1)
+        return cls(model, encoded, cache, prefix, src_lengths, pad_id, return_attention)
+
+    def next_log_probs(self) -> torch.Tensor:
+        """(rows, vocab) log-probabilities of the next token after each row's prefix.
+
+        Only the last position is projected to the vocabulary. Padding gets -inf: it is no
+        output token, and a PAD inside a prefix would be masked out by the uncached path.
+        """
+        if self.cache is not None:  # feed only the newest token; earlier ones are in the cache
+            out = self.model.decode(self.prefix[:, -1:], self.encoded, cache=self.cache,
+                                    need_weights=self.collect_attention)
+        else:
+            out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
+        logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
+        log_probs = logits.log_softmax(dim=-1)
+        log_probs[:, self.pad_id] = float("-inf")
+        if self.collect_attention:  # the last query's cross-attention, per layer
+            self.step_attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
+        return log_probs
+
+    def advance(self, tokens: torch.Tensor, order: torch.Tensor | None = None, *, cross: bool = True) -> None:
+        """Keep rows `order` (in that order), then append each kept row's chosen token.
+
+        tokens: (len(order),) or (rows,) when order is None (every row kept in place).
+        cross=False promises that `order` only moves rows among the beams of the same
+        sentence, so the encoder output and the cross-attention keys/values stay as they are.
+        """
+        if self.collect_attention:  # the history follows its rows, so append before reordering
+            step = self.step_attention.unsqueeze(3)  # (rows, layers, heads, 1, src_len)
+            self.attention = step if self.attention is None else torch.cat([self.attention, step], dim=3)
+        if order is not None:
+            self.prefix = self.prefix[order]
+            if self.attention is not None:
+                self.attention = self.attention[order]
+            if self.cache is not None:
+                self.cache.reorder(order, cross=cross)
+            if cross:
+                self.encoded, self.src_lengths = self.encoded.select(order), self.src_lengths[order]
+        self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # (rows, steps + 2)
+
+    def finish(self, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *, eos_id: int,
+               alpha: float = 0.0) -> list[Hypothesis]:
+        """Hypotheses made of rows `rows` extended by this step's `tokens` (call before `advance`).
+
+        rows, tokens, log_probs: (n,) each; log_probs are the totals including this step.
+        A hypothesis whose token is EOS has ended; any other was cut off at the length limit.
+        """
+        sequences = torch.cat([self.prefix[rows, 1:], tokens.unsqueeze(1)], dim=1).tolist()  # drop BOS
+        attention = None
+        if self.collect_attention:
+            step = self.step_attention[rows].unsqueeze(3)  # (n, layers, heads, 1, src_len)
+            attention = step if self.attention is None else torch.cat([self.attention[rows], step], dim=3)
+        lengths = self.src_lengths[rows].tolist()
+        hypotheses = []
+        for i, (sequence, log_prob) in enumerate(zip(sequences, log_probs.tolist())):
+            length = len(sequence)  # output tokens, counting the EOS if there is one
+            if sequence[-1] == eos_id:
+                sequence.pop()
+            # clone: a view would keep every row's history alive
+            weights = attention[i, ..., : lengths[i]].clone() if attention is not None else None
+            score = log_prob / gnmt_length_penalty(length, alpha)
+            hypotheses.append(Hypothesis(sequence, score, log_prob, weights))
+        return hypotheses
