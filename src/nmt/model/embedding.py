@@ -7,6 +7,8 @@ import math
 import torch
 from torch import nn
 
+from .dropout import Dropout
+
 
 class TokenEmbedding(nn.Module):
     """Embedding lookup multiplied by sqrt(d_model) (section 3.4 of the paper).
@@ -58,7 +60,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, dropout: float, base: float = 10000.0):
         super().__init__()
         self.d_model, self.base = d_model, base
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.register_buffer("table", sinusoidal_encoding(torch.arange(256), d_model, base), persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:

@@ -8,6 +8,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .cache import LayerCache
+from .dropout import Dropout
 
 
 class FeedForward(nn.Module):
@@ -34,7 +35,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, pre_norm: bool, eps: float = 1e-6):
         super().__init__()
         self.norm = nn.LayerNorm(d_model, eps=eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre_norm = pre_norm
 
     def before(self, x: torch.Tensor) -> torch.Tensor:
