@@ -4,6 +4,10 @@
     nmt translate --model DIR [--beam N] [--input FILE] [--output FILE]
     nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
     nmt average --model DIR [--last K]
+    nmt serve --model DIR [--host 127.0.0.1] [--port 8000]
+    nmt plot DIR [--out FILE]
+    nmt attention --model DIR "sentence" [--out-dir DIR]
+    nmt positions [--out FILE]
 """
 
 from __future__ import annotations
@@ -115,6 +119,41 @@ def cmd_average(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- serve and pictures ---------------------------------------------------------------------------
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import ServerLimits, serve
+
+    limits = ServerLimits(max_sentences=args.max_sentences, max_chars=args.max_chars, max_beam=args.max_beam,
+                          max_body_bytes=args.max_body_bytes)
+    serve(args.model, host=args.host, port=args.port, limits=limits, device=args.device)
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .plots import plot_learning_curves
+
+    out = plot_learning_curves(args.model_dir, args.out)
+    print(out)
+    return 0
+
+
+def cmd_attention(args: argparse.Namespace) -> int:
+    from .plots import plot_attention
+    from .translator import Translator
+
+    translator = Translator.load(args.model, device=args.device)
+    for path in plot_attention(translator, args.sentence, args.out_dir, beam=args.beam):
+        print(path)
+    return 0
+
+
+def cmd_positions(args: argparse.Namespace) -> int:
+    from .plots import plot_positional_encoding
+
+    print(plot_positional_encoding(args.out, d_model=args.d_model, length=args.length))
+    return 0
+
+
 # --- the parser ---------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="nmt", description="Transformer neural machine translation.")
@@ -158,6 +197,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5)")
     p.add_argument("--output", help="weights file to write (default: DIR/model.safetensors)")
     p.set_defaults(func=cmd_average)
+
+    p = sub.add_parser("serve", help="HTTP translation server with a web page",
+                       description="Serve POST /translate, GET /health and a web page at /.")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--max-sentences", type=int, default=64, help="most sentences in one request")
+    p.add_argument("--max-chars", type=int, default=1000, help="most characters in one sentence")
+    p.add_argument("--max-beam", type=int, default=8, help="largest beam a request may ask for")
+    p.add_argument("--max-body-bytes", type=int, default=256 * 1024, help="largest request body")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("plot", help="learning curves of a model directory (PNG)",
+                       description="Draw loss, BLEU and learning rate from DIR/metrics.jsonl.")
+    p.add_argument("model_dir", help="model directory")
+    p.add_argument("--out", help="PNG to write (default: DIR/learning_curves.png)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("attention", help="attention heatmaps for one sentence (PNG)",
+                       description="Cross- and self-attention of every layer and head, one PNG per kind.")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("sentence", help="source sentence")
+    p.add_argument("--out-dir", default="attention", help="folder for the PNGs (default ./attention)")
+    p.add_argument("--beam", type=int, default=1, help="beam size for the translation (default 1)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.set_defaults(func=cmd_attention)
+
+    p = sub.add_parser("positions", help="plot the sinusoidal positional encodings (PNG)",
+                       description="Heatmap of PE(p, i) as in the reference design.")
+    p.add_argument("--out", default="positional_encoding.png", help="PNG to write")
+    p.add_argument("--d-model", type=int, default=128, help="encoding width")
+    p.add_argument("--length", type=int, default=100, help="positions to draw")
+    p.set_defaults(func=cmd_positions)
     return parser
 
 

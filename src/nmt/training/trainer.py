@@ -280,7 +280,7 @@ class Trainer:
             stream.close()
             bar.close()
             p.elapsed = elapsed_before + time.perf_counter() - clock_start
-            self.finish()
+            self.finish(validate=not stop_requested.is_set())
         self.metrics.close()
         log.info("training stopped: %s", reason)
         return reason
@@ -298,13 +298,13 @@ class Trainer:
             postfix["left"] = f"{max(self.max_time - self.progress.elapsed, 0) / 60:.1f}m"
         bar.set_postfix(postfix, refresh=False)
 
-    def finish(self) -> None:
-        """Final validation (unless just done) and checkpoint, so the directory is complete."""
-        if self.progress.step == 0:
-            return
-        if self.progress.step % self.config.train.valid_every != 0:
+    def finish(self, validate: bool) -> None:
+        """Final validation (unless just done, or a signal asks to be quick) and checkpoint."""
+        if self.progress.step == 0 or self.progress.step % self.config.train.valid_every == 0:
+            return  # nothing trained, or validated and saved at this very step
+        if validate:
             self.validate_and_keep_best()
-            self.save()
+        self.save()
 
 
 def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = False, progress_bar: bool = True) -> str:

@@ -1,0 +1,95 @@
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from nmt.cli import main
+from nmt.translation_io import InputError, translate_stream
+from nmt.translator import Translator
+
+
+def run_cli(*args, stdin: bytes | None = None):
+    return subprocess.run([sys.executable, "-m", "nmt", *args], input=stdin, capture_output=True, timeout=120)
+
+
+def test_every_command_has_help():
+    for command in ("train", "translate", "evaluate", "average", "serve", "plot", "attention", "positions"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([command, "--help"])
+        assert exit_info.value.code == 0
+
+
+def test_translate_writes_one_line_per_input_line_in_order(tiny_model_dir, tmp_path):
+    source = tmp_path / "in.de"
+    lines = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen.", "Ein Kind."]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    assert main(["translate", "--model", str(tiny_model_dir), "--input", str(source), "--output", str(out),
+                 "--beam", "2", "--chunk", "2"]) == 0
+    written = out.read_text(encoding="utf-8").split("\n")
+    assert len(written) == len(lines) + 1 and written[-1] == ""
+    assert written[1] == ""  # an empty line gives an empty line
+    translator = Translator.load(tiny_model_dir)
+    assert written[:-1] == translator.translate(lines, beam=2)
+
+
+def test_translate_streams_before_the_input_ends(tiny_model_dir):
+    translator = Translator.load(tiny_model_dir)
+
+    class Source:
+        """Yields two lines, then fails if read further before output was written."""
+
+        def __init__(self, target):
+            self.target, self.lines = target, [b"Ein Mann.\n", b"Ein Hund.\n", b"Eine Frau.\n"]
+
+        def __iter__(self):
+            for i, line in enumerate(self.lines):
+                if i == 2:
+                    assert self.target.getvalue().count("\n") == 2, "nothing written after the first chunk"
+                yield line
+
+    target = io.StringIO()
+    assert translate_stream(translator, Source(target), target, beam=1, chunk_lines=2) == 3
+
+
+def test_invalid_utf8_names_the_line(tiny_model_dir, tmp_path):
+    source = tmp_path / "bad.de"
+    source.write_bytes(b"Ein Mann.\nEin \xff Hund.\n")
+    result = run_cli("translate", "--model", str(tiny_model_dir), "--input", str(source))
+    assert result.returncode == 1
+    assert f"{source}:2: not valid UTF-8" in result.stderr.decode()
+    with pytest.raises(InputError, match=":2:"):
+        translate_stream(Translator.load(tiny_model_dir), io.BytesIO(b"a\n\xff\n"), io.StringIO(), name="x")
+
+
+def test_translate_from_stdin(tiny_model_dir):
+    result = run_cli("translate", "--model", str(tiny_model_dir), "--beam", "1", stdin="Ein Mann.\n".encode())
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().count("\n") == 1
+
+
+def test_evaluate_prints_sacrebleu_scores_with_signatures(tiny_model_dir, tmp_path, capsys):
+    src, ref = tmp_path / "src.de", tmp_path / "ref.en"
+    src.write_text("Ein Mann.\nEin Hund.\n")
+    ref.write_text("A man.\nA dog.\n")
+    assert main(["evaluate", "--model", str(tiny_model_dir), "--src", str(src), "--ref", str(ref), "--json",
+                 "--beam", "1"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert {"bleu", "bleu_lowercase", "chrf", "bleu_signature", "chrf_signature"} <= set(scores)
+    assert scores["sentences"] == 2 and "tok:13a" in scores["bleu_signature"]
+
+
+def test_evaluate_rejects_mismatched_files(tiny_model_dir, tmp_path, capsys):
+    src, ref = tmp_path / "src.de", tmp_path / "ref.en"
+    src.write_text("Ein Mann.\nEin Hund.\n")
+    ref.write_text("A man.\n")
+    assert main(["evaluate", "--model", str(tiny_model_dir), "--src", str(src), "--ref", str(ref)]) == 1
+    assert "has 2 lines" in capsys.readouterr().err
+
+
+def test_missing_model_is_one_line_error_not_a_traceback(tmp_path):
+    result = run_cli("translate", "--model", str(tmp_path / "none"))
+    assert result.returncode == 1
+    assert b"Traceback" not in result.stderr and b"does not exist" in result.stderr

@@ -1,0 +1,61 @@
+import pytest
+
+from nmt.translator import Translator
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return Translator.load(tiny_model_dir, device="cpu")
+
+
+SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind.", "Eine Frau mit einem Hut."]
+
+
+def test_translates_each_sentence_in_order_regardless_of_batching(translator):
+    together = translator.translate(SENTENCES, beam=1)
+    alone = [translator.translate([s], beam=1)[0] for s in SENTENCES]
+    assert together == alone
+    assert all(isinstance(t, str) for t in together)
+
+
+def test_beam_one_equals_greedy_and_beam_results_are_ranked(translator):
+    greedy = translator.translate_detailed(SENTENCES, beam=1)
+    beam = translator.translate_detailed(SENTENCES, beam=4, n_best=3)
+    for g, b in zip(greedy, beam):
+        assert len(b) == 3
+        assert [h.score for h in b] == sorted((h.score for h in b), reverse=True)
+        assert b[0].score >= g[0].log_prob / 1.0 - 1e9  # finite scores
+    assert [g[0].text for g in greedy] == [b[0].text for b in translator.translate_detailed(SENTENCES, beam=1)]
+
+
+def test_empty_input_gives_empty_output(translator):
+    assert translator.translate(["", "   ", SENTENCES[0]])[:2] == ["", ""]
+
+
+def test_overlong_input_is_truncated_not_an_error(translator):
+    translator_short = Translator(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
+                                  decode=translator.decode, max_source_tokens=8)
+    result = translator_short.translate_detailed([" ".join(["Mann"] * 50), "Ein Kind."])
+    assert result[0][0].truncated and not result[1][0].truncated
+
+
+def test_attention_is_returned_per_sentence_with_pieces(translator):
+    result = translator.translate_detailed(SENTENCES[:2], beam=2, return_attention=True)
+    for best in result:
+        t = best[0]
+        layers, heads, steps, src_len = t.attention.shape
+        assert src_len == len(t.src_pieces)
+        assert steps in (len(t.tokens), len(t.tokens) + 1)
+        assert (layers, heads) == (translator.model.config.decoder_layers, translator.model.config.num_heads)
+
+
+def test_invalid_beam_settings_are_refused(translator):
+    with pytest.raises(ValueError, match="n_best"):
+        translator.translate_detailed(SENTENCES, beam=2, n_best=3)
+
+
+def test_missing_model_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Translator.load(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match="model.json"):
+        Translator.load(tmp_path)
