@@ -1,4 +1,3 @@
-import gzip
 import json
 import os
 import signal
@@ -13,32 +12,7 @@ from safetensors.torch import load_file
 from nmt.checkpoint import latest_checkpoint, list_checkpoints
 from nmt.config import load_config
 from nmt.training import trainer as trainer_module
-from nmt.training.trainer import Trainer, TrainingDiverged, train
-
-TINY = ["model.preset=reference", "model.d_model=32", "model.num_heads=2", "model.d_ff=64",
-        "model.encoder_layers=1", "model.decoder_layers=1", "tokenizer.vocab_size=400", "train.batch_tokens=600",
-        "train.warmup=10", "train.valid_bleu_sentences=8", "train.log_every=1", "train.seed=3"]
-
-
-@pytest.fixture(scope="module")
-def tiny_corpus(tmp_path_factory, multi30k_dir):
-    """300 training and 40 validation pairs of real Multi30k de-en, as plain files."""
-    root = tmp_path_factory.mktemp("corpus")
-    raw = multi30k_dir / "data/task1/raw"
-    for split, n in (("train", 300), ("val", 40)):
-        for lang in ("de", "en"):
-            with gzip.open(raw / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
-                lines = [next(f) for _ in range(n)]
-            (root / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
-    return root
-
-
-@pytest.fixture
-def overrides(tiny_corpus, tmp_path, monkeypatch):
-    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
-    files = [f"data.train_src={tiny_corpus / 'train.de'}", f"data.train_tgt={tiny_corpus / 'train.en'}",
-             f"data.valid_src={tiny_corpus / 'val.de'}", f"data.valid_tgt={tiny_corpus / 'val.en'}"]
-    return TINY + files
+from nmt.training.trainer import TrainingDiverged, train
 
 
 def train_losses(model_dir):

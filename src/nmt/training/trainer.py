@@ -7,10 +7,15 @@
         set the learning rate from the schedule; Adam step
         every log_every steps: a metrics record; every valid_every: validate + checkpoint
     stop at max_steps, max_epochs, max_time, early stopping or SIGINT/SIGTERM (saving first)
+
+Under torchrun every rank runs this loop on its own shard of the batches (see
+distributed.py); stop decisions are agreed by all ranks, and only rank 0 validates and
+writes checkpoints, metrics and the progress bar.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import signal
@@ -28,6 +33,7 @@ from ..config import ExperimentConfig, parse_duration
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
 from .datasets import TrainingData, load_training_data
+from .distributed import Distributed, parameter_fingerprint
 from .loss import sequence_loss
 from .metrics import MetricsLog
 from .schedule import inverse_sqrt_lr, noam_lr
@@ -53,13 +59,16 @@ class Progress:
     skipped_steps: int = 0  # steps skipped for a non-finite loss or gradient
 
 
-def select_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"train.device={name} but CUDA is not available on this machine")
-    return device
+class LossModule(torch.nn.Module):
+    """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward."""
+
+    def __init__(self, model: Transformer, smoothing: float):
+        super().__init__()
+        self.model, self.smoothing = model, smoothing
+
+    def forward(self, src, tgt_in, tgt_out, normaliser: float):
+        out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
+        return out.loss, out.nll_sum, out.correct
 
 
 @contextmanager
@@ -86,17 +95,25 @@ class Trainer:
     """Owns the model, optimizer and progress of one training run (see module docstring)."""
 
     def __init__(self, config: ExperimentConfig, model_dir: str | Path, data: TrainingData | None = None,
-                 *, progress_bar: bool = True):
+                 *, progress_bar: bool = True, dist: Distributed | None = None):
         self.config, self.model_dir = config, Path(model_dir)
-        self.model_dir.mkdir(parents=True, exist_ok=True)
         cfg = config.train
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        self.device = select_device(cfg.device)
-        self.data = data or load_training_data(config.data, config.tokenizer, self.model_dir)
+        self.dist = dist or Distributed.from_environment(cfg.device)
+        self.device = self.dist.device
+        with self.dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
+            if self.dist.is_main:
+                self.model_dir.mkdir(parents=True, exist_ok=True)
+            self.data = data or load_training_data(config.data, config.tokenizer, self.model_dir)
         torch.manual_seed(cfg.seed)
         model_config = config.model.build(self.data.src_tokenizer.vocab_size, self.data.tgt_tokenizer.vocab_size)
         self.model = Transformer(model_config).to(self.device)
+        self.step_module: torch.nn.Module = LossModule(self.model, cfg.label_smoothing)
+        if self.dist.active:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout noise
+            torch.manual_seed(cfg.seed + 1000 * self.dist.rank)
+            device_ids = [self.device.index] if self.device.type == "cuda" else None
+            self.step_module = torch.nn.parallel.DistributedDataParallel(self.step_module, device_ids=device_ids)
         if cfg.compile:  # the stacks, not the loss: dropping padding rows has a data-dependent shape
             self.model.encode = torch.compile(self.model.encode, dynamic=True)
             self.model.decode = torch.compile(self.model.decode, dynamic=True)
@@ -105,10 +122,11 @@ class Trainer:
         self.optimizer = optimizer_cls(self.model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
                                        weight_decay=cfg.weight_decay, fused=fused)
         self.sampler = TokenBatchSampler(self.data.train.src_lengths(), self.data.train.tgt_lengths(),
-                                         max_tokens=cfg.batch_tokens, seed=cfg.seed)
+                                         max_tokens=cfg.batch_tokens, seed=cfg.seed,
+                                         num_shards=self.dist.world_size, shard_index=self.dist.rank)
         self.progress = Progress()
-        self.metrics = MetricsLog(self.model_dir)
-        self.progress_bar = progress_bar
+        self.metrics = MetricsLog(self.model_dir, enabled=self.dist.is_main)
+        self.progress_bar = progress_bar and self.dist.is_main
         self.max_time = parse_duration(cfg.max_time)
 
     # --- the schedule -----------------------------------------------------------------
@@ -124,18 +142,22 @@ class Trainer:
     def train_step(self, batches: list[Batch]) -> dict[str, float] | None:
         """Forward/backward over the batches of one step; None when the step was skipped."""
         cfg = self.config.train
-        normaliser = sum(b.num_tgt_tokens for b in batches)  # real tokens of the whole (global) batch
-        loss_sum = nll_sum = correct = 0.0
+        # Real target tokens of the global batch: every rank's accumulation steps together.
+        (normaliser,) = self.dist.sum([float(sum(b.num_tgt_tokens for b in batches))])
+        # DDP averages gradients over ranks; scaling by world_size turns that mean into the global sum.
+        local_normaliser = normaliser / self.dist.world_size
+        totals = torch.zeros(3, dtype=torch.float64)  # loss, nll, correct (summed, then reported per token)
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-        for batch in batches:
+        for i, batch in enumerate(batches):
             batch = batch.to(self.device, non_blocking=True)
-            with autocast:
-                out = sequence_loss(self.model, batch.src, batch.tgt_in, batch.tgt_out, normaliser=normaliser,
-                                    smoothing=cfg.label_smoothing)
-            out.loss.backward()
-            loss_sum += out.loss.item()
-            nll_sum += out.nll_sum.item()
-            correct += out.correct.item()
+            last = i == len(batches) - 1  # DDP synchronises gradients on the last micro-batch only
+            sync = self.step_module.no_sync() if self.dist.active and not last else contextlib.nullcontext()
+            with sync:
+                with autocast:
+                    loss, nll, correct = self.step_module(batch.src, batch.tgt_in, batch.tgt_out, local_normaliser)
+                loss.backward()
+            totals += torch.stack([loss.detach() / self.dist.world_size, nll, correct]).double().cpu()
+        loss_sum, nll_sum, correct = self.dist.sum(totals.tolist())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm or math.inf)
         if not (math.isfinite(loss_sum) and math.isfinite(grad_norm.item())):
             self.optimizer.zero_grad(set_to_none=True)
@@ -152,12 +174,17 @@ class Trainer:
 
     # --- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict:
+        """Optimizer, progress and every rank's RNG state (so dropout noise resumes exactly too)."""
+        rng = self.dist.gather((torch.get_rng_state(),
+                                torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None))
         return {"progress": asdict(self.progress), "optimizer": self.optimizer.state_dict(),
-                "rng_cpu": torch.get_rng_state(),
-                "rng_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+                "rng_cpu": [cpu for cpu, _ in rng], "rng_cuda": [cuda for _, cuda in rng if cuda is not None]}
 
     def save(self) -> None:
-        save_checkpoint(self.model_dir, self.progress.step, self.model, self.state_dict(), self.config.train.keep_last)
+        state = self.state_dict()  # a collective: every rank takes part
+        if self.dist.is_main:
+            save_checkpoint(self.model_dir, self.progress.step, self.model, state, self.config.train.keep_last)
+        self.dist.barrier()
 
     def resume(self) -> bool:
         """Load the latest checkpoint, if any; True when training continues from it."""
@@ -169,16 +196,28 @@ class Trainer:
         state = load_state(state_path)
         self.optimizer.load_state_dict(state["optimizer"])
         self.progress = Progress(**state["progress"])
-        torch.set_rng_state(state["rng_cpu"])
-        if state["rng_cuda"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        if len(state["rng_cpu"]) != self.dist.world_size:
+            log.warning("checkpoint was written by %d processes, now %d: dropout noise will differ from an "
+                        "uninterrupted run", len(state["rng_cpu"]), self.dist.world_size)
+        rank = min(self.dist.rank, len(state["rng_cpu"]) - 1)
+        torch.set_rng_state(state["rng_cpu"][rank])
+        if self.device.type == "cuda" and state["rng_cuda"]:
+            torch.cuda.set_rng_state(state["rng_cuda"][min(rank, len(state["rng_cuda"]) - 1)], self.device)
         self.metrics.truncate_after(self.progress.step)
         log.info("resumed from %s at step %d", weights.name, self.progress.step)
         return True
 
     # --- validation -----------------------------------------------------------------------
     def validate_and_keep_best(self) -> bool:
-        """Validate, write the record, save the best weights as model.safetensors. True if improved."""
+        """Validate (rank 0; the others wait), write the record, save the best weights as model.safetensors."""
+        if not self.dist.is_main:
+            self.dist.barrier()
+            return False
+        improved = self._validate()
+        self.dist.barrier()
+        return improved
+
+    def _validate(self) -> bool:
         cfg = self.config.train
         result = validate(self.model, self.data, batch_tokens=cfg.batch_tokens, device=self.device,
                           bleu_sentences=cfg.valid_bleu_sentences, decode=self.config.decode)
@@ -220,52 +259,50 @@ class Trainer:
             if self.config.train.max_epochs is not None and p.epoch >= self.config.train.max_epochs:
                 return
 
+    def next_pieces(self, stream) -> list[Batch]:
+        """The `accumulate` batches of the next step (fewer, or none, when the last epoch ends)."""
+        pieces = []
+        for _ in range(self.config.train.accumulate):
+            item = next(stream, None)
+            if item is None:
+                break
+            self.progress.batch_in_epoch = item[0] + 1
+            pieces.append(item[1])
+        return pieces
+
     def run(self) -> str:
         """Train until a stop condition; returns why training stopped."""
         cfg, p = self.config.train, self.progress
         self.model.train()
         bar = tqdm(total=cfg.max_steps, initial=p.step, unit="step", dynamic_ncols=True,
                    disable=not self.progress_bar or None, desc="train")
-        window = {"loss": 0.0, "nll": 0.0, "acc": 0.0, "tokens": 0, "steps": 0, "wait": 0.0, "time": 0.0}
-        consecutive_bad, reason, stream = 0, None, self.batches()
+        window = dict.fromkeys(("loss", "nll", "acc", "tokens", "wait", "time"), 0.0)
+        consecutive_bad, stream = 0, self.batches()
         # The budget is wall-clock time, validation and checkpoints included.
         clock_start, elapsed_before = time.perf_counter(), p.elapsed
         with stop_on_signals() as stop_requested:
-            while (reason := self.should_stop()) is None:
+            while True:
                 p.elapsed = elapsed_before + time.perf_counter() - clock_start
-                if (reason := self.should_stop()) is not None:
+                reason = self.should_stop() or ("stopped by signal" if stop_requested.is_set() else None)
+                if self.dist.any(reason is not None):  # every rank stops at the same step
                     break
                 started = time.perf_counter()
-                pieces = []
-                for _ in range(cfg.accumulate):
-                    item = next(stream, None)
-                    if item is None:
-                        break
-                    p.batch_in_epoch = item[0] + 1
-                    pieces.append(item[1])
+                pieces = self.next_pieces(stream)
                 waited = time.perf_counter() - started
                 if not pieces:
                     reason = f"reached train.max_epochs={cfg.max_epochs}"
                     break
                 stats = self.train_step(pieces)
-                elapsed = time.perf_counter() - started
                 if stats is None:
                     consecutive_bad += 1
-                    log.warning("step %d: non-finite loss or gradient, step skipped", p.step + 1)
-                    self.metrics.write("skipped", p.step, consecutive=consecutive_bad)
-                    if consecutive_bad >= cfg.max_bad_steps:
-                        raise TrainingDiverged(
-                            f"{consecutive_bad} consecutive steps had a non-finite loss or gradient; stopped. "
-                            f"The last good checkpoint in {self.model_dir / 'checkpoints'} is intact: "
-                            "lower the learning rate (train.lr_scale / train.peak_lr) and resume.")
+                    self.report_bad_step(consecutive_bad)
                     continue
                 consecutive_bad = 0
                 for key in ("loss", "nll", "acc"):
                     window[key] += stats[key] * stats["tokens"]
                 window["tokens"] += stats["tokens"]
-                window["steps"] += 1
                 window["wait"] += waited
-                window["time"] += elapsed
+                window["time"] += time.perf_counter() - started
                 bar.update(1)
                 if p.step % cfg.log_every == 0 or p.step == 1:
                     self.log_window(window, stats["lr"], bar)
@@ -274,16 +311,33 @@ class Trainer:
                     self.validate_and_keep_best()
                     self.save()
                     self.model.train()
-                if stop_requested.is_set():
-                    reason = "stopped by signal"
-                    break
             stream.close()
             bar.close()
             p.elapsed = elapsed_before + time.perf_counter() - clock_start
-            self.finish(validate=not stop_requested.is_set())
+            self.finish(validate=not self.dist.any(stop_requested.is_set()))
+        self.check_replicas_agree()
         self.metrics.close()
+        reason = reason or "stopped with the other processes"
         log.info("training stopped: %s", reason)
         return reason
+
+    def report_bad_step(self, consecutive: int) -> None:
+        log.warning("step %d: non-finite loss or gradient, step skipped", self.progress.step + 1)
+        self.metrics.write("skipped", self.progress.step, consecutive=consecutive)
+        if consecutive >= self.config.train.max_bad_steps:
+            raise TrainingDiverged(
+                f"{consecutive} consecutive steps had a non-finite loss or gradient; stopped. "
+                f"The last good checkpoint in {self.model_dir / 'checkpoints'} is intact: "
+                "lower the learning rate (train.lr_scale / train.peak_lr) and resume.")
+
+    def check_replicas_agree(self) -> None:
+        """Under DDP every rank must end with the same parameters; say so, or fail loudly."""
+        if not self.dist.active:
+            return
+        prints = self.dist.gather(parameter_fingerprint(self.model))
+        if any(f != prints[0] for f in prints):
+            raise RuntimeError(f"processes ended with different parameters: {prints}")
+        log.info("all %d processes hold identical parameters", self.dist.world_size)
 
     def log_window(self, window: dict, lr: float, bar) -> None:
         tokens = max(window["tokens"], 1)
@@ -308,10 +362,18 @@ class Trainer:
 
 
 def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = False, progress_bar: bool = True) -> str:
-    """Train a model into `model_dir` (see Trainer); returns why training stopped."""
+    """Train a model into `model_dir` (see Trainer); returns why training stopped.
+
+    Under torchrun (WORLD_SIZE > 1) this process joins the process group and trains its shard.
+    """
     model_dir = Path(model_dir)
-    trainer = Trainer(config, model_dir, progress_bar=progress_bar)
-    if resume:
-        trainer.resume()
-    config.save(model_dir / "config.yaml")
-    return trainer.run()
+    dist = Distributed.from_environment(config.train.device)
+    try:
+        trainer = Trainer(config, model_dir, progress_bar=progress_bar, dist=dist)
+        if resume:
+            trainer.resume()
+        if dist.is_main:
+            config.save(model_dir / "config.yaml")
+        return trainer.run()
+    finally:
+        dist.close()

@@ -1,0 +1,84 @@
+"""Decoding speed on the Multi30k test_2016_flickr source side (1,000 sentences).
+
+    python benchmarks/decode_speed.py --model runs/de_en [--threads 2] [--uncached 100]
+
+Reports, in one run: sentences/s and total seconds for greedy and beam 5 (batched,
+text in and text out, tokenization included), the latency of one sentence translated
+alone (median over 20 sentences, beam 5), and the speed-up of cached over uncached
+incremental decoding on the first `--uncached` sentences (same search, same outputs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+from common import load_multi30k, median, timed
+from nmt.translator import Translator
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="trained model directory")
+    parser.add_argument("--src-lang", default="de")
+    parser.add_argument("--tgt-lang", default="en")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--uncached", type=int, default=100, help="sentences for the cached/uncached comparison")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each full-set run (median)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    sources = [s for s, _ in load_multi30k("test_2016_flickr", args.src_lang, args.tgt_lang)]
+    translator = Translator.load(args.model, device="cpu")
+    translator.translate(sources[:50], beam=5)  # warm-up
+
+    result: dict[str, float | int] = {"sentences": len(sources), "threads": torch.get_num_threads()}
+    for name, beam in (("greedy", 1), ("beam5", 5)):
+        seconds = median(timed(lambda: translator.translate(sources, beam=beam), args.repeats))
+        result[f"{name}_seconds"] = seconds
+        result[f"{name}_sentences_per_s"] = len(sources) / seconds
+
+    result["latency_beam5_ms"] = 1000 * median([timed(lambda: translator.translate([s], beam=5), 1)[0]
+                                                for s in sources[:20]])
+
+    subset = sources[: args.uncached]
+    ids = [translator.encode_source(s)[0] for s in subset]
+    for name, beam in (("greedy", 1), ("beam5", 5)):
+        cached_out = translator.translate_ids(ids, beam=beam)
+        cached = median(timed(lambda: translator.translate_ids(ids, beam=beam), args.repeats))
+        with uncached_search():
+            uncached_out = translator.translate_ids(ids, beam=beam)
+            uncached = median(timed(lambda: translator.translate_ids(ids, beam=beam), 1))
+        same = all(a[0].tokens == b[0].tokens for a, b in zip(cached_out, uncached_out))
+        result[f"{name}_cached_speedup"] = uncached / cached
+        result[f"{name}_cached_equals_uncached"] = same
+
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:30s} {round(value, 3) if isinstance(value, float) else value}")
+
+
+class uncached_search:
+    """Make the Translator's searches re-run the decoder over the whole prefix at every step."""
+
+    def __enter__(self):
+        import nmt.translator as translator_module
+
+        self.module = translator_module
+        self.saved = translator_module.greedy_search, translator_module.beam_search
+        greedy, beam = self.saved
+        translator_module.greedy_search = lambda *a, **k: greedy(*a, **k, use_cache=False)
+        translator_module.beam_search = lambda *a, **k: beam(*a, **k, use_cache=False)
+
+    def __exit__(self, *exc):
+        self.module.greedy_search, self.module.beam_search = self.saved
+
+
+if __name__ == "__main__":
+    main()

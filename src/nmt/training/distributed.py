@@ -1,0 +1,102 @@
+"""Several processes, one model: torch.distributed set up from torchrun's environment.
+
+    torchrun --nproc_per_node=2 -m nmt train CONFIG --out DIR
+
+Each process (rank) trains on a disjoint shard of every epoch's batches; DDP averages
+the gradients. The loss is normalised by the real target tokens of the *global* batch
+(all ranks, all accumulation steps), so N processes with accumulation A train exactly
+the model that 1 process with accumulation N * A trains. Only rank 0 writes files.
+Backend: nccl on CUDA, gloo on CPU. Without torchrun's variables this is a world of one
+and every collective is a no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class Distributed:
+    """This process's place in the job: rank, world size and the device it trains on."""
+
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world_size > 1
+
+    @classmethod
+    def from_environment(cls, device: str = "auto") -> Distributed:
+        """Join the process group that torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK), if any."""
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        use_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        if use_cuda and not torch.cuda.is_available():
+            raise RuntimeError(f"train.device={device} but CUDA is not available on this machine")
+        if world_size == 1:
+            return cls(device=torch.device(device if device != "auto" else ("cuda" if use_cuda else "cpu")))
+        rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+        if use_cuda:
+            torch.cuda.set_device(local_rank)
+            target = torch.device("cuda", local_rank)
+        else:
+            target = torch.device("cpu")
+        if not dist.is_initialized():
+            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(minutes=30))
+        return cls(rank=rank, world_size=world_size, device=target)
+
+    # --- collectives (no-ops in a world of one) --------------------------------------------
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum of a few numbers over all ranks (float64: exact for token counts)."""
+        if not self.active:
+            return values
+        tensor = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor.tolist()
+
+    def any(self, flag: bool) -> bool:
+        """True on every rank if it is True on any: keeps stop decisions in step."""
+        return self.sum([float(flag)])[0] > 0
+
+    def gather(self, value):
+        """A list of every rank's `value` (picklable), on every rank."""
+        if not self.active:
+            return [value]
+        out = [None] * self.world_size
+        dist.all_gather_object(out, value)
+        return out
+
+    def barrier(self) -> None:
+        if self.active:
+            dist.barrier()
+
+    @contextmanager
+    def main_first(self):
+        """Rank 0 runs the block first (downloads, tokenizer training, caches); the others then reuse its files."""
+        if not self.is_main:
+            self.barrier()
+        yield
+        if self.is_main:
+            self.barrier()
+
+    def close(self) -> None:
+        if self.active and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def parameter_fingerprint(model: torch.nn.Module) -> list[float]:
+    """Sum and sum of squares of all parameters: equal on every rank when replicas agree."""
+    with torch.no_grad():
+        flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
+    return [flat.sum().item(), flat.square().sum().item()]

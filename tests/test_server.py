@@ -1,0 +1,246 @@
+"""The HTTP server and its batching queue: answers, limits, errors, batching, disconnects."""
+
+import json
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from nmt.batching_queue import BatchingConfig, BatchingQueue
+from nmt.config import DecodeConfig
+from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
+from nmt.translator import Translation, Translator
+
+INFO = {"model": "stub", "parameters": 0, "src_lang": "de", "tgt_lang": "en", "device": "cpu"}
+
+
+class EchoTranslator:
+    """Stands in for Translator: 'text' -> 'text|beam', every call recorded; can be slow, held or failing."""
+
+    def __init__(self, *, delay: float = 0.0, fail_once: bool = False):
+        self.decode = DecodeConfig()
+        self.delay, self.fail_once = delay, fail_once
+        self.calls: list[tuple[list[str], int, bool]] = []
+        self.entered = threading.Event()  # set when a call starts
+        self.gate = threading.Event()  # calls wait here: clear it to hold the worker inside a call
+        self.gate.set()
+
+    def translate_detailed(self, texts, *, beam=None, return_attention=False):
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        time.sleep(self.delay)
+        self.calls.append((list(texts), beam, return_attention))
+        if self.fail_once:
+            self.fail_once = False
+            raise RuntimeError("the model fell over")
+        return [[Translation(f"{t}|{beam}", 0.0, 0.0, [], [])] for t in texts]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return Translator.load(tiny_model_dir, device="cpu")
+
+
+@pytest.fixture(scope="module")
+def client(translator, tiny_model_dir):
+    limits = ServerLimits(max_sentences=3, max_chars=50, max_beam=4, max_body_bytes=2000)
+    app = create_app(translator, limits, info=model_info(tiny_model_dir, translator))
+    with TestClient(app) as client:  # `with` runs the lifespan: the batching worker starts
+        yield client
+
+
+# --- answers ------------------------------------------------------------------------------------------
+def test_translations_are_the_translators(client, translator):
+    texts = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
+    response = client.post("/translate", json={"text": texts, "beam": 2})
+    assert response.status_code == 200
+    body = response.json()
+    assert body["beam"] == 2
+    assert [t["text"] for t in body["translations"]] == translator.translate(texts, beam=2)
+    assert "attention" not in body["translations"][0]
+
+
+def test_attention_has_a_row_per_target_piece_and_a_column_per_source_piece(client, translator):
+    response = client.post("/translate", json={"text": ["Ein Hund läuft.", ""], "beam": 1, "attention": True})
+    first, empty = [t["attention"] for t in response.json()["translations"]]
+    config = translator.model.config
+    assert len(first["weights"]) == config.decoder_layers and len(first["weights"][0]) == config.num_heads
+    assert first["src_pieces"][0] == "[START]" and first["src_pieces"][-1] == "[END]"
+    for head in (h for layer in first["weights"] for h in layer):
+        assert len(head) == len(first["tgt_pieces"])
+        for row in head:
+            assert len(row) == len(first["src_pieces"]) and sum(row) == pytest.approx(1, abs=1e-2)
+    assert empty["weights"] == [] and empty["tgt_pieces"] == []  # nothing in, nothing to look at
+
+
+def test_default_beam_is_the_models_capped_at_max_beam(client, translator):
+    body = client.post("/translate", json={"text": ["Hallo."]}).json()
+    assert body["beam"] == min(translator.decode.beam, 4)
+    assert client.post("/translate", json={"text": []}).json() == {"beam": body["beam"], "translations": []}
+
+
+def test_health_reports_model_languages_and_readiness(client, translator, tiny_model_dir):
+    response = client.get("/health")
+    assert response.status_code == 200
+    health = response.json()
+    assert health["ready"] is True
+    assert health["model"] == tiny_model_dir.name
+    assert health["parameters"] == sum(p.numel() for p in translator.model.parameters())
+    assert (health["src_lang"], health["tgt_lang"]) == ("de", "en")
+    assert health["limits"]["max_beam"] == 4
+
+
+def test_index_page_is_served(client):
+    response = client.get("/")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/html")
+    assert 'id="heatmap"' in response.text and "://" not in response.text  # no CDN: it must work offline
+
+
+def test_not_ready_until_the_worker_runs():
+    app = create_app(EchoTranslator(), ServerLimits(), info=INFO)
+    client = TestClient(app)  # no `with`: the lifespan, and so the worker, never starts
+    assert client.get("/health").status_code == 503
+    response = client.post("/translate", json={"text": ["a"]})
+    assert response.status_code == 503 and response.json()["error"] == "not_ready"
+
+
+# --- limits and bad requests ---------------------------------------------------------------------
+@pytest.mark.parametrize("body, limit", [
+    ({"text": ["a", "b", "c", "d"]}, "max_sentences"),
+    ({"text": ["short", "x" * 51]}, "max_chars"),
+    ({"text": ["a"], "beam": 5}, "max_beam"),
+])
+def test_a_request_over_a_limit_gets_422_naming_it(client, body, limit):
+    response = client.post("/translate", json=body)
+    assert response.status_code == 422
+    assert response.json()["error"] == "limit_exceeded" and response.json()["limit"] == limit
+
+
+def test_a_body_over_the_limit_gets_413_with_or_without_content_length(client):
+    big = json.dumps({"text": ["x" * 40] * 60}).encode()
+    assert len(big) > 2000
+    declared = client.post("/translate", content=big)
+    streamed = client.post("/translate", content=iter([big[:1500], big[1500:]]))  # chunked: no Content-Length
+    for response in (declared, streamed):
+        assert response.status_code == 413 and response.json()["limit"] == "max_body_bytes"
+
+
+@pytest.mark.parametrize("body", [b"{", b"", b'{"text": ["a"]', b"\xff\xfe"])
+def test_malformed_json_gets_400(client, body):
+    response = client.post("/translate", content=body)
+    assert response.status_code == 400 and response.json()["error"] == "malformed_json"
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"text": "one string"}, "text"),
+    ({"text": ["ok", 3]}, "text.1"),
+    ({"text": ["a"], "beam": "2"}, "beam"),
+    ({"text": ["a"], "beam": 0}, "beam"),
+    ({"text": ["a"], "attention": "yes"}, "attention"),
+    ({"txet": ["a"]}, "txet"),
+    ([["a"]], "body"),
+])
+def test_wrong_types_get_422_saying_what_is_wrong(client, body, field):
+    response = client.post("/translate", json=body)
+    assert response.status_code == 422
+    assert response.json()["error"] == "invalid_request" and field in response.json()["message"]
+
+
+def test_a_failing_batch_is_a_json_500_and_the_server_goes_on():
+    app = create_app(EchoTranslator(fail_once=True), ServerLimits(), info=INFO)
+    with TestClient(app) as client:
+        failed = client.post("/translate", json={"text": ["a"]})
+        assert failed.status_code == 500 and "fell over" in failed.json()["message"]
+        assert client.post("/translate", json={"text": ["b"]}).json()["translations"][0]["text"] == "b|5"
+
+
+# --- batching ---------------------------------------------------------------------------------------
+def held_worker_then_queue(config: BatchingConfig):
+    """Hold the worker inside a first call, queue 8 requests of two kinds behind it, then let go."""
+    stub = EchoTranslator()
+    stub.gate.clear()
+    queue = BatchingQueue(stub, config)
+    queue.start()
+    first = queue.submit(["first"], beam=1)
+    assert stub.entered.wait(10)
+    waiting = [queue.submit([f"s{i}a", f"s{i}b"], beam=2 + i % 2, attention=i % 2 == 1) for i in range(8)]
+    stub.gate.set()
+    results = [f.result(timeout=10) for f in [first, *waiting]]
+    queue.stop()
+    return stub, queue, results
+
+
+def test_queued_requests_share_one_call_per_beam_and_attention():
+    stub, queue, results = held_worker_then_queue(BatchingConfig(window_ms=50))
+    assert len(stub.calls) == 3  # the held call, then one per (beam, attention) kind
+    assert sorted((beam, att) for _, beam, att in stub.calls[1:]) == [(2, False), (3, True)]
+    assert [t.text for r in results[1:] for [t] in r] == [f"s{i}{x}|{2 + i % 2}" for i in range(8) for x in "ab"]
+    assert (queue.stats.requests, queue.stats.sentences, queue.stats.calls) == (9, 17, 3)
+
+
+def test_max_sentences_1_turns_batching_off():
+    stub, _, results = held_worker_then_queue(BatchingConfig(window_ms=50, max_sentences=1))
+    assert len(stub.calls) == 9
+    assert results[-1][1][0].text == "s7b|3"
+
+
+def test_a_request_cancelled_while_queued_is_not_translated():
+    stub = EchoTranslator()
+    stub.gate.clear()
+    queue = BatchingQueue(stub, BatchingConfig(window_ms=0))
+    queue.start()
+    queue.submit(["first"], beam=1)
+    assert stub.entered.wait(10)
+    gone, kept = queue.submit(["gone"], beam=1), queue.submit(["kept"], beam=1)
+    assert gone.cancel()
+    stub.gate.set()
+    assert kept.result(timeout=10)[0][0].text == "kept|1"
+    queue.stop()
+    assert ["gone"] not in [texts for texts, _, _ in stub.calls] and queue.stats.dropped == 1
+
+
+def test_concurrent_http_requests_are_batched_together():
+    stub = EchoTranslator(delay=0.3)  # a slow model: requests pile up while it works
+    app = create_app(stub, ServerLimits(), info=INFO, batching=BatchingConfig(window_ms=10))
+    with serve_in_thread(app) as url, ThreadPoolExecutor(8) as pool:
+        start = threading.Barrier(8)
+
+        def ask(i: int) -> httpx.Response:
+            start.wait()
+            return httpx.post(f"{url}/translate", json={"text": [f"request {i}"], "beam": 2}, timeout=30)
+
+        responses = list(pool.map(ask, range(8)))
+    assert [r.json()["translations"][0]["text"] for r in responses] == [f"request {i}|2" for i in range(8)]
+    assert len(stub.calls) < 8
+
+
+def raw_request(url: str, body: bytes) -> socket.socket:
+    """Send a POST /translate by hand and return the socket without reading the answer."""
+    address = urlsplit(url)
+    sock = socket.create_connection((address.hostname, address.port), timeout=10)
+    sock.sendall(b"POST /translate HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    return sock
+
+
+def test_clients_that_disconnect_do_not_break_the_server():
+    stub = EchoTranslator()
+    stub.gate.clear()
+    app = create_app(stub, ServerLimits(), info=INFO)
+    with serve_in_thread(app) as url:
+        in_batch = raw_request(url, b'{"text": ["in the batch"]}')
+        assert stub.entered.wait(10)
+        queued = raw_request(url, b'{"text": ["queued"]}')
+        time.sleep(0.1)  # let the server read it
+        in_batch.close()
+        queued.close()
+        stub.gate.set()
+        answer = httpx.post(f"{url}/translate", json={"text": ["still here"]}, timeout=10)
+        assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == "still here|5"
+        assert httpx.get(f"{url}/health").json()["ready"] is True
+    assert ["in the batch"] in [texts for texts, _, _ in stub.calls]  # its batch still completed

@@ -1,0 +1,93 @@
+"""torchrun on CPU (gloo): 2 processes x accumulation 1 == 1 process x accumulation 2, and resume."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from nmt.checkpoint import latest_checkpoint
+from nmt.config import load_config
+from nmt.training.trainer import train
+
+QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.valid_every=1000"]
+
+
+def torchrun(model_dir, sets, *, resume=False, background=False):
+    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
+            "train", "--out", str(model_dir), "--quiet"]
+    if not resume:
+        config = model_dir.parent / f"{model_dir.name}.yaml"
+        config.write_text("{}\n")
+        args.insert(args.index("--out"), str(config))
+    else:
+        args.append("--resume")
+    for item in sets:
+        args += ["--set", item]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if background:
+        return subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def weights(model_dir):
+    path, _ = latest_checkpoint(model_dir)
+    return path.name, load_file(str(path))
+
+
+def test_two_processes_equal_one_process_with_accumulation(overrides, tmp_path):
+    sets = overrides + QUIET + ["model.dropout=0.0", "train.max_steps=3"]
+    single = tmp_path / "single"
+    train(load_config(None, sets + ["train.accumulate=2"]), single, progress_bar=False)
+    double = tmp_path / "double"
+    double.mkdir()
+    shutil.copy(single / "tokenizer.json", double / "tokenizer.json")  # the same vocabulary for both runs
+    result = torchrun(double, sets + ["train.accumulate=1"])
+    assert "all 2 processes hold identical parameters" in result.stderr
+    name_a, a = weights(single)
+    name_b, b = weights(double)
+    assert name_a == name_b == "step_00000003.safetensors"
+    for key in a:
+        assert torch.allclose(a[key], b[key], rtol=1e-4, atol=1e-6), key
+
+
+def test_two_process_loss_is_normalised_by_global_tokens(overrides, tmp_path):
+    """The logged loss of a 2-process step equals the 1-process loss of the same global batch."""
+    import json
+
+    sets = overrides + QUIET + ["model.dropout=0.0", "train.max_steps=2"]
+    single = tmp_path / "single"
+    train(load_config(None, sets + ["train.accumulate=2"]), single, progress_bar=False)
+    double = tmp_path / "double"
+    double.mkdir()
+    shutil.copy(single / "tokenizer.json", double / "tokenizer.json")
+    torchrun(double, sets)
+
+    def losses(d):
+        lines = (d / "metrics.jsonl").read_text().splitlines()
+        return [json.loads(x)["loss"] for x in lines if json.loads(x)["kind"] == "train"]
+
+    assert losses(single) == pytest.approx(losses(double), rel=1e-5)
+
+
+def test_torchrun_run_stopped_by_sigterm_resumes(overrides, tmp_path):
+    model_dir = tmp_path / "run"
+    proc = torchrun(model_dir, overrides + QUIET + ["train.max_steps=100000"], background=True)
+    metrics = model_dir / "metrics.jsonl"
+    deadline = time.time() + 180
+    while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=180)
+    name, _ = weights(model_dir)
+    stopped_at = int(name.split("_")[1].split(".")[0])
+    assert stopped_at >= 3, err[-2000:]
+    torchrun(model_dir, [f"train.max_steps={stopped_at + 2}"], resume=True)
+    assert weights(model_dir)[0] == f"step_{stopped_at + 2:08d}.safetensors"

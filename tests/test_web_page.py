@@ -1,0 +1,105 @@
+"""The web page in a real browser: headless Chromium types a sentence, translates, and sees the heatmap.
+
+Needs the Debian packages `chromium` and `chromium-driver` (CI installs them); skipped without them.
+"""
+
+import shutil
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
+from nmt.translator import Translator
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                reason="needs Chromium: apt-get install -y chromium chromium-driver")
+
+SENTENCE = "Ein Mann fährt Fahrrad."
+
+
+class CountingTranslator:
+    """A Translator that counts its calls, to show the selectors re-draw without asking the server."""
+
+    def __init__(self, translator: Translator):
+        self.translator, self.decode, self.calls = translator, translator.decode, 0
+
+    def translate_detailed(self, texts, **options):
+        self.calls += 1
+        return self.translator.translate_detailed(texts, **options)
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return CountingTranslator(Translator.load(tiny_model_dir, device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def url(translator, tiny_model_dir):
+    app = create_app(translator, ServerLimits(), info=model_info(tiny_model_dir, translator.translator))
+    with serve_in_thread(app) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM  # the Debian build: selenium must not look for (or fetch) another
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to read the page's console
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+def heatmap_titles(browser) -> list[str]:
+    """Every cell's tooltip (its pieces and weight), read in one script call rather than one per cell."""
+    return browser.execute_script('return Array.from(document.querySelectorAll("#heatmap td.cell"), c => c.title)')
+
+
+def test_translate_a_sentence_and_see_its_attention(browser, url, translator):
+    browser.get(url + "/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))  # /health answered
+    assert "de → en" in browser.find_element(By.ID, "model").text
+    Select(browser.find_element(By.ID, "beam")).select_by_value("2")
+    browser.find_element(By.ID, "source").send_keys(SENTENCE)
+    browser.find_element(By.ID, "translate").click()
+    wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#heatmap td.cell"))
+
+    [expected] = translator.translator.translate_detailed([SENTENCE], beam=2, return_attention=True)
+    calls = translator.calls
+    assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith(expected[0].text)
+    layers, heads, steps, src_len = expected[0].attention.shape
+    assert len(heatmap_titles(browser)) == steps * src_len  # one cell per (target piece, source piece)
+    source_headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#heatmap th.src")]
+    assert source_headers[0] == "[START]" and len(source_headers) == src_len
+
+    # Another layer and head: the same table shape, other weights, and no new request.
+    mean_of_last_layer = heatmap_titles(browser)
+    Select(browser.find_element(By.ID, "layer")).select_by_value("0")
+    Select(browser.find_element(By.ID, "head")).select_by_value("1")
+    table = browser.find_element(By.CSS_SELECTOR, "#heatmap table")
+    assert (table.get_attribute("data-layer"), table.get_attribute("data-head")) == ("0", "1")
+    assert len(heatmap_titles(browser)) == steps * src_len and heatmap_titles(browser) != mean_of_last_layer
+    assert translator.calls == calls
+
+    errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not errors, errors
+
+
+def test_a_refused_request_shows_the_servers_message(browser, url):
+    browser.get(url + "/")
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))
+    source = browser.find_element(By.ID, "source")
+    browser.execute_script("arguments[0].value = 'x'.repeat(1001)", source)  # over max_chars; typing is slow
+    browser.find_element(By.ID, "translate").click()
+    status = browser.find_element(By.ID, "status")
+    WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))
+    assert "422" in status.text and "1000" in status.text
