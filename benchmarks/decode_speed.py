@@ -25,6 +25,7 @@ def main() -> None:
     parser.add_argument("--src-lang", default="de")
     parser.add_argument("--tgt-lang", default="en")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="cpu", help="cpu | cuda (bf16 autocast on CUDA)")
     parser.add_argument("--uncached", type=int, default=100, help="sentences for the cached/uncached comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each full-set run (median)")
     parser.add_argument("--json", action="store_true")
@@ -33,10 +34,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     sources = [s for s, _ in load_multi30k("test_2016_flickr", args.src_lang, args.tgt_lang)]
-    translator = Translator.load(args.model, device="cpu")
+    translator = Translator.load(args.model, device=args.device)
     translator.translate(sources[:50], beam=5)  # warm-up
 
-    result: dict[str, float | int] = {"sentences": len(sources), "threads": torch.get_num_threads()}
+    result: dict[str, float | int] = {"sentences": len(sources), "threads": torch.get_num_threads(),
+                                      "device": str(translator.device)}
     for name, beam in (("greedy", 1), ("beam5", 5)):
         seconds = median(timed(lambda: translator.translate(sources, beam=beam), args.repeats))
         result[f"{name}_seconds"] = seconds

@@ -23,8 +23,11 @@ class ScriptedCache:
     tokens: torch.Tensor  # (batch, steps)
     length: int = 0
 
-    def reorder(self, order: torch.Tensor, *, cross: bool = True) -> None:
+    def reorder(self, order: torch.Tensor) -> None:
         self.tokens = self.tokens[order]
+
+    def select_sentences(self, sentences: torch.Tensor) -> None:
+        pass  # the scripted model ignores the source
 
 
 class ScriptedModel:

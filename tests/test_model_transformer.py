@@ -68,18 +68,39 @@ def test_cached_incremental_decoding_equals_full_decoding():
         assert torch.allclose(torch.cat([first, rest], dim=1), full, atol=1e-5)
 
 
-def test_cache_reorder_moves_rows():
+def test_rows_sharing_a_sentence_equal_the_sentence_repeated():
+    """Beam search decodes several rows per sentence against one copy of its encoder output."""
     model = tiny_model()
     src = torch.tensor([[2, 5, 6, 7, 3], [2, 9, 3, 0, 0]])
-    tgt = torch.tensor([[2, 8, 9], [2, 12, 13]])
+    tgt = torch.tensor([[2, 8, 9], [2, 10, 11], [2, 12, 13], [2, 14, 15]])  # rows 0-1: sentence 0; 2-3: sentence 1
+    enc = model.encode(src)
+    shared = model.decode(tgt, enc, need_weights=True)
+    repeated = model.decode(tgt, enc.select(torch.tensor([0, 0, 1, 1])), need_weights=True)
+    assert torch.allclose(shared.states, repeated.states, atol=1e-5)
+    for a, b in zip(shared.cross_weights, repeated.cross_weights):
+        assert a.shape == (4, 4, 3, 5) and torch.allclose(a, b, atol=1e-6)
+
+
+def test_cache_reorder_moves_rows_and_select_drops_sentences():
+    model = tiny_model()
+    src = torch.tensor([[2, 5, 6, 7, 3], [2, 9, 3, 0, 0]])
+    tgt = torch.tensor([[2, 8, 9], [2, 10, 11], [2, 12, 13], [2, 14, 15]])  # two rows per sentence
     enc = model.encode(src)
     cache = model.new_cache(enc)
     model.decode(tgt[:, :2], enc, cache=cache)
-    order = torch.tensor([1, 1, 0])
+    order = torch.tensor([1, 1, 3, 2])  # beams move within their sentence
     cache.reorder(order)
-    step = model.decode(tgt[order, 2:], enc.select(order), cache=cache).states
-    full = model.decode(tgt[order], enc.select(order)).states
+    step = model.decode(tgt[order, 2:], enc, cache=cache).states
+    full = model.decode(tgt[order], enc).states
     assert torch.allclose(step[:, 0], full[:, 2], atol=1e-5)
+    # sentence 0 finishes: keep sentence 1 and its two rows
+    cache.reorder(torch.tensor([2, 3]))
+    cache.select_sentences(torch.tensor([1]))
+    rows = order[2:]
+    kept = model.decode(torch.tensor([[16], [17]]), enc.select(torch.tensor([1])), cache=cache).states
+    again = model.decode(torch.cat([tgt[rows], torch.tensor([[16], [17]])], dim=1),
+                         enc.select(torch.tensor([1]))).states
+    assert torch.allclose(kept[:, 0], again[:, 3], atol=1e-5)
 
 
 def base_parameter_count(d, d_ff, n_enc, n_dec, v_src, v_tgt, sharing):

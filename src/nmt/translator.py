@@ -118,7 +118,7 @@ class Translator:
         if batch:
             yield batch
 
-    @torch.no_grad()
+    @torch.inference_mode()  # no autograd bookkeeping at all: cheaper than no_grad
     def translate_ids(self, ids: Sequence[Sequence[int]], *, beam: int | None = None, n_best: int = 1,
                       length_penalty: float | None = None,
                       return_attention: bool = False) -> list[list[Hypothesis]]:
@@ -130,13 +130,17 @@ class Translator:
         limits = dict(max_len_a=self.decode.max_len_a, max_len_b=self.decode.max_len_b,
                       return_attention=return_attention, pad_id=self.model.config.pad_id)
         results: list[list[Hypothesis]] = [[] for _ in ids]
+        # bf16 matmuls on CUDA; the search takes log_softmax in float32 either way.
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
         for rows in self.batches_by_length(ids, beam):
             src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(ids[i]) for i in rows], batch_first=True,
                                                   padding_value=self.model.config.pad_id).to(self.device)
-            if beam == 1:
-                found = [[h] for h in greedy_search(self.model, src, **limits)]
-            else:
-                found = beam_search(self.model, src, beam_size=beam, n_best=n_best, length_penalty=alpha, **limits)
+            with autocast:
+                if beam == 1:
+                    found = [[h] for h in greedy_search(self.model, src, **limits)]
+                else:
+                    found = beam_search(self.model, src, beam_size=beam, n_best=n_best, length_penalty=alpha,
+                                        **limits)
             for i, hyps in zip(rows, found):
                 results[i] = hyps
         return results

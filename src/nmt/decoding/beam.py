@@ -118,13 +118,13 @@ def beam_search(
                  eos_id=eos_id, alpha=length_penalty)
 
         done = (room <= 0) | (max_len <= step)  # (active,)
-        if not done.any():  # after the first step beams move only within their sentence: cross K/V stay put
-            state.advance(tokens.view(-1), rows.view(-1), cross=beams != k)
+        if not done.any():  # beams move only within their sentence: its encoder output stays put
+            state.advance(tokens.view(-1), rows.view(-1))
             continue
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
-        state.advance(tokens[keep].view(-1), rows[keep].view(-1), cross=True)  # also drops finished sentences
+        state.advance(tokens[keep].view(-1), rows[keep].view(-1), sentences=keep)  # finished sentences leave
         scores, sentence, room, max_len = scores[keep], sentence[keep], room[keep], max_len[keep]
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
 

@@ -69,7 +69,7 @@ def one_best_search(
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
-        state.advance(tokens[keep], keep, cross=True)  # drop the finished sentences' rows
+        state.advance(tokens[keep], keep, sentences=keep)  # the finished sentences leave the batch
         sentence, total, max_len = sentence[keep], total[keep], max_len[keep]
     return results
 

@@ -23,10 +23,10 @@ class SearchState:
     """The rows being decoded: one per sentence (greedy, sampling) or `beam` adjacent rows per sentence."""
 
     model: Transformer  # or anything with encode / new_cache / decode / logits (tests use a scripted fake)
-    encoded: Encoded  # one row per search row
+    encoded: Encoded  # one row per sentence still being decoded (its beams share it)
     cache: DecoderCache | None  # None: re-decode the whole prefix every step (the slow reference path)
     prefix: torch.Tensor  # (rows, steps + 1): BOS, then the tokens chosen so far
-    src_lengths: torch.Tensor  # (rows,) real source tokens, to strip padding off attention
+    src_lengths: torch.Tensor  # (rows,) real source tokens of each row's sentence, to strip padding off attention
     pad_id: int
     collect_attention: bool = False
     attention: torch.Tensor | None = None  # (rows, layers, heads, steps, src_len) of the steps so far
@@ -63,12 +63,14 @@ class SearchState:
             self.step_attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
         return log_probs
 
-    def advance(self, tokens: torch.Tensor, order: torch.Tensor | None = None, *, cross: bool = True) -> None:
+    def advance(self, tokens: torch.Tensor, order: torch.Tensor | None = None, *,
+                sentences: torch.Tensor | None = None) -> None:
         """Keep rows `order` (in that order), then append each kept row's chosen token.
 
         tokens: (len(order),) or (rows,) when order is None (every row kept in place).
-        cross=False promises that `order` only moves rows among the beams of the same
-        sentence, so the encoder output and the cross-attention keys/values stay as they are.
+        sentences: the sentences that stay in the batch, when finished ones leave it; their
+        encoder output and cross-attention keys/values are kept, once per sentence. Rows must
+        stay grouped by sentence, in sentence order, the same number of rows for each.
         """
         if self.collect_attention:  # the history follows its rows, so append before reordering
             step = self.step_attention.unsqueeze(3)  # (rows, layers, heads, 1, src_len)
@@ -77,10 +79,13 @@ class SearchState:
             self.prefix = self.prefix[order]
             if self.attention is not None:
                 self.attention = self.attention[order]
+            self.src_lengths = self.src_lengths[order]
             if self.cache is not None:
-                self.cache.reorder(order, cross=cross)
-            if cross:
-                self.encoded, self.src_lengths = self.encoded.select(order), self.src_lengths[order]
+                self.cache.reorder(order)
+        if sentences is not None:
+            self.encoded = self.encoded.select(sentences)
+            if self.cache is not None:
+                self.cache.select_sentences(sentences)
         self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # (rows, steps + 2)
 
     def finish(self, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *, eos_id: int,

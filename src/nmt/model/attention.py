@@ -78,12 +78,31 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attention over projected heads, then W_O. Returns ((batch, q_len, d_model), weights or None)."""
+        """Attention over projected heads, then W_O. Returns ((rows, q_len, d_model), weights or None).
+
+        q: (rows, heads, q_len, d_head); k, v: (batch, heads, k_len, d_head); mask broadcasts to
+        (batch, heads, q_len, k_len). rows may be a multiple of batch: then each group of
+        rows // batch consecutive query rows shares one row of keys and values (the beams
+        of one sentence in cross-attention), and the group is folded into the query length
+        instead of copying the keys and values once per row.
+        """
+        rows, heads, q_len, d_head = q.shape
+        batch = k.size(0)
+        group = rows // batch
+        if group * batch != rows:
+            raise ValueError(f"{rows} query rows cannot share {batch} rows of keys and values")
+        if group > 1:  # (batch * group, heads, q_len, d) -> (batch, heads, group * q_len, d)
+            q = q.view(batch, group, heads, q_len, d_head).transpose(1, 2).reshape(batch, heads, group * q_len, d_head)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
             values, weights = explicit_attention(q, k, v, mask, dropout_p)
         else:
             values, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
-        b, _, t, _ = values.shape
-        values = values.transpose(1, 2).reshape(b, t, self.d_model)  # concat heads
+        if group > 1:  # unfold: (batch, heads, group * q_len, x) -> (batch * group, heads, q_len, x)
+            values = values.view(batch, heads, group, q_len, d_head).transpose(1, 2).reshape(rows, heads, q_len, d_head)
+            if weights is not None:
+                k_len = weights.size(-1)
+                weights = weights.view(batch, heads, group, q_len, k_len).transpose(1, 2).reshape(rows, heads, q_len,
+                                                                                               k_len)
+        values = values.transpose(1, 2).reshape(rows, q_len, self.d_model)  # concat heads
         return self.out_proj(values), weights

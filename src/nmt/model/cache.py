@@ -11,23 +11,35 @@ import torch
 class LayerCache:
     """One decoder layer's state.
 
-    self_k, self_v: (batch, heads, steps_so_far, d_head), grown by one step per call.
-    cross_k, cross_v: (batch, heads, src_len, d_head), projected from the encoder output once.
+    cross_k, cross_v: (sentences, heads, src_len, d_head), projected from the encoder output
+        once. Beam search decodes several rows per sentence; they all share their sentence's row.
+    self_k, self_v: (rows, heads, capacity, d_head) buffers whose first `length` steps hold the
+        keys/values decoded so far; capacity doubles when full, so a step writes one slice
+        instead of copying the whole history (as torch.cat would).
     """
 
     cross_k: torch.Tensor
     cross_v: torch.Tensor
     self_k: torch.Tensor | None = None
     self_v: torch.Tensor | None = None
+    length: int = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add this step's keys/values; return all keys/values so far."""
-        if self.self_k is None:
-            self.self_k, self.self_v = k, v
-        else:
-            self.self_k = torch.cat([self.self_k, k], dim=2)
-            self.self_v = torch.cat([self.self_v, v], dim=2)
-        return self.self_k, self.self_v
+        """Add this step's keys/values (rows, heads, new, d_head); return views of all so far."""
+        new = k.size(2)
+        if self.self_k is None or self.length + new > self.self_k.size(2):
+            capacity = max(2 * self.length, self.length + new, 16)
+            grown_k = k.new_empty(k.size(0), k.size(1), capacity, k.size(3))
+            grown_v = torch.empty_like(grown_k)
+            if self.self_k is not None:
+                grown_k[:, :, : self.length] = self.self_k[:, :, : self.length]
+                grown_v[:, :, : self.length] = self.self_v[:, :, : self.length]
+            self.self_k, self.self_v = grown_k, grown_v
+        end = self.length + new
+        self.self_k[:, :, self.length : end] = k
+        self.self_v[:, :, self.length : end] = v
+        self.length = end
+        return self.self_k[:, :, :end], self.self_v[:, :, :end]
 
 
 @dataclass
@@ -37,14 +49,17 @@ class DecoderCache:
     layers: list[LayerCache]
     length: int = 0
 
-    def reorder(self, order: torch.Tensor, *, cross: bool = True) -> None:
-        """Keep rows `order` of the batch (beam search reordering, or dropping finished sentences).
+    def reorder(self, order: torch.Tensor) -> None:
+        """Keep decoding rows `order` (beam search reordering, or dropping finished rows).
 
-        cross=False leaves the cross-attention keys/values alone: beam search reorders
-        hypotheses only within a sentence, whose beams all share the same source rows.
+        Only the self-attention history moves; the sentences' cross-attention keys/values stay
+        (see `select_sentences`).
         """
         for layer in self.layers:
-            if cross:
-                layer.cross_k, layer.cross_v = layer.cross_k[order], layer.cross_v[order]
             if layer.self_k is not None:
                 layer.self_k, layer.self_v = layer.self_k[order], layer.self_v[order]
+
+    def select_sentences(self, sentences: torch.Tensor) -> None:
+        """Keep the cross-attention keys/values of `sentences` (when finished sentences leave the batch)."""
+        for layer in self.layers:
+            layer.cross_k, layer.cross_v = layer.cross_k[sentences], layer.cross_v[sentences]
