@@ -43,8 +43,8 @@ def one_best_search(
     """Extend one hypothesis per sentence with `pick` until EOS or the length limit.
 
     src: (batch, src_len) right-padded ids. Returns one Hypothesis per sentence, in input
-    order, with score == log_prob (no length penalty). Sentences that finish leave the
-    batch, so they cost nothing in later steps. Arguments as in `greedy_search`.
+    order, with score == log_prob (no length penalty). Finished sentences leave the batch
+    (a quarter at a time), so they cost little in later steps. Arguments as in `greedy_search`.
     """
     batch = src.size(0)
     if batch == 0:
@@ -54,23 +54,29 @@ def one_best_search(
     max_len = max_output_length(state.src_lengths, max_len_a, max_len_b, max_len_cap)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row
     total = torch.zeros(batch, device=src.device)  # (active,) log-prob so far
+    alive = torch.ones(batch, dtype=torch.bool, device=src.device)  # (active,) not finished yet
     results: list[Hypothesis | None] = [None] * batch
-    for step in range(1, int(max_len.max()) + 1):
+    step = 0
+    while alive.any() and step < int(max_len[alive].max()):
+        step += 1
         log_probs = state.next_log_probs()  # (active, vocab)
         tokens = pick(log_probs)  # (active,)
         total = total + log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
-        done = (tokens == eos_id) | (max_len <= step)  # (active,)
-        if not done.any():
-            state.advance(tokens)
-            continue
-        rows = done.nonzero().squeeze(1)
-        for i, hypothesis in zip(sentence[rows].tolist(), state.finish(rows, tokens[rows], total[rows], eos_id=eos_id)):
-            results[i] = hypothesis
-        keep = (~done).nonzero().squeeze(1)
-        if keep.numel() == 0:
-            break
-        state.advance(tokens[keep], keep, sentences=keep)  # the finished sentences leave the batch
-        sentence, total, max_len = sentence[keep], total[keep], max_len[keep]
+        done = alive & ((tokens == eos_id) | (max_len <= step))  # (active,)
+        if done.any():
+            rows = done.nonzero().squeeze(1)
+            finished = state.finish(rows, tokens[rows], total[rows], eos_id=eos_id)
+            for i, hypothesis in zip(sentence[rows].tolist(), finished):
+                results[i] = hypothesis
+            alive &= ~done
+        # Finished rows leave the batch once they are a quarter of it: compacting the cache
+        # copies every row, so doing it for each sentence that ends would cost more than it saves.
+        if 4 * int((~alive).sum()) >= alive.numel() and alive.any():
+            keep = alive.nonzero().squeeze(1)
+            state.advance(tokens[keep], keep, sentences=keep)
+            sentence, total, max_len, alive = sentence[keep], total[keep], max_len[keep], alive[keep]
+        else:
+            state.advance(tokens)  # finished rows ride along; their tokens are never read
     return results
 
 
