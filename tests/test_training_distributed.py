@@ -48,21 +48,30 @@ def train_losses(model_dir):
     return [r["loss"] for r in records if r["kind"] == "train"]
 
 
-def test_two_processes_equal_one_process_with_accumulation(overrides, tmp_path):
+@pytest.mark.parametrize("mode", ["ddp", "fsdp"])
+def test_two_processes_equal_one_process_with_accumulation(overrides, tmp_path, mode):
     """Same parameters, and the same logged loss: normalised by the global batch's tokens."""
-    sets = overrides + QUIET + ["model.dropout=0.0", "train.max_steps=3"]
+    sets = overrides + QUIET + ["model.dropout=0.0", "train.max_steps=3", f"train.fsdp={mode == 'fsdp'}"]
     single = tmp_path / "single"
     train(load_config(None, sets + ["train.accumulate=2"]), single, progress_bar=False)
     double = tmp_path / "double"
     double.mkdir()
     shutil.copy(single / "tokenizer.json", double / "tokenizer.json")  # the same vocabulary for both runs
     result = torchrun(double, sets + ["train.accumulate=1"])
-    assert "all 2 processes hold identical parameters" in result.stderr
+    if mode == "ddp":
+        assert "all 2 processes hold identical parameters" in result.stderr
     name_a, a = weights(single)
     name_b, b = weights(double)
     assert name_a == name_b == "step_00000003.safetensors"
     for key in a:
-        assert torch.allclose(a[key], b[key], rtol=1e-4, atol=1e-6), key
+        x, y = a[key], b[key]
+        if key.endswith("in_proj.bias"):
+            # The key bias adds q.b_k to every score of a row, which the softmax cancels: its
+            # gradient is zero up to rounding, and Adam turns that rounding noise into +-lr
+            # steps that depend on the order of the reduction. Compare the query and value biases.
+            d = x.numel() // 3
+            x, y = torch.cat([x[:d], x[2 * d:]]), torch.cat([y[:d], y[2 * d:]])
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-6), key
     assert len(train_losses(single)) == 3
     assert train_losses(single) == pytest.approx(train_losses(double), rel=1e-5)
 
@@ -81,3 +90,20 @@ def test_torchrun_run_stopped_by_sigterm_resumes(overrides, tmp_path):
     assert stopped_at >= 3, err[-2000:]
     torchrun(model_dir, [f"train.max_steps={stopped_at + 2}"], resume=True)
     assert weights(model_dir)[0] == f"step_{stopped_at + 2:08d}.safetensors"
+
+
+def test_fsdp_run_resumes_to_the_same_parameters(overrides, tmp_path):
+    """Sharded optimizer state and weights are gathered into the usual files and scattered back."""
+    sets = overrides + ["train.valid_every=2", "train.valid_bleu_sentences=0", "train.best_metric=loss",
+                        "train.fsdp=true"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    part.mkdir()
+    torchrun(full, sets + ["train.max_steps=4"])
+    shutil.copy(full / "tokenizer.json", part / "tokenizer.json")
+    torchrun(part, sets + ["train.max_steps=2"])
+    torchrun(part, ["train.max_steps=4"], resume=True)
+    name_a, a = weights(full)
+    name_b, b = weights(part)
+    assert name_a == name_b == "step_00000004.safetensors"
+    for key in a:
+        assert torch.equal(a[key], b[key]), key

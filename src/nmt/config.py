@@ -79,6 +79,7 @@ class TrainConfig:
     threads: int | None = None  # torch intra-op threads on CPU (null: torch's default, one per core)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     compile: bool = False  # torch.compile the model (fuses element-wise work)
+    fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
     schedule: str = "noam"  # noam (the paper's) | inverse_sqrt (peak_lr, then 1/sqrt decay)
     lr_scale: float = 1.0  # noam: multiplier of d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     peak_lr: float = 5e-4  # inverse_sqrt: the learning rate at the end of warm-up

@@ -15,7 +15,6 @@ writes checkpoints, metrics and the progress bar.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import signal
@@ -33,7 +32,10 @@ from ..config import ExperimentConfig, parse_duration
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
 from .datasets import TrainingData, load_training_data
-from .distributed import Distributed, parameter_fingerprint
+from .distributed import (
+    Distributed, full_model_state, full_optimizer_state, gradient_sync, load_full_state, parameter_fingerprint,
+    wrap_for_training,
+)
 from .loss import sequence_loss
 from .metrics import MetricsLog
 from .schedule import inverse_sqrt_lr, noam_lr
@@ -109,15 +111,18 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         model_config = config.model.build(self.data.src_tokenizer.vocab_size, self.data.tgt_tokenizer.vocab_size)
         self.model = Transformer(model_config).to(self.device)
-        self.step_module: torch.nn.Module = LossModule(self.model, cfg.label_smoothing)
-        if self.dist.active:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout noise
+        self.fsdp = cfg.fsdp and self.dist.active
+        # Under FSDP the training model holds shards only; rank 0 validates and saves a plain copy.
+        self.plain_model = Transformer(model_config).to(self.device) if self.fsdp and self.dist.is_main else None
+        self.step_module = wrap_for_training(LossModule(self.model, cfg.label_smoothing), self.model, self.dist,
+                                             fsdp=self.fsdp)
+        if self.dist.active:  # same initial weights everywhere (seeded, and DDP broadcasts rank 0's); own dropout
             torch.manual_seed(cfg.seed + 1000 * self.dist.rank)
-            device_ids = [self.device.index] if self.device.type == "cuda" else None
-            self.step_module = torch.nn.parallel.DistributedDataParallel(self.step_module, device_ids=device_ids)
         if cfg.compile:  # the stacks, not the loss: dropping padding rows has a data-dependent shape
             self.model.encode = torch.compile(self.model.encode, dynamic=True)
             self.model.decode = torch.compile(self.model.decode, dynamic=True)
-        fused = self.device.type in ("cpu", "cuda")  # one kernel for the whole Adam update (2x faster on CPU too)
+        # One kernel for the whole Adam update (2x faster on CPU too); FSDP's sharded tensors use the default.
+        fused = self.device.type in ("cpu", "cuda") and not self.fsdp
         optimizer_cls = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
         self.optimizer = optimizer_cls(self.model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
                                        weight_decay=cfg.weight_decay, fused=fused)
@@ -151,14 +156,15 @@ class Trainer:
         for i, batch in enumerate(batches):
             batch = batch.to(self.device, non_blocking=True)
             last = i == len(batches) - 1  # DDP synchronises gradients on the last micro-batch only
-            sync = self.step_module.no_sync() if self.dist.active and not last else contextlib.nullcontext()
-            with sync:
+            with gradient_sync(self.step_module, enabled=last):
                 with autocast:
                     loss, nll, correct = self.step_module(batch.src, batch.tgt_in, batch.tgt_out, local_normaliser)
                 loss.backward()
             totals += torch.stack([loss.detach() / self.dist.world_size, nll, correct]).double().cpu()
         loss_sum, nll_sum, correct = self.dist.sum(totals.tolist())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm or math.inf)
+        if hasattr(grad_norm, "full_tensor"):  # FSDP: a distributed tensor holding the global norm
+            grad_norm = grad_norm.full_tensor()
         if not (math.isfinite(loss_sum) and math.isfinite(grad_norm.item())):
             self.optimizer.zero_grad(set_to_none=True)
             self.progress.skipped_steps += 1
@@ -174,16 +180,32 @@ class Trainer:
 
     # --- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Optimizer, progress and every rank's RNG state (so dropout noise resumes exactly too)."""
+        """Optimizer, progress and every rank's RNG state (so dropout noise resumes exactly too).
+
+        A collective: every rank calls it. Under FSDP the optimizer state is gathered whole
+        and keyed by parameter name, so the files do not depend on the number of processes.
+        """
         rng = self.dist.gather((torch.get_rng_state(),
                                 torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None))
-        return {"progress": asdict(self.progress), "optimizer": self.optimizer.state_dict(),
+        optimizer = full_optimizer_state(self.step_module, self.optimizer) if self.fsdp else self.optimizer.state_dict()
+        return {"progress": asdict(self.progress), "optimizer": optimizer, "fsdp": self.fsdp,
                 "rng_cpu": [cpu for cpu, _ in rng], "rng_cuda": [cuda for _, cuda in rng if cuda is not None]}
 
+    def whole_model(self) -> Transformer | None:
+        """A Transformer holding all current weights (rank 0; None elsewhere). A collective under FSDP."""
+        if not self.fsdp:
+            return self.model if self.dist.is_main else None
+        state = full_model_state(self.step_module)
+        if self.plain_model is None:
+            return None
+        self.plain_model.load_state_dict(state)
+        return self.plain_model
+
     def save(self) -> None:
-        state = self.state_dict()  # a collective: every rank takes part
+        state = self.state_dict()  # collectives: every rank takes part
+        model = self.whole_model()
         if self.dist.is_main:
-            save_checkpoint(self.model_dir, self.progress.step, self.model, state, self.config.train.keep_last)
+            save_checkpoint(self.model_dir, self.progress.step, model, state, self.config.train.keep_last)
         self.dist.barrier()
 
     def resume(self) -> bool:
@@ -192,9 +214,17 @@ class Trainer:
         if found is None:
             return False
         weights, state_path = found
-        load_weights(self.model, weights)
         state = load_state(state_path)
-        self.optimizer.load_state_dict(state["optimizer"])
+        if state.get("fsdp", False) != self.fsdp:
+            raise ValueError(f"{state_path} was written {'with' if state.get('fsdp') else 'without'} train.fsdp; "
+                             "resume it the same way")
+        if self.fsdp:
+            plain = Transformer(self.model.config)
+            load_weights(plain, weights)
+            load_full_state(self.step_module, self.optimizer, plain.state_dict(), state["optimizer"])
+        else:
+            load_weights(self.model, weights)
+            self.optimizer.load_state_dict(state["optimizer"])
         self.progress = Progress(**state["progress"])
         if len(state["rng_cpu"]) != self.dist.world_size:
             log.warning("checkpoint was written by %d processes, now %d: dropout noise will differ from an "
@@ -210,16 +240,17 @@ class Trainer:
     # --- validation -----------------------------------------------------------------------
     def validate_and_keep_best(self) -> bool:
         """Validate (rank 0; the others wait), write the record, save the best weights as model.safetensors."""
+        model = self.whole_model()  # a collective under FSDP
         if not self.dist.is_main:
             self.dist.barrier()
             return False
-        improved = self._validate()
+        improved = self._validate(model)
         self.dist.barrier()
         return improved
 
-    def _validate(self) -> bool:
+    def _validate(self, model: Transformer) -> bool:
         cfg = self.config.train
-        result = validate(self.model, self.data, batch_tokens=cfg.batch_tokens, device=self.device,
+        result = validate(model, self.data, batch_tokens=cfg.batch_tokens, device=self.device,
                           bleu_sentences=cfg.valid_bleu_sentences, decode=self.config.decode)
         self.metrics.write("valid", self.progress.step, **result)
         metric = cfg.best_metric
@@ -229,7 +260,7 @@ class Trainer:
         improved = self.progress.best is None or value > self.progress.best
         if improved:
             self.progress.best, self.progress.bad_validations = value, 0
-            save_model_dir(self.model, self.model_dir)
+            save_model_dir(model, self.model_dir)
         else:
             self.progress.bad_validations += 1
         log.info("step %d validation: %s%s", self.progress.step,
@@ -334,6 +365,8 @@ class Trainer:
         """Under DDP every rank must end with the same parameters; say so, or fail loudly."""
         if not self.dist.active:
             return
+        if self.fsdp:
+            return  # each rank holds a different shard by design
         prints = self.dist.gather(parameter_fingerprint(self.model))
         if any(f != prints[0] for f in prints):
             raise RuntimeError(f"processes ended with different parameters: {prints}")
