@@ -69,7 +69,9 @@ def test_average_is_the_elementwise_mean_and_the_cli_writes_it(tmp_path):
     shared = next(k for k in averaged if k.endswith("embed.weight") or k == "output.weight")  # stored once
     assert torch.allclose(averaged[shared], (a.tgt_embed.weight + b.tgt_embed.weight) / 2)
     assert main(["average", "--model", str(tmp_path), "--last", "2"]) == 0
-    merged = load_model_dir(tmp_path)
+    merged = load_model_dir(tmp_path, weights=tmp_path / "model.averaged.safetensors")
+    untouched = load_model_dir(tmp_path)  # the best weights stay as they were
+    assert torch.equal(untouched.output.weight, a.output.weight)
     expected = (a.encoder_layers[0].feed_forward.w_1.weight + b.encoder_layers[0].feed_forward.w_1.weight) / 2
     assert torch.allclose(merged.encoder_layers[0].feed_forward.w_1.weight, expected)
     assert torch.allclose(merged.output.weight, (a.output.weight + b.output.weight) / 2)

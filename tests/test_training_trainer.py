@@ -119,3 +119,14 @@ def test_cli_refuses_to_overwrite_a_run_without_resume(overrides, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("{}\n")
     assert main(["train", str(config), "--out", str(model_dir)]) == 1
+
+
+def test_early_stopping_after_patience_validations_without_improvement(overrides, tmp_path, monkeypatch):
+    losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
+    monkeypatch.setattr(trainer_module, "validate", lambda *args, **kwargs: {"loss": next(losses)})
+    model_dir = tmp_path / "early"
+    reason = train(load_config(None, overrides + ["train.max_steps=100", "train.valid_every=1", "train.patience=2",
+                                                  "train.best_metric=loss", "train.valid_bleu_sentences=0"]),
+                   model_dir, progress_bar=False)
+    assert reason == "no improvement in 2 validations (train.patience)"
+    assert latest_checkpoint(model_dir)[0].name == "step_00000004.safetensors"  # best at 2, worse at 3 and 4

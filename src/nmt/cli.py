@@ -39,9 +39,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         config_path = config_path or saved
     elif config_path is None:
         raise CommandError("give a CONFIG file (or --resume with --out DIR)")
-    elif (out / "checkpoints" / "latest").exists():
+    elif (out / "checkpoints" / "latest").exists() or (out / "metrics.jsonl").exists():
         raise CommandError(f"{out} already holds a training run: add --resume to continue it, "
-                           "or choose another --out")
+                           "or choose another --out (a tokenizer alone there is reused)")
     config = load_config(config_path, args.set or [])
     reason = train(config, out, resume=args.resume, progress_bar=not args.quiet)
     print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
@@ -53,7 +53,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from .translation_io import translate_stream
     from .translator import Translator
 
-    translator = Translator.load(args.model, device=args.device)
+    if args.chunk < 1:
+        raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
+    translator = Translator.load(args.model, device=args.device, weights=args.weights)
     source = open(args.input, "rb") if args.input else sys.stdin.buffer
     target = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
@@ -88,7 +90,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     sources, references = list(read_lines(src_path)), list(read_lines(ref_path))
     if len(sources) != len(references):
         raise CommandError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-    translator = Translator.load(args.model, device=args.device)
+    translator = Translator.load(args.model, device=args.device, weights=args.weights)
+    truncated = sum(translator.encode_source(s)[1] for s in sources)
+    if truncated:
+        log.warning("%d source sentences are longer than %d tokens and were truncated", truncated,
+                    translator.max_source_tokens)
     hypotheses = translator.translate(sources, beam=args.beam)
     scores = score_translations(hypotheses, references)
     if args.json:
@@ -104,6 +110,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_average(args: argparse.Namespace) -> int:
     from .checkpoint import CHECKPOINTS, average_checkpoints, list_checkpoints, load_model_dir, save_weights
 
+    if args.last < 1:
+        raise CommandError(f"--last must be at least 1, got {args.last}")
     names = list_checkpoints(args.model)[-args.last:]
     if not names:
         raise CommandError(f"no checkpoints in {Path(args.model) / CHECKPOINTS}")
@@ -112,10 +120,11 @@ def cmd_average(args: argparse.Namespace) -> int:
     model = load_model_dir(args.model, weights=paths[-1])
     missing = set(model.state_dict()) - set(averaged)
     model.load_state_dict(averaged, strict=False)  # tied matrices are stored once: `missing` are their aliases
-    out = Path(args.output) if args.output else Path(args.model) / "model.safetensors"
+    out = Path(args.output) if args.output else Path(args.model) / "model.averaged.safetensors"
     save_weights(model, out)
-    print(f"averaged {len(paths)} checkpoints ({names[0]} .. {names[-1]}) into {out}"
-          + (f" (tied aliases: {len(missing)})" if missing else ""), file=sys.stderr)
+    print(f"averaged {len(paths)} checkpoints ({', '.join(names)}) into {out}"
+          + (f" (tied aliases: {len(missing)})" if missing else "")
+          + f"; use it with --weights {out}", file=sys.stderr)
     return 0
 
 
@@ -177,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
+    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.set_defaults(func=cmd_translate)
 
@@ -188,14 +198,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's decode.beam)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("average", help="average the last K checkpoints into model.safetensors",
-                       description="Element-wise mean of the last K checkpoints' weights.")
+    p = sub.add_parser("average", help="average the last K checkpoints",
+                       description="Element-wise mean of the last K checkpoints' weights, written to a new "
+                                   "file (the best weights, DIR/model.safetensors, are left alone).")
     p.add_argument("--model", required=True, help="model directory")
-    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5)")
-    p.add_argument("--output", help="weights file to write (default: DIR/model.safetensors)")
+    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, or all that are kept)")
+    p.add_argument("--output", help="weights file to write (default: DIR/model.averaged.safetensors); "
+                                    "translate with it through --weights")
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("serve", help="HTTP translation server with a web page",
@@ -243,10 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nmt: interrupted", file=sys.stderr)
         return 130
-    except (CommandError, ValueError, FileNotFoundError, OSError, RuntimeError) as err:
+    except Exception as err:  # one line for the user; -v shows the traceback
         if args.verbose:
             raise
-        print(f"nmt {args.command}: error: {err}", file=sys.stderr)
+        known = isinstance(err, (CommandError, ValueError, OSError, RuntimeError))
+        print(f"nmt {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
+              + ("" if known else " (run with -v for the traceback)"), file=sys.stderr)
         return 1
 
 

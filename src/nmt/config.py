@@ -1,7 +1,7 @@
 """The experiment configuration: one YAML file with sections data, tokenizer, model, train, decode.
 
-Every field has a default and a one-line comment (shown by `nmt config --help`... and
-in error messages). Unknown keys are an error listing the valid ones. Any field can be
+Every field has a default and a one-line comment beside it. Unknown keys are an error
+listing the valid ones, and so are values of the wrong type or out of range. Any field can be
 overridden with `section.field=value` (`--set train.max_steps=200`), the value parsed
 as YAML (so `true`, `0.1`, `null` and `[1, 2]` mean what they look like).
 """
@@ -57,11 +57,16 @@ class ModelSection:
     sharing: str | None = None  # none | tgt_out | all (all needs tokenizer.joint)
     positional_base: float | None = None  # base of the sinusoidal positions
 
-    def build(self, src_vocab_size: int, tgt_vocab_size: int, pad_id: int = 0) -> ModelConfig:
+    def build(self, src_vocab_size: int, tgt_vocab_size: int, *, joint_vocabulary: bool,
+              pad_id: int = 0) -> ModelConfig:
         """The ModelConfig for these vocabularies: preset, then overrides."""
         overrides = {k: v for k, v in dataclasses.asdict(self).items() if k != "preset" and v is not None}
-        if "sharing" not in overrides and src_vocab_size != tgt_vocab_size:
-            overrides["sharing"] = "tgt_out"  # separate vocabularies cannot share the source embedding
+        if not joint_vocabulary:
+            if overrides.get("sharing") == "all":
+                raise ConfigError("model.sharing=all shares one embedding between the languages: it needs "
+                                  "tokenizer.joint=true")
+            # Two vocabularies: row i means different pieces on each side, so only target and output tie.
+            overrides.setdefault("sharing", "tgt_out")
         return ModelConfig.preset(self.preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                                   pad_id=pad_id, **overrides)
 
@@ -96,6 +101,19 @@ class TrainConfig:
     keep_last: int = 5  # checkpoints kept on disk (the best is kept apart)
     patience: int | None = None  # stop after this many validations without improvement (null: never)
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
+
+    def __post_init__(self) -> None:
+        """Refuse settings that would only fail (or quietly misbehave) after training has started."""
+        for name in ("batch_tokens", "accumulate", "log_every", "valid_every", "keep_last", "max_bad_steps"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
+        if self.schedule not in ("noam", "inverse_sqrt"):
+            raise ValueError(f"train.schedule must be 'noam' or 'inverse_sqrt', not {self.schedule!r}")
+        if self.best_metric not in ("bleu", "loss"):
+            raise ValueError(f"train.best_metric must be 'bleu' or 'loss', not {self.best_metric!r}")
+        if self.best_metric == "bleu" and self.valid_bleu_sentences < 1:
+            raise ValueError("train.best_metric=bleu needs train.valid_bleu_sentences >= 1 (or use best_metric=loss)")
+        parse_duration(self.max_time)  # a bad duration fails now, not after the data is prepared
 
 
 @dataclass

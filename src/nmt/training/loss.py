@@ -85,3 +85,15 @@ def sequence_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, t
     real = tgt_out != model.config.pad_id  # (batch, tgt_len)
     logits = model.logits(states[real])  # (real_tokens, vocab)
     return _smoothed(logits, tgt_out[real], normaliser, smoothing)
+
+
+class LossModule(torch.nn.Module):
+    """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward."""
+
+    def __init__(self, model: Transformer, smoothing: float):
+        super().__init__()
+        self.model, self.smoothing = model, smoothing
+
+    def forward(self, src, tgt_in, tgt_out, normaliser: float):
+        out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
+        return out.loss, out.nll_sum, out.correct

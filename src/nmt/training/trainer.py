@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
-import signal
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,9 +33,10 @@ from .distributed import (
     Distributed, full_model_state, full_optimizer_state, gradient_sync, load_full_state, parameter_fingerprint,
     wrap_for_training,
 )
-from .loss import sequence_loss
+from .loss import LossModule
 from .metrics import MetricsLog
 from .schedule import inverse_sqrt_lr, noam_lr
+from .signals import stop_on_signals
 from .validation import validate
 
 log = logging.getLogger(__name__)
@@ -61,38 +59,6 @@ class Progress:
     skipped_steps: int = 0  # steps skipped for a non-finite loss or gradient
 
 
-class LossModule(torch.nn.Module):
-    """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward."""
-
-    def __init__(self, model: Transformer, smoothing: float):
-        super().__init__()
-        self.model, self.smoothing = model, smoothing
-
-    def forward(self, src, tgt_in, tgt_out, normaliser: float):
-        out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
-        return out.loss, out.nll_sum, out.correct
-
-
-@contextmanager
-def stop_on_signals():
-    """SIGINT / SIGTERM set a flag (checked between steps) instead of killing the process mid-write."""
-    requested = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield requested
-        return
-
-    def handler(signum, frame):
-        log.warning("received %s: saving a checkpoint and stopping", signal.Signals(signum).name)
-        requested.set()
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield requested
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
-
-
 class Trainer:
     """Owns the model, optimizer and progress of one training run (see module docstring)."""
 
@@ -109,7 +75,8 @@ class Trainer:
                 self.model_dir.mkdir(parents=True, exist_ok=True)
             self.data = data or load_training_data(config.data, config.tokenizer, self.model_dir)
         torch.manual_seed(cfg.seed)
-        model_config = config.model.build(self.data.src_tokenizer.vocab_size, self.data.tgt_tokenizer.vocab_size)
+        model_config = config.model.build(self.data.src_tokenizer.vocab_size, self.data.tgt_tokenizer.vocab_size,
+                                          joint_vocabulary=self.data.src_tokenizer is self.data.tgt_tokenizer)
         self.model = Transformer(model_config).to(self.device)
         self.fsdp = cfg.fsdp and self.dist.active
         # Under FSDP the training model holds shards only; rank 0 validates and saves a plain copy.
@@ -212,6 +179,7 @@ class Trainer:
         """Load the latest checkpoint, if any; True when training continues from it."""
         found = latest_checkpoint(self.model_dir)
         if found is None:
+            log.warning("--resume: no checkpoint in %s; starting from scratch", self.model_dir / "checkpoints")
             return False
         weights, state_path = found
         state = load_state(state_path)
@@ -253,9 +221,7 @@ class Trainer:
         result = validate(model, self.data, batch_tokens=cfg.batch_tokens, device=self.device,
                           bleu_sentences=cfg.valid_bleu_sentences, decode=self.config.decode)
         self.metrics.write("valid", self.progress.step, **result)
-        metric = cfg.best_metric
-        if metric not in result:
-            raise ValueError(f"train.best_metric={metric!r} is not measured; use 'loss' or set valid_bleu_sentences")
+        metric = cfg.best_metric  # "bleu" or "loss" (checked by TrainConfig)
         value = result[metric] if metric == "bleu" else -result[metric]  # higher is better
         improved = self.progress.best is None or value > self.progress.best
         if improved:
