@@ -204,6 +204,18 @@ def test_a_request_cancelled_while_queued_is_not_translated():
     assert ["gone"] not in [texts for texts, _, _ in stub.calls] and queue.stats.dropped == 1
 
 
+def test_a_request_after_stop_fails_at_once_instead_of_hanging():
+    stub = EchoTranslator()
+    queue = BatchingQueue(stub, BatchingConfig(window_ms=0))
+    queue.start()
+    assert queue.submit(["before"], beam=1).result(timeout=10)[0][0].text == "before|1"
+    queue.stop()
+    late = queue.submit(["late"], beam=1)
+    with pytest.raises(RuntimeError, match="not running"):
+        late.result(timeout=1)
+    assert not queue.running
+
+
 def test_concurrent_http_requests_are_batched_together():
     stub = EchoTranslator(delay=0.3)  # a slow model: requests pile up while it works
     app = create_app(stub, ServerLimits(), info=INFO, batching=BatchingConfig(window_ms=10))

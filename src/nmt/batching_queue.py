@@ -97,6 +97,8 @@ class BatchingQueue:
         self.stats = BatchStats()
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._accepting = False  # guarded by _lock: no request may slip in while stop() drains the queue
+        self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:
@@ -108,14 +110,21 @@ class BatchingQueue:
         # A daemon thread: a server killed mid-batch must not hang on it at exit.
         self._thread = threading.Thread(target=self._run, name="nmt-batching", daemon=True)
         self._thread.start()
+        with self._lock:
+            self._accepting = True
 
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the batch in hand, fail whatever is still queued, and end the worker."""
         if self._thread is None:
             return
+        with self._lock:
+            self._accepting = False
         self._queue.put(_STOP)
         self._thread.join(timeout)
-        self._thread = None
+        if self._thread.is_alive():  # keep it: start() must not run a second worker beside it
+            log.warning("the batching worker did not stop within %.0f s; it finishes in the background", timeout)
+        else:
+            self._thread = None
         while True:  # requests that came in after the stop: tell their clients rather than leave them hanging
             try:
                 job = self._queue.get_nowait()
@@ -131,7 +140,11 @@ class BatchingQueue:
         after that, the batch runs to the end regardless and the result is simply not read.
         """
         job = Job(list(texts), beam, attention)
-        self._queue.put(job)
+        with self._lock:
+            if not self._accepting:
+                job.future.set_exception(RuntimeError("the translation worker is not running"))
+                return job.future
+            self._queue.put(job)
         return job.future
 
     # --- the worker ------------------------------------------------------------------------------
