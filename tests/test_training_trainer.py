@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 
 from nmt.checkpoint import latest_checkpoint, list_checkpoints
 from nmt.config import load_config
+from nmt.training import loss as loss_module
 from nmt.training import trainer as trainer_module
 from nmt.training.trainer import TrainingDiverged, train
 
@@ -55,7 +56,7 @@ def test_non_finite_losses_are_skipped_then_stop_training(overrides, tmp_path, m
     model_dir = tmp_path / "nan"
     config = load_config(None, overrides + ["train.max_steps=20", "train.valid_every=2", "train.max_bad_steps=3",
                                             "train.valid_bleu_sentences=0", "train.best_metric=loss"])
-    real_loss, calls = trainer_module.sequence_loss, {"n": 0}
+    real_loss, calls = loss_module.sequence_loss, {"n": 0}
 
     def poisoned(*args, **kwargs):
         calls["n"] += 1
@@ -64,7 +65,7 @@ def test_non_finite_losses_are_skipped_then_stop_training(overrides, tmp_path, m
             out.loss = out.loss * float("nan")
         return out
 
-    monkeypatch.setattr(trainer_module, "sequence_loss", poisoned)
+    monkeypatch.setattr(loss_module, "sequence_loss", poisoned)
     with pytest.raises(TrainingDiverged, match="intact"):
         train(config, model_dir, progress_bar=False)
     records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
