@@ -16,7 +16,6 @@ import argparse
 import json
 import math
 import tempfile
-import time
 from pathlib import Path
 
 import torch
