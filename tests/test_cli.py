@@ -93,3 +93,26 @@ def test_missing_model_is_one_line_error_not_a_traceback(tmp_path):
     result = run_cli("translate", "--model", str(tmp_path / "none"))
     assert result.returncode == 1
     assert b"Traceback" not in result.stderr and b"does not exist" in result.stderr
+
+
+def test_translate_sample_is_reproducible_with_a_seed(tiny_model_dir, tmp_path):
+    source = tmp_path / "in.de"
+    source.write_text("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\nEin Kind.\n", encoding="utf-8")
+    outputs = []
+    for _ in range(2):
+        out = tmp_path / f"out{len(outputs)}.en"
+        assert main(["translate", "--model", str(tiny_model_dir), "--input", str(source), "--output", str(out),
+                     "--sample", "--temperature", "1.5", "--seed", "7", "--chunk", "2"]) == 0
+        outputs.append(out.read_text(encoding="utf-8"))
+    assert outputs[0] == outputs[1]
+    assert outputs[0].split("\n")[1] == ""  # an empty line still gives an empty line
+    assert len(outputs[0].split("\n")) == 5
+
+
+def test_translate_sample_refuses_a_beam_and_stray_options(tiny_model_dir, capsys):
+    assert main(["translate", "--model", str(tiny_model_dir), "--sample", "--beam", "4"]) == 1
+    assert "leave out --beam" in capsys.readouterr().err
+    assert main(["translate", "--model", str(tiny_model_dir), "--top-k", "5"]) == 1
+    assert "--sample only" in capsys.readouterr().err
+    assert main(["translate", "--model", str(tiny_model_dir), "--sample", "--temperature", "0"]) == 1
+    assert "temperature must be > 0" in capsys.readouterr().err

@@ -16,11 +16,24 @@ def test_gnmt_length_penalty():
 
 
 def test_beam_step_ranks_over_beams_and_tokens():
-    scores = torch.tensor([[[-1.0, -5.0, -2.5], [-1.5, -0.5, -9.0]]])  # (batch=1, beam=2, vocab=3)
-    top, beams, tokens = beam_step(scores, 3)
+    log_probs = torch.tensor([[[-1.0, -5.0, -2.5], [-1.5, -0.5, -9.0]]])  # (batch=1, beam=2, vocab=3)
+    top, beams, tokens = beam_step(torch.zeros(1, 2), log_probs, 3)
     assert top.tolist() == [[-0.5, -1.0, -1.5]]
     assert beams.tolist() == [[1, 0, 1]]
     assert tokens.tolist() == [[1, 0, 0]]
+
+
+def test_beam_step_equals_one_topk_over_beam_times_vocab():
+    """Per-beam top-n then top-n over beams picks exactly what a top-n over every continuation picks."""
+    gen = torch.Generator().manual_seed(0)
+    batch, beams, vocab, n = 6, 4, 50, 8
+    beam_scores = torch.randn(batch, beams, generator=gen) * 3  # offsets large enough to reorder beams
+    log_probs = torch.randn(batch, beams, vocab, generator=gen).log_softmax(-1)
+    top, beam_of, token_of = beam_step(beam_scores, log_probs, n)
+    expected, flat = (beam_scores.unsqueeze(2) + log_probs).view(batch, -1).topk(n, dim=1)
+    assert torch.equal(top, expected)
+    assert torch.equal(beam_of, flat // vocab) and torch.equal(token_of, flat % vocab)
+    assert torch.equal(top, beam_scores.gather(1, beam_of) + log_probs[torch.arange(batch)[:, None], beam_of, token_of])
 
 
 def test_standard_batch_has_ended_and_capped_hypotheses():

@@ -1,6 +1,6 @@
 import pytest
 
-from nmt.translator import Translator
+from nmt.translator import Sampling, Translator
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +57,24 @@ def test_missing_model_directory_is_a_clear_error(tmp_path):
         Translator.load(tmp_path / "nope")
     with pytest.raises(FileNotFoundError, match="model.json"):
         Translator.load(tmp_path)
+
+
+def test_sampling_draws_reproducibly_and_top_1_is_greedy(translator):
+    seeded = Sampling(temperature=1.5, seed=3)
+    first = translator.translate(SENTENCES, sampling=seeded)
+    assert translator.translate(SENTENCES, sampling=seeded) == first
+    # A flattened distribution over an 8-sentence batch: different seeds draw different outputs.
+    draws = {tuple(translator.translate(SENTENCES * 2, sampling=Sampling(temperature=2.0, seed=s)))
+             for s in range(4)}
+    assert len(draws) > 1
+    assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=0)) == translator.translate(SENTENCES,
+                                                                                                         beam=1)
+
+
+def test_sampling_settings_are_checked(translator):
+    with pytest.raises(ValueError, match="temperature"):
+        Sampling(temperature=0.0)
+    with pytest.raises(ValueError, match="top_k"):
+        Sampling(top_k=-1)
+    with pytest.raises(ValueError, match="no beam"):
+        translator.translate(SENTENCES, beam=4, sampling=Sampling())

@@ -1,7 +1,7 @@
 """The `nmt` command: a thin shell over the Python API.
 
     nmt train CONFIG --out DIR [--set section.key=value ...] [--resume]
-    nmt translate --model DIR [--beam N] [--input FILE] [--output FILE]
+    nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
     nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
     nmt average --model DIR [--last K]
     nmt serve --model DIR [--host 127.0.0.1] [--port 8000]
@@ -51,16 +51,23 @@ def cmd_train(args: argparse.Namespace) -> int:
 # --- translate ----------------------------------------------------------------------------------
 def cmd_translate(args: argparse.Namespace) -> int:
     from .translation_io import translate_stream
-    from .translator import Translator
+    from .translator import Sampling, Translator
 
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
+    sampling = None
+    if args.sample:
+        if args.beam is not None:
+            raise CommandError("--sample draws one translation at random: leave out --beam")
+        sampling = Sampling(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
+    elif (args.temperature, args.top_k, args.seed) != (1.0, 0, None):
+        raise CommandError("--temperature, --top-k and --seed apply to --sample only")
     translator = Translator.load(args.model, device=args.device, weights=args.weights)
     source = open(args.input, "rb") if args.input else sys.stdin.buffer
     target = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
-        translate_stream(translator, source, target, beam=args.beam, name=args.input or "<stdin>",
-                         chunk_lines=args.chunk)
+        translate_stream(translator, source, target, beam=args.beam, sampling=sampling,
+                         name=args.input or "<stdin>", chunk_lines=args.chunk)
     finally:
         if args.input:
             source.close()
@@ -186,6 +193,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
+    p.add_argument("--sample", action="store_true",
+                   help="draw each translation at random from the model (back-translation, data augmentation)")
+    p.add_argument("--temperature", type=float, default=1.0, help="with --sample: > 1 flattens, < 1 sharpens")
+    p.add_argument("--top-k", type=int, default=0, help="with --sample: draw among the k most likely tokens (0: all)")
+    p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
     p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.set_defaults(func=cmd_translate)

@@ -4,11 +4,12 @@ ends, memory stays bounded, and every input line gives exactly one output line."
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from typing import BinaryIO, TextIO
 
-from .translator import Translator
+from .translator import Sampling, Translator
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +29,23 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
 
 
 def translate_stream(translator: Translator, source: BinaryIO, target: TextIO, *, beam: int | None = None,
-                     name: str = "<stdin>", chunk_lines: int = 1000) -> int:
-    """Translate every line of `source` into `target`; returns the number of lines written."""
+                     sampling: Sampling | None = None, name: str = "<stdin>", chunk_lines: int = 1000) -> int:
+    """Translate every line of `source` into `target`; returns the number of lines written.
+
+    With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
+    chunks do not repeat one another's random stream and a rerun gives the same output.
+    """
     lines = decode_lines(source, name)
     written = 0
-    while chunk := list(itertools.islice(lines, chunk_lines)):
+    for index in itertools.count():
+        chunk = list(itertools.islice(lines, chunk_lines))
+        if not chunk:
+            break
         numbers, texts = zip(*chunk)
-        results = translator.translate_detailed(list(texts), beam=beam)
+        chunk_sampling = sampling
+        if sampling is not None and sampling.seed is not None:
+            chunk_sampling = dataclasses.replace(sampling, seed=sampling.seed + index)
+        results = translator.translate_detailed(list(texts), beam=beam, sampling=chunk_sampling)
         for number, best in zip(numbers, results):
             if best[0].truncated:
                 log.warning("%s:%d: longer than %d tokens; translated the first %d only", name, number,

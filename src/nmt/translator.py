@@ -16,7 +16,7 @@ import yaml
 
 from .checkpoint import load_model_dir
 from .config import DecodeConfig
-from .decoding import Hypothesis, beam_search, greedy_search
+from .decoding import Hypothesis, beam_search, greedy_search, sample
 from .model import Transformer
 from .tokenizer import EOS_ID, SubwordTokenizer, load_tokenizers
 
@@ -37,6 +37,27 @@ class Translation:
     src_pieces: list[str] = field(default_factory=list)  # source pieces, BOS/EOS included
     attention: torch.Tensor | None = None  # (layers, heads, steps, src_len) cross-attention, when asked
     truncated: bool = False  # the source was cut to max_source_tokens
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Draw each translation at random from the model instead of searching for the best one.
+
+    For back-translation and data augmentation, where varied outputs help more than the
+    single most likely one. temperature > 1 flattens the distribution, < 1 sharpens it;
+    top_k > 0 draws only among the k most likely tokens. With a seed, the same inputs
+    (in the same batches) give the same draws.
+    """
+
+    temperature: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+
+    def __post_init__(self):
+        if not self.temperature > 0:
+            raise ValueError(f"sampling temperature must be > 0, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"sampling top_k must be >= 0 (0 keeps every token), got {self.top_k}")
 
 
 class Translator:
@@ -70,19 +91,23 @@ class Translator:
         return cls(model, src_tok, tgt_tok, decode=decode)
 
     # --- the simple API ----------------------------------------------------------------------
-    def translate(self, texts: Sequence[str], *, beam: int | None = None,
-                  length_penalty: float | None = None) -> list[str]:
-        """One translation per input sentence, in order. An empty sentence gives ''."""
-        return [best[0].text for best in self.translate_detailed(texts, beam=beam, length_penalty=length_penalty)]
+    def translate(self, texts: Sequence[str], *, beam: int | None = None, length_penalty: float | None = None,
+                  sampling: Sampling | None = None) -> list[str]:
+        """One translation per input sentence, in order. An empty sentence gives ''.
+
+        beam: search width (1 = greedy); sampling: draw at random instead (see `Sampling`).
+        """
+        return [best[0].text for best in self.translate_detailed(texts, beam=beam, length_penalty=length_penalty,
+                                                                  sampling=sampling)]
 
     def translate_detailed(self, texts: Sequence[str], *, beam: int | None = None, n_best: int = 1,
-                           length_penalty: float | None = None,
-                           return_attention: bool = False) -> list[list[Translation]]:
+                           length_penalty: float | None = None, return_attention: bool = False,
+                           sampling: Sampling | None = None) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention."""
         encoded = [self.encode_source(t) for t in texts]
         ids = [e[0] for e in encoded]
         hyps = self.translate_ids(ids, beam=beam, n_best=n_best, length_penalty=length_penalty,
-                                  return_attention=return_attention)
+                                  return_attention=return_attention, sampling=sampling)
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
@@ -120,12 +145,21 @@ class Translator:
 
     @torch.inference_mode()  # no autograd bookkeeping at all: cheaper than no_grad
     def translate_ids(self, ids: Sequence[Sequence[int]], *, beam: int | None = None, n_best: int = 1,
-                      length_penalty: float | None = None,
-                      return_attention: bool = False) -> list[list[Hypothesis]]:
-        """Search over source id lists (BOS/EOS included); n-best Hypotheses per sentence, in input order."""
-        beam = self.decode.beam if beam is None else beam
+                      length_penalty: float | None = None, return_attention: bool = False,
+                      sampling: Sampling | None = None) -> list[list[Hypothesis]]:
+        """Search over source id lists (BOS/EOS included); n-best Hypotheses per sentence, in input order.
+
+        With `sampling`, one random draw per sentence instead (beam and n_best must be unset or 1).
+        """
+        if sampling is not None and ((beam or 1) != 1 or n_best != 1):
+            raise ValueError(f"sampling draws one translation per sentence: it takes no beam ({beam}) or "
+                             f"n_best ({n_best})")
+        beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
         if beam < 1 or n_best < 1 or n_best > beam:
             raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
+        generator = None
+        if sampling is not None and sampling.seed is not None:
+            generator = torch.Generator(self.device).manual_seed(sampling.seed)
         alpha = self.decode.length_penalty if length_penalty is None else length_penalty
         limits = dict(max_len_a=self.decode.max_len_a, max_len_b=self.decode.max_len_b,
                       return_attention=return_attention, pad_id=self.model.config.pad_id)
@@ -136,7 +170,10 @@ class Translator:
             src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(ids[i]) for i in rows], batch_first=True,
                                                   padding_value=self.model.config.pad_id).to(self.device)
             with autocast:
-                if beam == 1:
+                if sampling is not None:
+                    found = [[h] for h in sample(self.model, src, temperature=sampling.temperature,
+                                                  top_k=sampling.top_k, generator=generator, **limits)]
+                elif beam == 1:
                     found = [[h] for h in greedy_search(self.model, src, **limits)]
                 else:
                     found = beam_search(self.model, src, beam_size=beam, n_best=n_best, length_penalty=alpha,

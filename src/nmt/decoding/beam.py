@@ -20,16 +20,26 @@ from .penalties import max_output_length
 from .state import SearchState
 
 
-def beam_step(scores: torch.Tensor, num_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def beam_step(beam_scores: torch.Tensor, log_probs: torch.Tensor,
+              num_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The best `num_candidates` (beam, token) continuations of each sentence, best first.
 
-    scores: (batch, beam, vocab), each beam's running log-prob plus each next token's log-prob.
-    Returns (scores, beams, tokens), each (batch, num_candidates): the candidate's total
-    score, the beam it extends, and the token it appends.
+    beam_scores: (batch, beam) each beam's running log-prob; log_probs: (batch, beam, vocab)
+    each next token's log-prob. A candidate scores beam_score + log_prob. Returns (scores,
+    beams, tokens), each (batch, num_candidates): the candidate's total score, the beam it
+    extends, and the token it appends.
+
+    Two small top-k's instead of one over beam x vocab: a beam's score is a constant
+    offset for all its tokens, so the n best candidates overall are among the n best
+    tokens of each beam. Ranking (beam x n) totals then picks them exactly, without
+    materialising beam_score + log_prob over the whole vocabulary.
     """
-    batch, _, vocab = scores.shape
-    top_scores, flat = scores.view(batch, -1).topk(num_candidates, dim=1)  # over beam * vocab
-    return top_scores, flat // vocab, flat % vocab
+    batch, beams, _ = log_probs.shape
+    n = num_candidates
+    token_scores, token_ids = log_probs.topk(n, dim=2)  # (batch, beam, n): each beam's best tokens
+    totals = (beam_scores.unsqueeze(2) + token_scores).view(batch, beams * n)
+    top_scores, flat = totals.topk(n, dim=1)  # (batch, n) over beam * n
+    return top_scores, flat // n, token_ids.view(batch, beams * n).gather(1, flat)
 
 
 def live_positions(is_eos: torch.Tensor, beam_size: int) -> torch.Tensor:
@@ -101,8 +111,8 @@ def beam_search(
     for step in range(1, int(max_len.max()) + 1):
         beams = scores.size(1)  # 1 at the first step, then k: the k best first tokens are all distinct
         log_probs = state.next_log_probs()  # (active * beams, vocab)
-        candidates = scores.unsqueeze(2) + log_probs.view(-1, beams, log_probs.size(-1))  # (active, beams, vocab)
-        cand_scores, cand_beams, cand_tokens = beam_step(candidates, 2 * k)  # (active, 2k)
+        cand_scores, cand_beams, cand_tokens = beam_step(scores, log_probs.view(-1, beams, log_probs.size(-1)),
+                                                         2 * k)  # (active, 2k)
         cand_rows = cand_beams + beams * torch.arange(sentence.numel(), device=src.device).unsqueeze(1)
         is_eos = cand_tokens == eos_id
 

@@ -53,13 +53,15 @@ class DecoderCache:
         """Keep decoding rows `order` (beam search reordering, or dropping finished rows).
 
         Only the self-attention history moves; the sentences' cross-attention keys/values stay
-        (see `select_sentences`).
+        (see `select_sentences`). `index_select` rather than `tensor[order]`: on CPU, advanced
+        indexing of these 4-d buffers is about 5x slower, and this copy runs every beam step.
         """
         for layer in self.layers:
             if layer.self_k is not None:
-                layer.self_k, layer.self_v = layer.self_k[order], layer.self_v[order]
+                layer.self_k, layer.self_v = layer.self_k.index_select(0, order), layer.self_v.index_select(0, order)
 
     def select_sentences(self, sentences: torch.Tensor) -> None:
         """Keep the cross-attention keys/values of `sentences` (when finished sentences leave the batch)."""
         for layer in self.layers:
-            layer.cross_k, layer.cross_v = layer.cross_k[sentences], layer.cross_v[sentences]
+            layer.cross_k = layer.cross_k.index_select(0, sentences)
+            layer.cross_v = layer.cross_v.index_select(0, sentences)

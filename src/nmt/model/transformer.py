@@ -24,7 +24,7 @@ class Encoded:
 
     def select(self, rows: torch.Tensor) -> Encoded:
         """Rows `rows` of the batch, e.g. each sentence repeated once per beam."""
-        return Encoded(self.memory[rows], self.src_mask[rows])
+        return Encoded(self.memory.index_select(0, rows), self.src_mask.index_select(0, rows))
 
 
 @dataclass
