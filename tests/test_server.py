@@ -22,9 +22,9 @@ INFO = {"model": "stub", "parameters": 0, "src_lang": "de", "tgt_lang": "en", "d
 class EchoTranslator:
     """Stands in for Translator: 'text' -> 'text|beam', every call recorded; can be slow, held or failing."""
 
-    def __init__(self, *, delay: float = 0.0, fail_once: bool = False):
+    def __init__(self, *, delay: float = 0.0, fail_once: bool = False, poison: str | None = None):
         self.decode = DecodeConfig()
-        self.delay, self.fail_once = delay, fail_once
+        self.delay, self.fail_once, self.poison = delay, fail_once, poison
         self.calls: list[tuple[list[str], int, bool]] = []
         self.entered = threading.Event()  # set when a call starts
         self.gate = threading.Event()  # calls wait here: clear it to hold the worker inside a call
@@ -38,6 +38,8 @@ class EchoTranslator:
         if self.fail_once:
             self.fail_once = False
             raise RuntimeError("the model fell over")
+        if self.poison in texts:
+            raise ValueError(f"cannot translate {self.poison!r}")
         return [[Translation(f"{t}|{beam}", 0.0, 0.0, [], [])] for t in texts]
 
 
@@ -160,6 +162,26 @@ def test_a_failing_batch_is_a_json_500_and_the_server_goes_on():
 
 
 # --- batching ---------------------------------------------------------------------------------------
+def test_a_bad_request_fails_alone_not_the_requests_batched_with_it():
+    stub = EchoTranslator(poison="bad")
+    stub.gate.clear()
+    queue = BatchingQueue(stub, BatchingConfig(window_ms=50))
+    queue.start()
+    first = queue.submit(["first"], beam=1)
+    assert stub.entered.wait(10)
+    before, bad, after = (queue.submit(texts, beam=2) for texts in (["x", "y"], ["ok", "bad"], ["z"]))
+    stub.gate.set()
+    assert first.result(timeout=10)[0][0].text == "first|1"
+    assert [t.text for [t] in before.result(timeout=10)] == ["x|2", "y|2"]
+    assert after.result(timeout=10)[0][0].text == "z|2"
+    with pytest.raises(ValueError, match="cannot translate 'bad'"):
+        bad.result(timeout=10)
+    queue.stop()
+    # the held call, the shared call that failed, then one call per request
+    assert [texts for texts, _, _ in stub.calls] == [["first"], ["x", "y", "ok", "bad", "z"], ["x", "y"],
+                                                     ["ok", "bad"], ["z"]]
+
+
 def held_worker_then_queue(config: BatchingConfig):
     """Hold the worker inside a first call, queue 8 requests of two kinds behind it, then let go."""
     stub = EchoTranslator()
