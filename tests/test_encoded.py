@@ -62,6 +62,21 @@ def test_cached_encode_builds_once_then_loads(tmp_path):
     assert (tmp_path / "cache" / "k1.npz").exists()
 
 
+def test_cached_encode_keeps_only_the_most_recently_used_files(tmp_path):
+    import os
+
+    def make() -> EncodedCorpus:
+        return encode_corpus(PAIRS, fake_encode, fake_encode)
+
+    cache = tmp_path / "cache"
+    for i, key in enumerate(["a", "b", "c"]):
+        cached_encode(cache, key, make, keep=3)
+        os.utime(cache / f"{key}.npz", (1000 + i, 1000 + i))  # a before b before c, whatever the clock
+    cached_encode(cache, "a", make, keep=3)  # a load is a use: "a" is now the newest
+    cached_encode(cache, "d", make, keep=3)  # a fourth file: the least recently used one ("b") goes
+    assert sorted(p.name for p in cache.iterdir()) == ["a.npz", "c.npz", "d.npz"]
+
+
 def test_cache_key_separates_parts_and_sees_file_changes(tmp_path):
     assert cache_key("ab", "c") != cache_key("a", "bc")
     assert cache_key("x", b"y") == cache_key("x", "y")

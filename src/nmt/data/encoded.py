@@ -172,17 +172,36 @@ def file_fingerprint(path: str | Path) -> str:
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def cached_encode(cache_dir: str | Path, key: str, make: Callable[[], EncodedCorpus]) -> EncodedCorpus:
+def cached_encode(cache_dir: str | Path, key: str, make: Callable[[], EncodedCorpus], *,
+                  keep: int = 32) -> EncodedCorpus:
     """Load ``<cache_dir>/<key>.npz`` if it exists, else build it with ``make()`` and save it.
 
     Saving is atomic (see ``EncodedCorpus.save``), so a cache file that
-    exists is complete.
+    exists is complete. Every tokenizer trained gives new keys, so after a
+    save only the ``keep`` most recently used files stay (a load counts as a
+    use): the cache cannot grow without bound across many runs.
     """
     cache_dir = Path(cache_dir)
     path = cache_dir / f"{key}.npz"
     if path.exists():
-        return EncodedCorpus.load(path)
+        corpus = EncodedCorpus.load(path)
+        os.utime(path)  # recently used: pruning spares it
+        return corpus
     corpus = make()
     cache_dir.mkdir(parents=True, exist_ok=True)
     corpus.save(path)
+    prune_cache(cache_dir, keep)
     return corpus
+
+
+def prune_cache(cache_dir: Path, keep: int) -> None:
+    """Delete all but the ``keep`` most recently used ``*.npz`` files in ``cache_dir``."""
+    def last_used(p: Path) -> float:
+        try:
+            return p.stat().st_mtime
+        except FileNotFoundError:  # removed by a concurrent run
+            return float("inf")
+
+    files = sorted(cache_dir.glob("*.npz"), key=last_used, reverse=True)
+    for stale in files[keep:]:
+        stale.unlink(missing_ok=True)
