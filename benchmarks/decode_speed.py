@@ -1,6 +1,6 @@
 """Decoding speed on the Multi30k test_2016_flickr source side (1,000 sentences).
 
-    python benchmarks/decode_speed.py --model runs/de_en [--threads 2] [--uncached 100]
+    python benchmarks/decode_speed.py --model runs/de_en [--threads 2] [--uncached 100] [--join 1] [--profile]
 
 Reports, in one run: sentences/s and total seconds for greedy and beam 5 (batched,
 text in and text out, tokenization included), the latency of one sentence translated
@@ -8,6 +8,10 @@ alone (median over 20 sentences, beam 5), and the speed-up of cached over uncach
 incremental decoding on the first `--uncached` sentences (same search, same outputs), and
 of cached greedy search over the reference design's loop, which re-runs the whole model
 (encoder, decoder, every position's logits) at every step.
+
+--join N translates inputs made of N consecutive test sentences each (longer outputs: the
+cached/uncached ratio grows with length); --profile prints where a cached beam-5 run on the
+subset spends its time, operator by operator.
 """
 
 from __future__ import annotations
@@ -30,16 +34,20 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu | cuda (bf16 autocast on CUDA)")
     parser.add_argument("--uncached", type=int, default=100, help="sentences for the cached/uncached comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each full-set run (median)")
+    parser.add_argument("--join", type=int, default=1, help="join N consecutive sentences into one input")
+    parser.add_argument("--profile", action="store_true", help="print the operator profile of cached beam 5")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
 
     sources = [s for s, _ in load_multi30k("test_2016_flickr", args.src_lang, args.tgt_lang)]
+    sources = [" ".join(sources[i: i + args.join]) for i in range(0, len(sources), args.join)]
     translator = Translator.load(args.model, device=args.device)
     translator.translate(sources[:50], beam=5)  # warm-up
 
-    result: dict[str, float | int] = {"sentences": len(sources), "threads": torch.get_num_threads(),
+    result: dict[str, float | int] = {"sentences": len(sources), "joined": args.join,
+                                      "threads": torch.get_num_threads(),
                                       "device": str(translator.device)}
     for name, beam in (("greedy", 1), ("beam5", 5)):
         seconds = median(timed(lambda: translator.translate(sources, beam=beam), args.repeats))
@@ -60,6 +68,14 @@ def main() -> None:
         same = all(a[0].tokens == b[0].tokens for a, b in zip(cached_out, uncached_out))
         result[f"{name}_cached_speedup"] = uncached / cached
         result[f"{name}_cached_equals_uncached"] = same
+        result[f"{name}_mean_output_tokens"] = sum(len(h[0].tokens) for h in cached_out) / len(cached_out)
+
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            translator.translate_ids(ids, beam=5)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
 
     # The reference design's loop: every step re-runs the whole model (encoder too) on the
     # source and the prefix and projects every position, then takes the last one's argmax.

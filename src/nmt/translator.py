@@ -151,7 +151,7 @@ class Translator:
 
         With `sampling`, one random draw per sentence instead (beam and n_best must be unset or 1).
         """
-        if sampling is not None and ((beam or 1) != 1 or n_best != 1):
+        if sampling is not None and (beam not in (None, 1) or n_best != 1):
             raise ValueError(f"sampling draws one translation per sentence: it takes no beam ({beam}) or "
                              f"n_best ({n_best})")
         beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
