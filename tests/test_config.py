@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from nmt.config import ConfigError, ModelSection, load_config, parse_duration
@@ -55,3 +57,12 @@ def test_separate_vocabularies_never_share_embeddings_across_languages():
     assert ModelSection().build(100, 100, joint_vocabulary=True).sharing == "all"  # the preset's default
     with pytest.raises(ConfigError, match="tokenizer.joint"):
         ModelSection(sharing="all").build(100, 120, joint_vocabulary=False)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads_and_builds_a_model_config(path):
+    config = load_config(path)
+    joint = config.tokenizer.joint
+    model = config.model.build(config.tokenizer.vocab_size, config.tokenizer.vocab_size, joint_vocabulary=joint)
+    assert model.d_model % model.num_heads == 0
+    assert config.data.src_lang != config.data.tgt_lang
