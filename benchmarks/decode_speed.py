@@ -22,6 +22,7 @@ import json
 import torch
 
 from common import load_multi30k, median, timed
+from nmt.decoding import max_output_length
 from nmt.translator import Translator
 
 
@@ -64,8 +65,9 @@ def main() -> None:
         cached = median(timed(lambda: translator.translate_ids(ids, beam=beam), args.repeats))
         with uncached_search():
             uncached_out = translator.translate_ids(ids, beam=beam)
-            uncached = median(timed(lambda: translator.translate_ids(ids, beam=beam), 1))
+            uncached = median(timed(lambda: translator.translate_ids(ids, beam=beam), args.repeats))
         same = all(a[0].tokens == b[0].tokens for a, b in zip(cached_out, uncached_out))
+        result[f"{name}_cached_seconds"], result[f"{name}_uncached_seconds"] = cached, uncached
         result[f"{name}_cached_speedup"] = uncached / cached
         result[f"{name}_cached_equals_uncached"] = same
         result[f"{name}_mean_output_tokens"] = sum(len(h[0].tokens) for h in cached_out) / len(cached_out)
@@ -96,16 +98,19 @@ def main() -> None:
 
 @torch.inference_mode()
 def reference_greedy(model, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10) -> list[list[int]]:
-    """Greedy search without any caching: the whole Transformer runs again at every step."""
+    """Greedy search without any caching: the whole Transformer runs again at every step.
+
+    Each sentence stops at EOS or at its own length limit, floor(a * src_len + b), as in ours.
+    """
     prefix = torch.full((src.size(0), 1), 2, dtype=torch.long)  # [START]
     ended = torch.zeros(src.size(0), dtype=torch.bool)
-    limit = int(max_len_a * int((src != 0).sum(1).max()) + max_len_b)
-    for _ in range(limit):
+    limits = max_output_length((src != 0).sum(1), max_len_a, max_len_b, 512)  # (batch,)
+    for step in range(1, int(limits.max()) + 1):
         logits = model(src, prefix)  # (batch, steps, vocab): every position, every step
         logits[:, -1, 0] = float("-inf")  # never padding
         token = logits[:, -1].argmax(-1).masked_fill(ended, 0)
         prefix = torch.cat([prefix, token[:, None]], dim=1)
-        ended |= token == 3
+        ended |= (token == 3) | (limits <= step)
         if ended.all():
             break
     out = []
