@@ -185,35 +185,26 @@ class BatchingQueue:
     def _translate_group(self, jobs: list[Job]) -> None:
         """One model call for jobs sharing a key; each job gets back the slice for its own sentences.
 
-        If the shared call fails, each job is tried again on its own, so one bad request (or a
+        If a shared call fails, each job is tried again on its own, so one bad request (or a
         batch too large for memory) fails only the requests that fail alone, not its neighbours.
         """
         texts = [text for job in jobs for text in job.texts]
         beam, attention = jobs[0].key
-        self.stats.requests += len(jobs)
-        self.stats.sentences += len(texts)
-        try:
-            self.stats.calls += 1
-            results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention)
-        except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad batch
-            if len(jobs) == 1:
-                log.exception("translating a request of %d sentences failed", len(texts))
-                jobs[0].future.set_exception(err)
-                return
-            log.warning("a batch of %d requests failed (%s); translating them one by one", len(jobs), err)
-            for job in jobs:
-                self._translate_alone(job)
-            return
-        start = 0
-        for job in jobs:
-            job.future.set_result(results[start: start + len(job.texts)])
-            start += len(job.texts)
-
-    def _translate_alone(self, job: Job) -> None:
-        beam, attention = job.key
         self.stats.calls += 1
         try:
-            job.future.set_result(self.translator.translate_detailed(job.texts, beam=beam, return_attention=attention))
-        except Exception as err:  # noqa: BLE001
-            log.exception("translating a request of %d sentences failed", len(job.texts))
-            job.future.set_exception(err)
+            results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention)
+        except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad batch
+            if len(jobs) > 1:
+                log.warning("a batch of %d requests failed (%s); translating them one by one", len(jobs), err)
+                for job in jobs:
+                    self._translate_group([job])
+                return
+            log.exception("translating a request of %d sentences failed", len(texts))
+            jobs[0].future.set_exception(err)
+        else:
+            start = 0
+            for job in jobs:
+                job.future.set_result(results[start: start + len(job.texts)])
+                start += len(job.texts)
+        self.stats.requests += len(jobs)
+        self.stats.sentences += len(texts)

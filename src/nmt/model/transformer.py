@@ -23,7 +23,7 @@ class Encoded:
     self_weights: list[torch.Tensor] = field(default_factory=list)  # per layer (batch, heads, src_len, src_len)
 
     def select(self, rows: torch.Tensor) -> Encoded:
-        """Rows `rows` of the batch, e.g. each sentence repeated once per beam."""
+        """Rows `rows` of the batch, e.g. the sentences still being decoded."""
         return Encoded(self.memory.index_select(0, rows), self.src_mask.index_select(0, rows))
 
 
