@@ -19,15 +19,26 @@ already full when the worker comes back: batches grow with the load by themselve
     queue.stop()
 
 A request is never split across calls, so a batch may hold a few more than `max_sentences`.
+
+Under overload the queue protects itself and its clients:
+- it holds at most `max_pending_sentences` waiting sentences; `submit` beyond that raises
+  `Overloaded` (the server answers 503 with Retry-After) instead of growing without bound;
+- a request carries a deadline; one still queued when its deadline passes is dropped, never
+  translated, and its future fails with `DeadlineExceeded`;
+- a request whose future was cancelled (its client hung up) leaves the count of pending sentences at
+  once and is skipped by the worker: abandoned requests cost no model time;
+- `close()` (at shutdown) stops accepting and fails what is still queued with `ShuttingDown`, so
+  only the batch in hand is left to finish.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -54,10 +65,27 @@ class BatchingConfig:
 
     window_ms: float = 5.0  # after the first request arrives, how long to wait for more
     max_sentences: int = 64  # stop collecting once the batch holds this many sentences
+    max_pending_sentences: int = 256  # sentences waiting (not yet with the model); more is Overloaded
 
     def __post_init__(self):
-        if self.window_ms < 0 or self.max_sentences < 1:
-            raise ValueError(f"need window_ms >= 0 and max_sentences >= 1, got {self}")
+        if self.window_ms < 0 or self.max_sentences < 1 or self.max_pending_sentences < 1:
+            raise ValueError(f"need window_ms >= 0, max_sentences >= 1 and max_pending_sentences >= 1, got {self}")
+
+
+class Overloaded(RuntimeError):
+    """The queue is full: try again after `retry_after_s` seconds (an estimate of the time to drain it)."""
+
+    def __init__(self, message: str, retry_after_s: int):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DeadlineExceeded(RuntimeError):
+    """The request's deadline passed while it waited; it was not translated."""
+
+
+class ShuttingDown(RuntimeError):
+    """The server is stopping (or not started): the request was not translated."""
 
 
 @dataclass
@@ -67,7 +95,9 @@ class Job:
     texts: list[str]
     beam: int
     attention: bool
+    deadline: float = math.inf  # time.monotonic() after which the request is not worth translating
     future: Future[list[list[Translation]]] = field(default_factory=Future)
+    queued: bool = True  # still counted in the pending sentences (guarded by the queue's lock)
 
     @property
     def key(self) -> tuple[int, bool]:
@@ -83,26 +113,42 @@ class BatchStats:
     sentences: int = 0
     calls: int = 0  # calls to translate_detailed (retries of a failed batch included)
     dropped: int = 0  # requests whose client gave up while they were still queued
+    timed_out: int = 0  # requests whose deadline passed while they were still queued
+    rejected: int = 0  # requests refused because the queue was full (written under the lock by submit)
+    shut_out: int = 0  # requests failed unanswered by close()/stop()
+    model_seconds: float = 0.0  # time spent inside translate_detailed
 
 
 _STOP = None  # put on the queue to end the worker after the batch in hand
+BatchObserver = Callable[[int, float], None]  # (sentences, seconds) of each model call, for metrics
 
 
 class BatchingQueue:
-    """A queue of translation requests and the one worker thread that serves it."""
+    """A bounded queue of translation requests and the one worker thread that serves it."""
 
-    def __init__(self, translator: Translates, config: BatchingConfig | None = None):
+    def __init__(self, translator: Translates, config: BatchingConfig | None = None, *,
+                 on_batch: BatchObserver | None = None):
         self.translator = translator
         self.config = config or BatchingConfig()
         self.stats = BatchStats()
+        self.on_batch = on_batch
         self._queue: queue.Queue[Job | None] = queue.Queue()
         self._thread: threading.Thread | None = None
-        self._accepting = False  # guarded by _lock: no request may slip in while stop() drains the queue
+        # _lock guards _accepting, _pending and every Job.queued: no request may slip in while
+        # stop() drains the queue, and a job leaves the pending count exactly once.
+        self._accepting = False
+        self._pending = 0
         self._lock = threading.Lock()
+        self._seconds_per_sentence = 0.05  # running estimate, for Retry-After; refined by every call
 
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def pending_sentences(self) -> int:
+        """Sentences queued and not yet taken by the worker (cancelled ones already left)."""
+        return self._pending
 
     def start(self) -> None:
         if self.running:
@@ -113,48 +159,88 @@ class BatchingQueue:
         with self._lock:
             self._accepting = True
 
+    def close(self) -> None:
+        """Stop accepting and fail every queued request with ShuttingDown; the batch in hand goes on.
+
+        The first step of a shutdown: clients waiting in the queue hear at once instead of when
+        the server's grace period runs out.
+        """
+        with self._lock:
+            self._accepting = False
+        self._fail_queued()
+
     def stop(self, timeout: float = 30.0) -> None:
         """Finish the batch in hand, fail whatever is still queued, and end the worker."""
         if self._thread is None:
             return
-        with self._lock:
-            self._accepting = False
+        self.close()
         self._queue.put(_STOP)
         self._thread.join(timeout)
         if self._thread.is_alive():  # keep it: start() must not run a second worker beside it
             log.warning("the batching worker did not stop within %.0f s; it finishes in the background", timeout)
         else:
             self._thread = None
-        while True:  # requests that came in after the stop: tell their clients rather than leave them hanging
+        self._fail_queued()  # anything that raced in before the lock closed the door
+
+    def submit(self, texts: Sequence[str], *, beam: int, attention: bool = False,
+               deadline: float = math.inf) -> Future[list[list[Translation]]]:
+        """Queue sentences for translation; the future resolves to one n-best list per sentence.
+
+        Raises Overloaded when the pending sentences would pass max_pending_sentences (a request
+        into an empty queue is always taken, so no request size is refused here). `deadline` is a
+        time.monotonic() value: still queued then, the request is dropped (DeadlineExceeded).
+        Cancelling the future before the worker takes the request drops it (the client went away);
+        after that, the batch runs to the end regardless and the result is simply not read.
+        """
+        job = Job(list(texts), beam, attention, deadline)
+        with self._lock:
+            if not self._accepting:
+                job.future.set_exception(ShuttingDown("the translation worker is not running"))
+                return job.future
+            if self._pending and self._pending + len(job.texts) > self.config.max_pending_sentences:
+                self.stats.rejected += 1
+                raise Overloaded(f"{self._pending} sentences are waiting (at most "
+                                 f"{self.config.max_pending_sentences})", retry_after_s=self.retry_after_s())
+            self._pending += len(job.texts)
+            self._queue.put(job)
+        # A cancelled request leaves the count now, not when the worker reaches it: a burst of
+        # abandoned requests must not keep the queue "full" for the clients still waiting.
+        job.future.add_done_callback(lambda f: f.cancelled() and self._release(job))
+        return job.future
+
+    def retry_after_s(self) -> int:
+        """A client's fair wait before trying again: the time to translate what is queued (1-60 s)."""
+        return max(1, min(math.ceil(self._pending * self._seconds_per_sentence), 60))
+
+    def _release(self, job: Job) -> None:
+        with self._lock:
+            if job.queued:
+                job.queued = False
+                self._pending -= len(job.texts)
+
+    def _fail_queued(self) -> None:
+        """Fail every request still in the queue with ShuttingDown (the _STOP marker stays)."""
+        kept_stop = False
+        while True:
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if job is not None and job.future.set_running_or_notify_cancel():
-                job.future.set_exception(RuntimeError("the server is shutting down"))
-
-    def submit(self, texts: Sequence[str], *, beam: int, attention: bool = False) -> Future[list[list[Translation]]]:
-        """Queue sentences for translation; the future resolves to one n-best list per sentence.
-
-        Cancelling the future before the worker takes the request drops it (the client went away);
-        after that, the batch runs to the end regardless and the result is simply not read.
-        """
-        job = Job(list(texts), beam, attention)
-        with self._lock:
-            if not self._accepting:
-                job.future.set_exception(RuntimeError("the translation worker is not running"))
-                return job.future
-            self._queue.put(job)
-        return job.future
+            if job is _STOP:
+                kept_stop = True
+                continue
+            self._release(job)
+            if job.future.set_running_or_notify_cancel():
+                self.stats.shut_out += 1
+                job.future.set_exception(ShuttingDown("the server is shutting down"))
+        if kept_stop:
+            self._queue.put(_STOP)
 
     # --- the worker ------------------------------------------------------------------------------
     def _run(self) -> None:
         while True:
             batch, stop = self._collect()
-            # set_running_or_notify_cancel() both skips cancelled jobs and stops later cancels:
-            # from here on, every job's future is certain to get a result or an exception.
-            live = [job for job in batch if job.future.set_running_or_notify_cancel()]
-            self.stats.dropped += len(batch) - len(live)
+            live = [job for job in batch if self._take(job)]
             groups: dict[tuple[int, bool], list[Job]] = {}
             for job in live:
                 groups.setdefault(job.key, []).append(job)
@@ -162,6 +248,21 @@ class BatchingQueue:
                 self._translate_group(jobs)
             if stop:
                 return
+
+    def _take(self, job: Job) -> bool:
+        """Whether the worker translates this job: not cancelled, not past its deadline."""
+        self._release(job)
+        if job.deadline <= time.monotonic():
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(DeadlineExceeded("the request waited past its deadline"))
+            self.stats.timed_out += 1  # cancelled at its deadline by the server, or found expired here
+            return False
+        # set_running_or_notify_cancel() both skips cancelled jobs and stops later cancels:
+        # from here on, every job's future is certain to get a result or an exception.
+        if not job.future.set_running_or_notify_cancel():
+            self.stats.dropped += 1
+            return False
+        return True
 
     def _collect(self) -> tuple[list[Job], bool]:
         """Block for a first request, then gather more for the window; and whether to stop after."""
@@ -179,32 +280,45 @@ class BatchingQueue:
             if job is _STOP:
                 return batch, True
             batch.append(job)
-            size += len(job.texts)
+            if not job.future.cancelled():  # an abandoned request takes no room in the batch
+                size += len(job.texts)
         return batch, False
 
     def _translate_group(self, jobs: list[Job]) -> None:
         """One model call for jobs sharing a key; each job gets back the slice for its own sentences.
 
-        If a shared call fails, each job is tried again on its own, so one bad request (or a
-        batch too large for memory) fails only the requests that fail alone, not its neighbours.
+        If a shared call fails, the jobs are split in two halves and each half is tried again, so
+        one bad request fails alone at the cost of about 2·log2(jobs) extra calls: a request that
+        always fails cannot turn batching off for everyone else, as retrying one by one would.
         """
         texts = [text for job in jobs for text in job.texts]
         beam, attention = jobs[0].key
         self.stats.calls += 1
+        start = time.perf_counter()
         try:
             results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention)
         except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad batch
+            self._observe(len(texts), time.perf_counter() - start)
             if len(jobs) > 1:
-                log.warning("a batch of %d requests failed (%s); translating them one by one", len(jobs), err)
-                for job in jobs:
-                    self._translate_group([job])
+                log.warning("a batch of %d requests failed (%s); retrying it in halves", len(jobs), err)
+                half = len(jobs) // 2
+                self._translate_group(jobs[:half])
+                self._translate_group(jobs[half:])
                 return
             log.exception("translating a request of %d sentences failed", len(texts))
             jobs[0].future.set_exception(err)
         else:
-            start = 0
+            self._observe(len(texts), time.perf_counter() - start)
+            offset = 0
             for job in jobs:
-                job.future.set_result(results[start: start + len(job.texts)])
-                start += len(job.texts)
+                job.future.set_result(results[offset: offset + len(job.texts)])
+                offset += len(job.texts)
         self.stats.requests += len(jobs)
         self.stats.sentences += len(texts)
+
+    def _observe(self, sentences: int, seconds: float) -> None:
+        self.stats.model_seconds += seconds
+        # A slow-moving average: Retry-After needs a rough drain time, not the last batch's.
+        self._seconds_per_sentence = 0.8 * self._seconds_per_sentence + 0.2 * seconds / max(sentences, 1)
+        if self.on_batch is not None:
+            self.on_batch(sentences, seconds)

@@ -1,7 +1,8 @@
-"""HTTP translation server (FastAPI on uvicorn): POST /translate, GET /health, and a web page at /.
+"""HTTP translation server (FastAPI on uvicorn): POST /translate, GET /health, GET /metrics, a web page at /.
 
     nmt serve --model runs/de_en --port 8000
-    curl -s localhost:8000/translate -d '{"text": ["Ein Mann fährt Fahrrad."], "beam": 5}'
+    curl -s localhost:8000/translate -H 'Content-Type: application/json' \\
+         -d '{"text": ["Ein Mann fährt Fahrrad."], "beam": 5}'
     # -> {"beam": 5, "translations": [{"text": "A man rides a bike.", "score": -0.41, "truncated": false}]}
 
 With `"attention": true` each translation also carries its cross-attention:
@@ -9,17 +10,17 @@ With `"attention": true` each translation also carries its cross-attention:
 per target piece (the last piece is "[END]" when the sentence ended), each row summing to 1.
 
 Concurrent requests are translated together (see `batching_queue`): the handlers only validate
-and wait; one worker thread runs the model.
+and wait; one worker thread runs the model. The server is built to face hostile clients and
+overload (docs/serving.md has the options, limits and every error code):
+- every malformed body, hostile value or undecodable text is a 4xx JSON error (server_requests);
+- the queue is bounded (503 + Retry-After when full), each request has a deadline, and a request
+  whose client hung up leaves the queue before it is translated;
+- Host and Origin are checked and the body must be JSON (server_access);
+- connections have header, body and keep-alive timeouts and a count limit; SIGTERM drains the
+  queue and exits within the grace period plus one batch (server_connections);
+- /metrics reports requests, queue depth, batches, latency and dropped work (server_metrics).
 
-Errors are JSON, `{"error": CODE, "message": TEXT}`, plus `"limit": NAME` when a limit was hit:
-    400 malformed_json      the body is not JSON (or not UTF-8)
-    413 limit_exceeded      the body is larger than max_body_bytes (limit: "max_body_bytes")
-    422 invalid_request     the JSON does not fit {"text": [str, ...], "beam": int, "attention": bool}
-    422 limit_exceeded      too many sentences, a sentence too long, a beam too large (limit names it)
-    503 not_ready           the batching worker is not running (starting up or shutting down)
-    500 translation_failed  the model raised; the message says why
-422 rather than 400 for limits: the request is well formed, this server just declines its size.
-
+Errors are JSON, `{"error": CODE, "message": TEXT}`, plus `"limit": NAME` when a limit was hit.
 Text is tokenized as is, so a user who types "[END]" or "[UNK]" gets those special tokens, not
 the letters: harmless (the model reads them as it would anywhere), but worth knowing.
 """
@@ -27,126 +28,37 @@ the letters: harmless (the model reads them as it would anywhere), but worth kno
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 import yaml
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse
-from pydantic import BaseModel, ConfigDict, ValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.exceptions import HTTPException
+from starlette.types import Receive
 
-from .batching_queue import BatchingConfig, BatchingQueue
-from .tokenizer import EOS
+from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
+from .server_access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
+from .server_connections import ConnectionOptions, DrainingServer, uvicorn_config
+from .server_metrics import ServerMetrics, StatusCounter
+from .server_requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
 from .translator import Translation, Translator
 
+__all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "create_app",
+           "model_info", "serve", "serve_in_thread"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """What one request may ask for; anything larger is refused with a 4xx naming the limit."""
-
-    max_sentences: int = 64  # sentences in one request
-    max_chars: int = 1000  # characters in one sentence
-    max_beam: int = 8  # beam size
-    max_body_bytes: int = 256 * 1024  # request body, checked before it is parsed
-
-
-class TranslateRequest(BaseModel):
-    """The body of POST /translate. Strict: "5" is not a beam, and a misspelt field is an error."""
-
-    model_config = ConfigDict(strict=True, extra="forbid")
-
-    text: list[str]
-    beam: int | None = None  # default: the model's decode.beam (capped at max_beam)
-    attention: bool = False
-
-
-class ApiError(Exception):
-    """A refusal the client should see as JSON with this status."""
-
-    def __init__(self, status: int, code: str, message: str, *, limit: str | None = None):
-        super().__init__(message)
-        self.status, self.code, self.message, self.limit = status, code, message, limit
-
-    def response(self) -> JSONResponse:
-        body = {"error": self.code, "message": self.message}
-        if self.limit:
-            body["limit"] = self.limit
-        return JSONResponse(body, status_code=self.status)
-
-
-# --- requests in ------------------------------------------------------------------------------
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The body, refused with 413 as soon as it passes max_bytes (Content-Length may be absent or lie)."""
-    too_large = ApiError(413, "limit_exceeded", f"the request body is larger than {max_bytes} bytes",
-                         limit="max_body_bytes")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise too_large
-    chunks, size = [], 0
-    async for chunk in request.stream():  # chunked bodies have no Content-Length: count as they come
-        size += len(chunk)
-        if size > max_bytes:
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
-    """JSON -> TranslateRequest, checked against the limits; ApiError (400/422) otherwise."""
-    try:
-        data = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {err}") from None
-    try:
-        request = TranslateRequest.model_validate(data)
-    except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
-        raise ApiError(422, "invalid_request",
-                       f'expected {{"text": [str, ...], "beam": int, "attention": bool}}: {problems}') from None
-    if len(request.text) > limits.max_sentences:
-        raise ApiError(422, "limit_exceeded", f"{len(request.text)} sentences; at most {limits.max_sentences} "
-                       "per request", limit="max_sentences")
-    for i, text in enumerate(request.text):
-        if len(text) > limits.max_chars:
-            raise ApiError(422, "limit_exceeded", f"sentence {i} has {len(text)} characters; at most "
-                           f"{limits.max_chars}", limit="max_chars")
-    if request.beam is not None and request.beam < 1:
-        raise ApiError(422, "invalid_request", f"beam must be at least 1, got {request.beam}")
-    if request.beam is not None and request.beam > limits.max_beam:
-        raise ApiError(422, "limit_exceeded", f"beam {request.beam} is larger than {limits.max_beam}",
-                       limit="max_beam")
-    return request
-
-
-# --- translations out -----------------------------------------------------------------------------
-def translation_json(translation: Translation, *, attention: bool) -> dict[str, Any]:
-    """One best translation as JSON; with attention, its (layers, heads, tgt, src) weights and pieces."""
-    out: dict[str, Any] = {"text": translation.text, "score": round(translation.score, 4),
-                           "truncated": translation.truncated}
-    if attention:
-        weights = translation.attention  # (layers, heads, steps, src_len); None for an empty input
-        tgt_pieces = list(translation.pieces)
-        if weights is not None and weights.shape[2] > len(tgt_pieces):
-            tgt_pieces.append(EOS)  # the step that chose [END] has an attention row too
-        out["attention"] = {
-            "src_pieces": translation.src_pieces,
-            "tgt_pieces": tgt_pieces if weights is not None else [],
-            # float64 before rounding, or float32's 0.1234000027 comes back through json
-            "weights": weights.double().round(decimals=4).tolist() if weights is not None else [],
-        }
-    return out
+CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
 
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
@@ -166,12 +78,56 @@ def index_page() -> str:
     return files("nmt").joinpath("web", "index.html").read_text(encoding="utf-8")
 
 
+async def client_gone(receive: Receive) -> None:
+    """Returns when the client disconnects. Only call it once the body has been read: from then on
+    the ASGI server's receive() has nothing else to say."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def wait_for_answer(request: Request, future: Future[list[list[Translation]]], queue: BatchingQueue,
+                          deadline_s: float) -> list[list[Translation]] | None:
+    """The translations, or None if the client hung up first; ApiError (503) past the deadline.
+
+    Either way the request is cancelled: still queued, it is dropped before the model sees it;
+    already in the model's hands, its batch finishes and its part of the answer is not read.
+    """
+    answer = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(client_gone(request.receive))
+    try:
+        done, _ = await asyncio.wait({answer, gone}, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not answer.done():
+            answer.cancel()  # cancels `future` too (asyncio chains the cancel), also when this task is cancelled
+    if answer in done:
+        try:
+            return answer.result()
+        except DeadlineExceeded as err:
+            raise ApiError(503, "deadline_exceeded", f"{err} of {deadline_s:g} s: the server is busy",
+                           limit="deadline_s", retry_after_s=queue.retry_after_s()) from None
+        except ShuttingDown as err:
+            raise ApiError(503, "shutting_down", str(err), retry_after_s=1) from None
+        except Exception as err:  # noqa: BLE001 - a model failure is reported as JSON, not a bare 500
+            raise ApiError(500, "translation_failed", f"{type(err).__name__}: {err}") from err
+    if gone in done:
+        return None
+    raise ApiError(503, "deadline_exceeded", f"no translation within the {deadline_s:g} s deadline: the server "
+                   "is busy", limit="deadline_s", retry_after_s=queue.retry_after_s())
+
+
 # --- the app ----------------------------------------------------------------------------------------
-def create_app(translator: Translator, limits: ServerLimits, *, info: dict[str, Any],
-               batching: BatchingConfig | None = None) -> FastAPI:
-    """The ASGI app. Its lifespan starts and stops the batching worker, so run it under uvicorn
-    (or `with TestClient(app)`); `info` is what /health reports about the model (see model_info)."""
-    queue = BatchingQueue(translator, batching)
+def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], batching: BatchingConfig | None = None,
+               access: AccessPolicy | None = None) -> FastAPI:
+    """The ASGI app around a loaded translator (anything with Translator.translate_detailed).
+
+    Its lifespan starts and stops the batching worker, so run it under uvicorn (serve, serve_in_thread)
+    or `with TestClient(app, base_url="http://127.0.0.1")` (the Host must be allowed by `access`,
+    by default the loopback names); `info` is what /health reports about the model (see model_info).
+    """
+    metrics = ServerMetrics()
+    queue = BatchingQueue(translator, batching, on_batch=metrics.batch)
+    metrics.watch(queue)
     default_beam = min(translator.decode.beam, limits.max_beam)
     page = index_page()
 
@@ -182,12 +138,20 @@ def create_app(translator: Translator, limits: ServerLimits, *, info: dict[str, 
         # stop() joins the worker, which may be mid-batch: wait in a thread, not on the event loop
         await asyncio.to_thread(queue.stop)
 
-    app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None)
-    app.state.queue = queue  # for tests and for anyone embedding the app
+    app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.queue, app.state.metrics = queue, metrics  # for serve(), the tests and anyone embedding the app
+    app.add_middleware(AccessGuard, policy=access or AccessPolicy())
+    app.add_middleware(StatusCounter, metrics=metrics)  # added last, so outermost: it counts the 403s too
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
         return err.response()
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, err: HTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
+        return JSONResponse({"error": code, "message": f"{request.method} {request.url.path}: {err.detail}"},
+                            status_code=err.status_code, headers=err.headers)
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> HTMLResponse:
@@ -196,46 +160,88 @@ def create_app(translator: Translator, limits: ServerLimits, *, info: dict[str, 
     @app.get("/health")
     async def health() -> JSONResponse:
         body = {"ready": queue.running, **info, "default_beam": default_beam, "limits": asdict(limits),
-                "batching": {**asdict(queue.config), **asdict(queue.stats)}}
+                "batching": {**asdict(queue.config), **asdict(queue.stats),
+                             "pending_sentences": queue.pending_sentences}}
         return JSONResponse(body, status_code=200 if queue.running else 503)
 
+    @app.get("/metrics")
+    async def metrics_page() -> Response:
+        content, content_type = metrics.exposition()
+        return Response(content, media_type=content_type)
+
     @app.post("/translate")
-    async def translate(request: Request) -> JSONResponse:
-        parsed = parse_request(await read_body(request, limits.max_body_bytes), limits)
+    async def translate(request: Request) -> Response:
+        start, outcome = time.perf_counter(), "error"
+        try:
+            response = await translate_request(request)
+            outcome = {200: "ok", CLIENT_GONE: "disconnected"}.get(response.status_code, "error")
+            return response
+        except ApiError as err:
+            outcome = err.code if err.status >= 500 else "refused"
+            raise
+        finally:
+            metrics.latency.labels(outcome).observe(time.perf_counter() - start)
+
+    async def translate_request(request: Request) -> Response:
+        check_json_content_type(request)
+        parsed = parse_request(await read_body(request, limits.max_body_bytes, limits.body_timeout_s), limits)
         if not queue.running:
-            raise ApiError(503, "not_ready", "the translation worker is not running")
+            raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
-        future = queue.submit(parsed.text, beam=beam, attention=parsed.attention)
         try:
-            # uvicorn lets a handler run on after its client has gone: the request is translated with
-            # its batch and the answer dropped. (Were the handler cancelled, say at shutdown, the
-            # wrapped future would be too, and the worker would skip the request if still queued.)
-            results = await asyncio.wrap_future(future)
-        except Exception as err:  # noqa: BLE001 - one failed batch is reported, not raised as a bare 500
-            raise ApiError(500, "translation_failed", f"{type(err).__name__}: {err}") from err
-        return JSONResponse({"beam": beam, "translations": [translation_json(best[0], attention=parsed.attention)
-                                                            for best in results]})
+            future = queue.submit(parsed.text, beam=beam, attention=parsed.attention,
+                                  deadline=time.monotonic() + limits.deadline_s)
+        except Overloaded as err:
+            raise ApiError(503, "overloaded", f"the server is busy: {err}; try again later",
+                           limit="max_pending_sentences", retry_after_s=err.retry_after_s) from None
+        results = await wait_for_answer(request, future, queue, limits.deadline_s)
+        if results is None:
+            return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
+        build = partial(answer_body, beam, results, attention=parsed.attention, max_cells=limits.max_attention_cells)
+        # Attention is megabytes of JSON for long sentences: built in a thread, the loop stays free.
+        body = await asyncio.to_thread(build) if parsed.attention else build()
+        return Response(body, media_type="application/json")
 
     return app
 
 
+# --- running it ---------------------------------------------------------------------------------------
+def default_access(host: str) -> AccessPolicy:
+    """The loopback names, plus the address listened on when it is a specific one."""
+    extra = () if host in ("", "0.0.0.0", "::", *LOOPBACK_NAMES) else (host,)
+    return AccessPolicy(allowed_hosts=LOOPBACK_NAMES + extra)
+
+
 def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, limits: ServerLimits | None = None,
-          device: str = "auto", batching: BatchingConfig | None = None) -> None:
-    """Load the model and serve it until interrupted (Ctrl-C)."""
+          device: str = "auto", batching: BatchingConfig | None = None, access: AccessPolicy | None = None,
+          connections: ConnectionOptions | None = None) -> None:
+    """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see server_connections)."""
     translator = Translator.load(model_dir, device=device)
     info = model_info(model_dir, translator)
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    access = access or default_access(host)
+    if host not in LOOPBACK_NAMES:
         log.warning("listening on %s: there is no authentication; anyone who can reach it can use it", host)
+    if host in ("0.0.0.0", "::") and "*" not in access.allowed_hosts:
+        log.warning("only Host names %s are answered: add the names clients use with --allowed-hosts",
+                    ", ".join(access.allowed_hosts))
     log.info("serving %s (%s -> %s, %d parameters) at http://%s:%d/", info["model"], info["src_lang"],
              info["tgt_lang"], info["parameters"], host, port)
-    app = create_app(translator, limits or ServerLimits(), info=info, batching=batching)
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    app = create_app(translator, limits or ServerLimits(), info=info, batching=batching, access=access)
+    run_app(app, connections or ConnectionOptions(), host=host, port=port)
+
+
+def run_app(app: FastAPI, connections: ConnectionOptions, *, host: str = "127.0.0.1", port: int = 8000,
+            sockets: list[socket.socket] | None = None, log_level: str = "info") -> None:
+    """Run an app from create_app with uvicorn, in this thread, until SIGTERM or Ctrl-C."""
+    config = uvicorn_config(app, connections, host=host, port=port, log_level=log_level)
+    DrainingServer(config, on_shutdown=app.state.queue.close).run(sockets=sockets)
 
 
 @contextmanager
-def serve_in_thread(app: FastAPI, *, host: str = "127.0.0.1", timeout: float = 30.0) -> Iterator[str]:
+def serve_in_thread(app: FastAPI, *, host: str = "127.0.0.1", timeout: float = 30.0,
+                    connections: ConnectionOptions | None = None) -> Iterator[str]:
     """Run the app with uvicorn in a background thread on a free port; yields its base URL.
 
     For tests and notebooks. The socket is bound here, before the thread starts, so the port is
@@ -243,7 +249,8 @@ def serve_in_thread(app: FastAPI, *, host: str = "127.0.0.1", timeout: float = 3
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((host, 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    config = uvicorn_config(app, connections or ConnectionOptions(), log_level="warning")
+    server = DrainingServer(config, on_shutdown=app.state.queue.close)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
     thread.start()
     try:

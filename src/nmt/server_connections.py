@@ -1,0 +1,102 @@
+"""Connections: uvicorn's limits and timeouts as one config, slow-header protection, graceful shutdown.
+
+uvicorn closes a keep-alive connection left idle after an answer (timeout_keep_alive), but not
+one that never sends a complete request line and headers: a client can open sockets and trickle
+bytes into them for ever (slowloris). HeaderTimeoutProtocol closes any connection whose next
+request's headers have not all arrived within header_timeout_s. A slow *body* is the app's
+business (ServerLimits.body_timeout_s, 408).
+
+On SIGTERM (or Ctrl-C) uvicorn stops listening, lets the requests in progress finish for up to
+graceful_timeout_s and then cancels them. DrainingServer first tells the batching queue, so the
+requests still queued are answered 503 at once; only the batch in the model's hands finishes.
+The process then exits within graceful_timeout_s plus one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """The ASGI server's own limits (uvicorn settings, exposed as `nmt serve` options)."""
+
+    header_timeout_s: float = 10.0  # for a request line and headers to arrive, on a new or kept-alive connection
+    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this (uvicorn timeout_keep_alive)
+    max_connections: int | None = 256  # connections + requests in progress; more get 503 (limit_concurrency)
+    max_header_bytes: int = 16 * 1024  # request line + headers; more is a 400 (h11_max_incomplete_event_size)
+    backlog: int = 128  # connections the kernel holds before they are accepted
+    graceful_timeout_s: int = 5  # at shutdown, how long requests in progress may take before they are cancelled
+
+    def __post_init__(self):
+        numbers = [self.header_timeout_s, self.keep_alive_s, self.max_header_bytes, self.backlog,
+                   self.graceful_timeout_s, self.max_connections or 1]
+        if not all(n > 0 for n in numbers):
+            raise ValueError(f"every connection limit must be positive, got {self}")
+
+
+class HeaderTimeoutProtocol(H11Protocol):
+    """uvicorn's h11 protocol, plus: a connection waiting for a request's headers longer than
+    header_timeout_s is closed (armed when the connection opens and after every answer)."""
+
+    header_timeout_s = 10.0  # set per server by protocol_class()
+
+    _header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def on_response_complete(self) -> None:
+        # Armed before uvicorn goes on to a pipelined request, which replaces self.cycle at once.
+        self._arm_header_timer()
+        super().on_response_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        super().connection_lost(exc)
+
+    def _arm_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+        waiting_after = self.cycle  # uvicorn makes a new cycle when a request's headers are complete
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._header_timeout, waiting_after)
+
+    def _header_timeout(self, waiting_after: object) -> None:
+        if self.cycle is waiting_after and not self.transport.is_closing():
+            # Nothing useful to answer a client that has not finished its headers: just close.
+            self.transport.close()
+
+
+def protocol_class(header_timeout_s: float) -> type[HeaderTimeoutProtocol]:
+    """A HeaderTimeoutProtocol subclass with this timeout (uvicorn takes a class, not an instance)."""
+    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": header_timeout_s})
+
+
+def uvicorn_config(app: object, options: ConnectionOptions, *, host: str = "127.0.0.1", port: int = 8000,
+                   log_level: str = "info") -> uvicorn.Config:
+    """uvicorn's Config for the app with these limits (the one place they are translated)."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_class(options.header_timeout_s),
+                          ws="none", lifespan="on", timeout_keep_alive=options.keep_alive_s,
+                          limit_concurrency=options.max_connections, backlog=options.backlog,
+                          h11_max_incomplete_event_size=options.max_header_bytes,
+                          timeout_graceful_shutdown=options.graceful_timeout_s, server_header=False)
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's Server, calling `on_shutdown` (say, BatchingQueue.close) as the shutdown begins."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]):
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.on_shutdown()
+        await super().shutdown(sockets)

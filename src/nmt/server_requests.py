@@ -1,0 +1,190 @@
+"""What the translation server accepts and what it sends back: limits, parsing, errors, answers.
+
+Everything a client sends is checked here before anything is queued, so that no malformed body,
+hostile value or undecodable text reaches the tokenizer or the model: each is a 4xx JSON error
+naming the problem (see ApiError and docs/serving.md for the codes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .tokenizer import EOS
+from .translator import Translation
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """What one request may ask for and how long it may take; anything larger is refused with a 4xx
+    naming the limit, anything slower with a JSON error (408 for a slow body, 503 past the deadline)."""
+
+    max_sentences: int = 64  # sentences in one request
+    max_chars: int = 1000  # characters in one sentence
+    max_beam: int = 8  # beam size
+    max_body_bytes: int = 256 * 1024  # request body, checked before it is parsed
+    # Attention is (layers x heads x target pieces x source pieces) numbers per sentence: the one
+    # part of an answer that grows much faster than its request, so it has limits of its own.
+    max_attention_sentences: int = 8  # sentences in a request that asks for attention
+    max_attention_cells: int = 2_000_000  # attention weights in one answer (about 8 bytes each as JSON)
+    body_timeout_s: float = 10.0  # to receive the whole body once the headers are in
+    deadline_s: float = 30.0  # from the body received to the answer; past it the work is dropped
+
+    def __post_init__(self):
+        numbers = [self.max_sentences, self.max_chars, self.max_beam, self.max_body_bytes,
+                   self.max_attention_sentences, self.max_attention_cells, self.body_timeout_s, self.deadline_s]
+        if not all(n > 0 for n in numbers):
+            raise ValueError(f"every server limit must be positive, got {self}")
+
+
+class TranslateRequest(BaseModel):
+    """The body of POST /translate. Strict: "5" is not a beam, and a misspelt field is an error."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    text: list[str]
+    beam: int | None = None  # default: the model's decode.beam (capped at max_beam)
+    attention: bool = False
+
+
+class ApiError(Exception):
+    """A refusal the client should see as JSON with this status (and Retry-After when it may retry)."""
+
+    def __init__(self, status: int, code: str, message: str, *, limit: str | None = None,
+                 retry_after_s: int | None = None):
+        super().__init__(message)
+        self.status, self.code, self.message, self.limit = status, code, message, limit
+        self.retry_after_s = retry_after_s
+
+    def response(self) -> JSONResponse:
+        body = {"error": self.code, "message": self.message}
+        if self.limit:
+            body["limit"] = self.limit
+        headers = {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else None
+        return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+# --- requests in ------------------------------------------------------------------------------
+def check_json_content_type(request: Request) -> None:
+    """415 unless the body is declared as JSON in UTF-8.
+
+    Cross-site protection as much as hygiene: a page on another site can send a "simple" request
+    (text/plain, form data) without the browser asking first; application/json it cannot.
+    """
+    declared = request.headers.get("content-type", "")
+    media_type, *params = [part.strip().lower() for part in declared.split(";")]
+    charset = next((p.split("=", 1)[1].strip('" ') for p in params if p.startswith("charset=")), "utf-8")
+    if media_type != "application/json" or charset not in ("utf-8", "utf8"):
+        raise ApiError(415, "unsupported_media_type",
+                       f"the body must be sent as Content-Type: application/json (UTF-8), not {declared!r}")
+
+
+async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
+    """The body, refused with 413 as soon as it passes max_bytes (Content-Length may be absent or lie),
+    and with 408 if it has not all arrived within timeout_s (a client trickling bytes holds a slot)."""
+    too_large = ApiError(413, "limit_exceeded", f"the request body is larger than {max_bytes} bytes",
+                         limit="max_body_bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise too_large
+    chunks, size = [], 0
+    try:
+        async with asyncio.timeout(timeout_s):
+            async for chunk in request.stream():  # chunked bodies have no Content-Length: count as they come
+                size += len(chunk)
+                if size > max_bytes:
+                    raise too_large
+                chunks.append(chunk)
+    except TimeoutError:
+        raise ApiError(408, "body_timeout", f"the request body did not arrive within {timeout_s:g} s",
+                       limit="body_timeout_s") from None
+    return b"".join(chunks)
+
+
+def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
+    """JSON -> TranslateRequest, checked against the limits; ApiError (400/422) otherwise."""
+    try:
+        # Decoded here, strictly: json.loads(bytes) would let encoded surrogates (ED A0 80) through.
+        data = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise ApiError(400, "malformed_json", f"the body is not valid UTF-8: {err.reason} at byte {err.start}") from None
+    except RecursionError:  # json nests by recursion: a deeply nested body exhausts the stack
+        raise ApiError(400, "malformed_json", "the body nests too deeply") from None
+    except ValueError as err:  # JSONDecodeError, and integers longer than Python converts (4,300 digits)
+        raise ApiError(400, "malformed_json", f"the body is not valid JSON: {err}") from None
+    try:
+        request = TranslateRequest.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
+        raise ApiError(422, "invalid_request",
+                       f'expected {{"text": [str, ...], "beam": int, "attention": bool}}: {problems}') from None
+    except RecursionError:
+        raise ApiError(400, "malformed_json", "the body nests too deeply") from None
+    check_limits(request, limits)
+    return request
+
+
+def check_limits(request: TranslateRequest, limits: ServerLimits) -> None:
+    """422 for a request this server declines: too many or too long sentences, text it cannot encode."""
+    if len(request.text) > limits.max_sentences:
+        raise ApiError(422, "limit_exceeded", f"{len(request.text)} sentences; at most {limits.max_sentences} "
+                       "per request", limit="max_sentences")
+    for i, text in enumerate(request.text):
+        if len(text) > limits.max_chars:
+            raise ApiError(422, "limit_exceeded", f"sentence {i} has {len(text)} characters; at most "
+                           f"{limits.max_chars}", limit="max_chars")
+        try:
+            text.encode("utf-8")  # a lone surrogate ("\ud800" in JSON) is not text: the tokenizer fails on it
+        except UnicodeEncodeError as err:
+            raise ApiError(422, "invalid_text", f"sentence {i} is not valid Unicode text: {err.reason} at "
+                           f"character {err.start}") from None
+    if request.beam is not None and request.beam < 1:
+        raise ApiError(422, "invalid_request", f"beam must be at least 1, got {request.beam}")
+    if request.beam is not None and request.beam > limits.max_beam:
+        raise ApiError(422, "limit_exceeded", f"beam {request.beam} is larger than {limits.max_beam}",
+                       limit="max_beam")
+    if request.attention and len(request.text) > limits.max_attention_sentences:
+        raise ApiError(422, "limit_exceeded", f"attention for {len(request.text)} sentences; at most "
+                       f"{limits.max_attention_sentences} per request", limit="max_attention_sentences")
+
+
+# --- translations out -----------------------------------------------------------------------------
+def translation_json(translation: Translation, *, attention: bool) -> dict[str, Any]:
+    """One best translation as JSON; with attention, its (layers, heads, tgt, src) weights and pieces."""
+    out: dict[str, Any] = {"text": translation.text, "score": round(translation.score, 4),
+                           "truncated": translation.truncated}
+    if attention:
+        weights = translation.attention  # (layers, heads, steps, src_len); None for an empty input
+        tgt_pieces = list(translation.pieces)
+        if weights is not None and weights.shape[2] > len(tgt_pieces):
+            tgt_pieces.append(EOS)  # the step that chose [END] has an attention row too
+        out["attention"] = {
+            "src_pieces": translation.src_pieces,
+            "tgt_pieces": tgt_pieces if weights is not None else [],
+            # float64 before rounding, or float32's 0.1234000027 comes back through json
+            "weights": weights.double().round(decimals=4).tolist() if weights is not None else [],
+        }
+    return out
+
+
+def answer_body(beam: int, results: list[list[Translation]], *, attention: bool, max_cells: int) -> bytes:
+    """The JSON answer as bytes; 422 (max_attention_cells) if its attention would be too large.
+
+    Run it in a thread when attention is on: for a long sentence this is megabytes of JSON, and on
+    the event loop it would stall every other request (and /health) meanwhile.
+    """
+    if attention:
+        cells = sum(math.prod(best[0].attention.shape) for best in results if best[0].attention is not None)
+        if cells > max_cells:
+            raise ApiError(422, "limit_exceeded", f"the attention asked for has {cells} weights; at most "
+                           f"{max_cells} per answer: ask for fewer or shorter sentences",
+                           limit="max_attention_cells")
+    body = {"beam": beam, "translations": [translation_json(best[0], attention=attention) for best in results]}
+    return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
