@@ -125,12 +125,15 @@ def source_batch(lengths: list[int] = LENGTHS, seed: int = 1, vocab: int = 24) -
 
 @torch.no_grad()
 def teacher_forced_log_prob(model, src_row: torch.Tensor, tokens: list[int], ended: bool) -> float:
-    """Sum of the model's log-softmax at each output token (and EOS if ended), in one full forward pass."""
+    """Sum of the model's log-softmax over the tokens a search may emit (all but PAD) at each output
+    token (and EOS if ended), in one full forward pass."""
     src_row = src_row[src_row != PAD].unsqueeze(0)
     targets = tokens + [EOS] if ended else tokens
     tgt_in = torch.tensor([[BOS] + tokens])
     states = model.decode(tgt_in, model.encode(src_row)).states
-    log_probs = model.logits(states)[0].log_softmax(dim=-1)[: len(targets)]  # (len(targets), vocab)
+    logits = model.logits(states)[0]
+    logits[:, PAD] = float("-inf")
+    log_probs = logits.log_softmax(dim=-1)[: len(targets)]  # (len(targets), vocab)
     return log_probs[torch.arange(len(targets)), torch.tensor(targets)].sum().item()
 
 

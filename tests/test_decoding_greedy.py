@@ -54,9 +54,10 @@ def test_greedy_takes_the_locally_best_token():
     assert h.log_prob == pytest.approx(math.log(0.6 * 0.4), abs=1e-6)
 
 
-def test_padding_is_never_chosen():
+def test_padding_is_never_chosen_and_the_rest_is_renormalised():
+    # PAD is masked before the softmax: A, the only other token, gets all of the probability.
     (h,) = greedy_search(ScriptedModel({(): {PAD: 0.7, A: 0.3}}), torch.tensor([[BOS, 7, EOS]]))
-    assert h.tokens == [A] and h.log_prob == pytest.approx(math.log(0.3), abs=1e-6)
+    assert h.tokens == [A] and h.log_prob == pytest.approx(0.0, abs=1e-6)
 
 
 def test_empty_batch_and_empty_source():

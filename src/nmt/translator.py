@@ -1,28 +1,46 @@
-"""Text in, text out: tokenizer + model + search, batched by length.
+"""Text in, text out: tokenizer + a search engine, batched by length.
 
     translator = Translator.load("runs/de_en")
     translator.translate(["Ein Mann fährt Fahrrad."], beam=5)   # -> ["A man rides a bike."]
+    Translator.load("runs/de_en", precision="int8", workers=2)       # int8 linear layers, 2 parallel batches
+    Translator.load("runs/de_en.ct2", engine="ctranslate2")          # the same model run by CTranslate2
+
+The engine turns source ids into hypotheses: nmt's own (`engine.TorchEngine`) or CTranslate2
+(`engine_ctranslate2.CTranslate2Engine`). Tokenisation, truncation, the checks on beam, n-best
+and sampling, and the text of the result are the Translator's, the same for both.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
 import yaml
 
 from .checkpoint import load_model_dir
 from .config import DecodeConfig
-from .decoding import Hypothesis, beam_search, greedy_search, sample
+from .decoding import Hypothesis
+from .engine import Search, TorchEngine
 from .model import Transformer
 from .tokenizer import EOS_ID, SubwordTokenizer, load_tokenizers
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SOURCE_TOKENS = 256  # longer inputs are truncated (with a warning) to bound memory and time
+ENGINES = ("torch", "ctranslate2")
+
+
+class Engine(Protocol):
+    """What a Translator needs of a search engine (TorchEngine, CTranslate2Engine)."""
+
+    name: str
+
+    def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]: ...
 
 
 @dataclass
@@ -63,32 +81,62 @@ class Sampling:
 class Translator:
     """Translates sentences with a trained model; build it with `Translator.load(model_dir)`."""
 
-    def __init__(self, model: Transformer, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer, *,
-                 decode: DecodeConfig | None = None, max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS):
-        self.model = model.eval()
-        self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
+    def __init__(self, model: Transformer | Engine, src_tokenizer: SubwordTokenizer,
+                 tgt_tokenizer: SubwordTokenizer, *, decode: DecodeConfig | None = None,
+                 max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS, precision: str = "fp32",
+                 workers: int | None = None, threads: int | None = None):
+        """model: a Transformer (run by nmt's own engine with `precision`, `workers`, `threads`) or an engine."""
         self.decode = decode or DecodeConfig()
+        if isinstance(model, Transformer):
+            model = TorchEngine(model, self.decode, precision=precision, workers=workers, threads=threads)
+        self.engine = model
+        self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.max_source_tokens = max_source_tokens
 
     @property
+    def model(self) -> Transformer:
+        """The Transformer of nmt's own engine (attention plots, parameter counts)."""
+        if not isinstance(self.engine, TorchEngine):
+            raise ValueError(f"the {self.engine.name} engine has no PyTorch model: use engine='torch'")
+        return self.engine.model
+
+    @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        return self.engine.device if isinstance(self.engine, TorchEngine) else torch.device(self.engine.device_name)
 
     @classmethod
-    def load(cls, model_dir: str | Path, *, device: str = "auto", weights: str | Path | None = None) -> Translator:
-        """Everything from the model directory: config, tokenizers, weights (model.safetensors by default)."""
+    def load(cls, model_dir: str | Path, *, device: str = "auto", weights: str | Path | None = None,
+             engine: str = "torch", precision: str | None = None, workers: int | None = None,
+             threads: int | None = None) -> Translator:
+        """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
+
+        engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted
+        at load). precision: fp32 | int8 | bf16 (default: bf16 on CUDA, fp32 on CPU); a precision the
+        device runs badly is refused (see nmt.precision). workers / threads: parallel batches and
+        intra-op threads each (default: chosen from the cores).
+        """
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
             raise FileNotFoundError(f"model directory {model_dir} does not exist")
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        model = load_model_dir(model_dir, weights=weights, device=device)
+        precision = precision or ("bf16" if device.startswith("cuda") else "fp32")
+        model = load_model_dir(model_dir, weights=weights, device=device) if engine == "torch" else None
         src_tok, tgt_tok = load_tokenizers(model_dir)
         decode = DecodeConfig()
         config_path = model_dir / "config.yaml"
         if config_path.exists():
             decode = DecodeConfig(**(yaml.safe_load(config_path.read_text()) or {}).get("decode", {}))
-        return cls(model, src_tok, tgt_tok, decode=decode)
+        if engine == "ctranslate2":
+            from .engine_ctranslate2 import CTranslate2Engine  # noqa: PLC0415 - an optional extra
+
+            search_engine = CTranslate2Engine.from_model_dir(model_dir, src_tok, tgt_tok, decode, weights=weights,
+                                                             precision=precision, device=device.split(":")[0],
+                                                             workers=workers, threads=threads)
+            return cls(search_engine, src_tok, tgt_tok, decode=decode)
+        return cls(model, src_tok, tgt_tok, decode=decode, precision=precision, workers=workers, threads=threads)
 
     # --- the simple API ----------------------------------------------------------------------
     def translate(self, texts: Sequence[str], *, beam: int | None = None, length_penalty: float | None = None,
@@ -129,21 +177,6 @@ class Translator:
         return Translation(self.tgt_tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens,
                            self.tgt_tokenizer.lookup(h.tokens), src_pieces, h.attention, truncated)
 
-    def batches_by_length(self, ids: Sequence[Sequence[int]], beam: int) -> Iterator[list[int]]:
-        """Indices of sentences of similar length, each batch within decode.batch_tokens."""
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-        budget = max(self.decode.batch_tokens // max(beam, 1), 1)
-        batch: list[int] = []
-        for i in order:
-            longest = len(ids[batch[0]]) if batch else len(ids[i])
-            if batch and (len(batch) + 1) * longest > budget:
-                yield batch
-                batch = []
-            batch.append(i)
-        if batch:
-            yield batch
-
-    @torch.inference_mode()  # no autograd bookkeeping at all: cheaper than no_grad
     def translate_ids(self, ids: Sequence[Sequence[int]], *, beam: int | None = None, n_best: int = 1,
                       length_penalty: float | None = None, return_attention: bool = False,
                       sampling: Sampling | None = None) -> list[list[Hypothesis]]:
@@ -157,27 +190,9 @@ class Translator:
         beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
         if beam < 1 or n_best < 1 or n_best > beam:
             raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
-        generator = None
-        if sampling is not None and sampling.seed is not None:
-            generator = torch.Generator(self.device).manual_seed(sampling.seed)
-        alpha = self.decode.length_penalty if length_penalty is None else length_penalty
-        limits = dict(max_len_a=self.decode.max_len_a, max_len_b=self.decode.max_len_b,
-                      return_attention=return_attention, pad_id=self.model.config.pad_id)
-        results: list[list[Hypothesis]] = [[] for _ in ids]
-        # bf16 matmuls on CUDA; the search takes log_softmax in float32 either way.
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-        for rows in self.batches_by_length(ids, beam):
-            src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(ids[i]) for i in rows], batch_first=True,
-                                                  padding_value=self.model.config.pad_id).to(self.device)
-            with autocast:
-                if sampling is not None:
-                    found = [[h] for h in sample(self.model, src, temperature=sampling.temperature,
-                                                  top_k=sampling.top_k, generator=generator, **limits)]
-                elif beam == 1:
-                    found = [[h] for h in greedy_search(self.model, src, **limits)]
-                else:
-                    found = beam_search(self.model, src, beam_size=beam, n_best=n_best, length_penalty=alpha,
-                                        **limits)
-            for i, hyps in zip(rows, found):
-                results[i] = hyps
-        return results
+        search = Search(beam=beam, n_best=n_best, return_attention=return_attention,
+                        length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty)
+        if sampling is not None:
+            search = dataclasses.replace(search, temperature=sampling.temperature, top_k=sampling.top_k,
+                                         seed=sampling.seed)
+        return self.engine.translate_ids(ids, search)

@@ -48,8 +48,10 @@ class SearchState:
     def next_log_probs(self) -> torch.Tensor:
         """(rows, vocab) log-probabilities of the next token after each row's prefix.
 
-        Only the last position is projected to the vocabulary. Padding gets -inf: it is no
-        output token, and a PAD inside a prefix would be masked out by the uncached path.
+        Only the last position is projected to the vocabulary. Padding is no output token (and a
+        PAD inside a prefix would be masked out by the uncached path): its logit is -inf before the
+        softmax, so the log-probs are a distribution over the tokens a search may emit. (CTranslate2
+        does the same through the exported model's output bias, so both engines score alike.)
         """
         if self.cache is not None:  # feed only the newest token; earlier ones are in the cache
             out = self.model.decode(self.prefix[:, -1:], self.encoded, cache=self.cache,
@@ -57,8 +59,8 @@ class SearchState:
         else:
             out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
         logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
+        logits[:, self.pad_id] = float("-inf")
         log_probs = logits.log_softmax(dim=-1)
-        log_probs[:, self.pad_id] = float("-inf")
         if self.collect_attention:  # the last query's cross-attention, per layer
             self.step_attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
         return log_probs

@@ -49,6 +49,9 @@ class MultiHeadAttention(nn.Module):
         self.in_proj = nn.Linear(d_model, 3 * d_model)  # rows: [W_Q; W_K; W_V]
         self.out_proj = nn.Linear(d_model, d_model)  # W_O
         self.dropout = dropout
+        # Set by `split_cross_projections` (int8 inference): W_Q and [W_K; W_V] as layers of their own.
+        self.q_proj: nn.Module | None = None
+        self.kv_proj: nn.Module | None = None
 
     def _split_heads(self, x: torch.Tensor, parts: int) -> torch.Tensor:
         # (batch, len, parts * d_model) -> (parts, batch, heads, len, d_head)
@@ -61,14 +64,36 @@ class MultiHeadAttention(nn.Module):
         return q, k, v
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
+        """Cross-attention queries from the decoder states (the W_Q rows of in_proj)."""
+        if self.q_proj is not None:
+            return self._split_heads(self.q_proj(x), 1)[0]
         d = self.d_model
         return self._split_heads(F.linear(x, self.in_proj.weight[:d], self.in_proj.bias[:d]), 1)[0]
 
     def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention keys and values from the encoder output (computed once per sentence)."""
+        if self.kv_proj is not None:
+            k, v = self._split_heads(self.kv_proj(memory), 2)
+            return k, v
         d = self.d_model
         k, v = self._split_heads(F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:]), 2)
         return k, v
+
+    def split_cross_projections(self) -> None:
+        """Give W_Q and [W_K; W_V] layers of their own, for a cross-attention module that uses them apart.
+
+        Same numbers, same results. Needed where a layer's weight cannot be sliced, as in an int8
+        quantized layer (which packs its weight); in_proj is dropped, so self-attention (project_qkv)
+        no longer works on this module. Inference only: the parameters are copies.
+        """
+        d = self.d_model
+        weight, bias = self.in_proj.weight.detach(), self.in_proj.bias.detach()
+        like = dict(device=weight.device, dtype=weight.dtype)
+        self.q_proj, self.kv_proj = nn.Linear(d, d, **like), nn.Linear(d, 2 * d, **like)
+        with torch.no_grad():
+            self.q_proj.weight.copy_(weight[:d]), self.q_proj.bias.copy_(bias[:d])
+            self.kv_proj.weight.copy_(weight[d:]), self.kv_proj.bias.copy_(bias[d:])
+        del self.in_proj
 
     def attend(
         self,

@@ -1,0 +1,156 @@
+"""nmt's own search engine: the model and the searches of `nmt.decoding`, batched by length and
+spread over parallel workers.
+
+Why workers: on a few CPU cores, N intra-op threads on one batch wait for each other at every
+small operation of a decoding step, and collapse when another process takes a core (an
+OpenMP team cannot finish until its slowest thread does). N workers with one thread each run
+N length-sorted batches side by side instead: no barrier between them, and a taken core only
+slows the worker on it. Threads rather than processes: torch releases the GIL inside every
+operation, the weights are shared, and nothing has to start (a process pool would load the
+model once per worker); see docs/benchmarks.md for the measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import torch
+
+from .config import DecodeConfig
+from .decoding import Hypothesis, beam_search, greedy_search, sample
+from .model import Transformer
+from .precision import autocast_for, prepare_for_inference
+
+
+@dataclass(frozen=True)
+class Search:
+    """What one translate call asks of an engine (already checked by the Translator)."""
+
+    beam: int = 1
+    n_best: int = 1
+    length_penalty: float = 0.6  # GNMT alpha
+    return_attention: bool = False
+    temperature: float | None = None  # set: sample instead of searching
+    top_k: int = 0
+    seed: int | None = None
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op thread count set for the duration (it is process-wide), then restored."""
+    before = torch.get_num_threads()
+    if threads != before:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        if threads != before:
+            torch.set_num_threads(before)
+
+
+def plan_workers(batches: int, cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
+    """(workers, threads per worker) for `batches` batches on `cores` cores.
+
+    By default one single-threaded worker per core, but never more workers than batches: a lone
+    sentence (one batch) gets every core as intra-op threads, for latency. An explicit value wins.
+    """
+    if workers is None:
+        workers = max(1, min(cores if threads is None else cores // threads, batches))
+    if threads is None:
+        threads = max(1, cores // workers)
+    return workers, threads
+
+
+class TorchEngine:
+    """Translates source id lists with a Transformer in fp32, bf16 or int8 (see nmt.precision).
+
+    workers / threads: parallel batches and intra-op threads each (None: chosen per call from the
+    cores and the number of batches, see `plan_workers`). On CUDA, one worker.
+    """
+
+    name = "torch"
+
+    def __init__(self, model: Transformer, decode: DecodeConfig, *, precision: str = "fp32",
+                 workers: int | None = None, threads: int | None = None):
+        for name, value in (("workers", workers), ("threads", threads)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        self.model = prepare_for_inference(model, precision)
+        self.precision, self.decode = precision, decode
+        self.workers, self.threads = workers, threads
+        self.cores = available_cores()
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def batches_by_length(self, ids: Sequence[Sequence[int]], beam: int) -> list[list[int]]:
+        """Indices of sentences of similar length, longest first, each batch within decode.batch_tokens."""
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
+        budget = max(self.decode.batch_tokens // max(beam, 1), 1)
+        batches, batch = [], []
+        for i in order:
+            longest = len(ids[batch[0]]) if batch else len(ids[i])
+            if batch and (len(batch) + 1) * longest > budget:
+                batches.append(batch)
+                batch = []
+            batch.append(i)
+        return batches + [batch] if batch else batches
+
+    @torch.inference_mode()
+    def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+        batches = self.batches_by_length(ids, search.beam)
+        if self.device.type == "cpu":
+            workers, threads = plan_workers(len(batches), self.cores, self.workers, self.threads)
+        else:
+            workers, threads = 1, torch.get_num_threads()
+        results: list[list[Hypothesis]] = [[] for _ in ids]
+
+        def run(index_and_rows: tuple[int, list[int]]) -> list[list[Hypothesis]]:
+            index, rows = index_and_rows
+            with torch.inference_mode():  # the mode is per thread: pool threads need their own
+                return self._search([ids[i] for i in rows], search, batch_index=index)
+
+        with intra_op_threads(threads), contextlib.ExitStack() as stack:
+            if workers == 1:
+                found_batches = map(run, enumerate(batches))
+            else:  # map keeps the order; each worker takes the next (longest remaining) batch when free
+                pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode"))
+                found_batches = pool.map(run, enumerate(batches))
+            for rows, found in zip(batches, found_batches):
+                for i, hyps in zip(rows, found):
+                    results[i] = hyps
+        return results
+
+    def _search(self, batch_ids: list[Sequence[int]], search: Search, batch_index: int) -> list[list[Hypothesis]]:
+        pad_id = self.model.config.pad_id
+        src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(s) for s in batch_ids], batch_first=True,
+                                              padding_value=pad_id).to(self.device)
+        limits = dict(max_len_a=self.decode.max_len_a, max_len_b=self.decode.max_len_b,
+                      return_attention=search.return_attention, pad_id=pad_id)
+        with autocast_for(self.precision, self.device):
+            if search.temperature is not None:
+                # One generator per batch, seeded by the batch's place: the same draws whichever
+                # worker runs it, and in whatever order.
+                generator = None
+                if search.seed is not None:
+                    generator = torch.Generator(self.device).manual_seed(search.seed * 100_003 + batch_index)
+                return [[h] for h in sample(self.model, src, temperature=search.temperature, top_k=search.top_k,
+                                            generator=generator, **limits)]
+            if search.beam == 1:
+                return [[h] for h in greedy_search(self.model, src, **limits)]
+            return beam_search(self.model, src, beam_size=search.beam, n_best=search.n_best,
+                               length_penalty=search.length_penalty, **limits)

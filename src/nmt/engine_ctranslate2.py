@@ -1,0 +1,127 @@
+"""The CTranslate2 engine: the same weights and the same search rules as nmt's own engine, run by
+CTranslate2's C++ code (see export_ctranslate2.py for how the model maps onto it).
+
+What is kept the same as `TorchEngine`, so that both engines pick the same hypotheses:
+- tokenisation and truncation (the Translator does them, for either engine);
+- the length limit per sentence, floor(max_len_a * src_len + max_len_b) steps, the end token
+  counted: CTranslate2 takes one limit per call, so sentences are grouped by their limit;
+- the length penalty. CTranslate2 ranks by score / length^alpha; nmt by GNMT's
+  score / ((5 + length) / 6)^alpha, length counting the end token. So CTranslate2 is asked for
+  every finished beam (num_hypotheses = beam) with raw log-probability scores (length_penalty 0),
+  and they are re-ranked here with nmt's formula (`rerank`).
+The beams themselves can still differ from nmt's in rare cases, because the two searches stop at
+different moments (nmt: fairseq's rule; CTranslate2: once `beam` hypotheses have finished).
+Not available on this engine: attention weights and sampling.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from .config import DecodeConfig
+from .decoding import Hypothesis, gnmt_length_penalty
+from .engine import Search, available_cores
+from .export_ctranslate2 import (CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2,
+                                 vocabulary)
+from .tokenizer import EOS, SubwordTokenizer
+
+log = logging.getLogger(__name__)
+
+MAX_LEN_CAP = 512  # as in nmt's searches
+COMPUTE_TYPES = {"fp32": "float32", "int8": "int8_float32", "bf16": "bfloat16"}
+
+
+def rerank(hypotheses: list[tuple[list[str], float]], alpha: float, n_best: int) -> list[tuple[list[str], float, float]]:
+    """CTranslate2's finished hypotheses (tokens with the end token if reached, raw log-prob) ranked by
+    nmt's GNMT score; returns the n_best best as (tokens without the end token, score, log_prob)."""
+    ranked = []
+    for tokens, log_prob in hypotheses:
+        length = len(tokens)  # the end token counts, as in nmt's searches
+        ended = bool(tokens) and tokens[-1] == EOS
+        ranked.append((tokens[:-1] if ended else tokens, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+    ranked.sort(key=lambda h: h[1], reverse=True)
+    return ranked[:n_best]
+
+
+class CTranslate2Engine:
+    """Translates source id lists with a CTranslate2 model directory (see `export_ctranslate2`).
+
+    precision picks CTranslate2's compute type (fp32 -> float32, int8 -> int8_float32, bf16 on
+    CUDA only); workers are CTranslate2's parallel translators (inter_threads) and threads the
+    threads of each (intra_threads): by default one single-threaded worker per core, the engine's
+    own advice for CPU throughput.
+    """
+
+    name = "ctranslate2"
+
+    def __init__(self, ct2_dir: str | Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer,
+                 decode: DecodeConfig, *, precision: str = "fp32", device: str = "cpu",
+                 workers: int | None = None, threads: int | None = None):
+        ctranslate2 = require_ctranslate2()
+        if precision not in COMPUTE_TYPES:
+            raise ValueError(f"precision must be one of {', '.join(COMPUTE_TYPES)}, not {precision!r}")
+        if precision == "bf16" and device == "cpu":
+            raise ValueError("CTranslate2 has no bf16 on CPU: use int8 or fp32")
+        cores = available_cores()
+        self.workers = workers or (1 if device == "cuda" else max(1, cores // (threads or 1)))
+        self.threads = threads or max(1, cores // self.workers)
+        self.translator = ctranslate2.Translator(str(ct2_dir), device=device, compute_type=COMPUTE_TYPES[precision],
+                                                 inter_threads=self.workers, intra_threads=self.threads)
+        self.decode, self.precision, self.device_name = decode, precision, device
+        self.src_vocab = vocabulary(src_tokenizer)
+        self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
+
+    @classmethod
+    def from_model_dir(cls, model_dir: str | Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer,
+                       decode: DecodeConfig, *, weights: str | Path | None = None, **options) -> CTranslate2Engine:
+        """An exported directory as is; an nmt model directory is exported first, to a temporary directory."""
+        if is_ctranslate2_dir(model_dir):
+            if weights is not None:
+                raise ValueError(f"{model_dir} is an exported CTranslate2 model: --weights does not apply")
+            return cls(model_dir, src_tokenizer, tgt_tokenizer, decode, **options)
+        log.info("converting %s to CTranslate2 for this run (nmt export --to ctranslate2 does it once)", model_dir)
+        with tempfile.TemporaryDirectory(prefix="nmt-ct2-") as tmp:  # CTranslate2 reads it all at load
+            out = export_ctranslate2(model_dir, Path(tmp) / "model", weights=weights)
+            return cls(out, src_tokenizer, tgt_tokenizer, decode, **options)
+
+    @property
+    def parameters(self) -> int | None:
+        return None  # CTranslate2 does not say
+
+    def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+        if search.return_attention:
+            raise ValueError("the ctranslate2 engine does not return attention weights: use --engine torch")
+        if search.temperature is not None:
+            raise ValueError("the ctranslate2 engine does not sample here: use --engine torch")
+        a, b = self.decode.max_len_a, self.decode.max_len_b
+        limit = [min(max(int(a * len(s)) + b, 1), MAX_LEN_CAP) for s in ids]  # as nmt's max_output_length
+        order = sorted(range(len(ids)), key=lambda i: (limit[i], len(ids[i])))
+        alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
+        pending = []
+        # One asynchronous call per length limit: CTranslate2 cuts each into batches and spreads all
+        # of them over its workers at once.
+        for max_len, group in itertools.groupby(order, key=lambda i: limit[i]):
+            rows = list(group)
+            tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
+            futures = self.translator.translate_batch(
+                tokens, max_batch_size=max(self.decode.batch_tokens // search.beam, 1), batch_type="tokens",
+                asynchronous=True, beam_size=search.beam, num_hypotheses=search.beam, length_penalty=0.0,
+                return_scores=True, return_end_token=True, max_decoding_length=max_len, min_decoding_length=0,
+                max_input_length=0)
+            pending.append((rows, futures))
+        results: list[list[Hypothesis]] = [[] for _ in ids]
+        for rows, futures in pending:
+            for i, future in zip(rows, futures):
+                found = future.result()
+                best = rerank(list(zip(found.hypotheses, found.scores)), alpha, search.n_best)
+                results[i] = [Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
+                              for tokens, score, log_prob in best]
+        return results
+
+
+__all__ = ["CTranslate2Engine", "rerank", "CT2_WEIGHTS"]

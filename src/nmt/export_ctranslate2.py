@@ -1,0 +1,174 @@
+"""Export a trained model to CTranslate2, the C++ inference engine (the optional extra `ctranslate2`).
+
+    nmt export --model runs/de_en --to ctranslate2 --out runs/de_en.ct2 [--quantization int8]
+
+The result is itself a model directory that `Translator.load(..., engine="ctranslate2")` and
+`nmt translate --engine ctranslate2` read: CTranslate2's model.bin, config.json and vocabulary
+files, beside copies of nmt's tokenizer(s), model.json and config.yaml (so tokenisation, length
+limits and the length penalty stay nmt's).
+
+The weights go through CTranslate2's documented spec API (`TransformerSpec.from_config`, then
+each layer's fields), which fixes how nmt's model maps onto CTranslate2's:
+- one encoder and one decoder embedding (a tied matrix is stored once: CTranslate2 aliases equal
+  arrays), both scaled by sqrt(d_model), and nmt's own sinusoidal table as the position encodings;
+- self-attention's fused [W_Q; W_K; W_V] as is; cross-attention's W_Q apart from [W_K; W_V];
+- post-norm (the paper's) or pre-norm with a final LayerNorm per stack, nmt's LayerNorm epsilon;
+- the output layer gets a bias of -1e4 on the padding id, so CTranslate2, like nmt, never emits
+  padding (nmt sets its log-probability to -inf);
+- [START] starts the decoder, [END] stops it; sources are given with nmt's own [START]/[END].
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from .checkpoint import MODEL_CONFIG, load_model_dir
+from .model import Transformer
+from .model.embedding import sinusoidal_encoding
+from .tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
+
+log = logging.getLogger(__name__)
+
+QUANTIZATIONS = ("float32", "int8", "int16")
+CT2_WEIGHTS = "model.bin"  # the file that marks a CTranslate2 model directory
+POSITIONS = 1024  # rows of the position table written: nmt caps sources at 256 tokens, outputs at 512
+PAD_BIAS = -1e4  # far below any logit, and still finite in float16
+
+
+def require_ctranslate2():
+    """The ctranslate2 module, or an ImportError that says how to install it."""
+    try:
+        import ctranslate2  # noqa: PLC0415 - an optional extra
+    except ImportError:
+        raise ImportError("the CTranslate2 engine is an optional extra: pip install -c constraints.txt "
+                          "-e '.[ctranslate2]' (or pip install ctranslate2)") from None
+    return ctranslate2
+
+
+def vocabulary(tokenizer: SubwordTokenizer) -> list[str]:
+    """Every piece of the tokenizer, by id: the token strings CTranslate2 reads and writes."""
+    return tokenizer.lookup(list(range(tokenizer.vocab_size)))
+
+
+def check_exportable(model: Transformer) -> None:
+    """Refuse, naming the model option, what CTranslate2's Transformer cannot express."""
+    c = model.config
+    if c.activation not in ("relu", "gelu"):
+        raise ValueError(f"model.activation={c.activation!r} has no CTranslate2 equivalent (relu, gelu)")
+    if c.norm_position not in ("post", "pre"):
+        raise ValueError(f"model.norm_position={c.norm_position!r} has no CTranslate2 equivalent (post, pre)")
+
+
+def transformer_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
+    """A ctranslate2 TransformerSpec holding `model`'s weights and the two vocabularies."""
+    ctranslate2 = require_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec as ts  # noqa: PLC0415
+
+    check_exportable(model)
+    c = model.config
+    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[c.activation]
+    spec = ts.TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.num_heads,
+                                          pre_norm=c.norm_position == "pre", activation=activation)
+    spec.config.layer_norm_epsilon = c.layer_norm_eps
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
+    spec.config.decoder_start_token = BOS
+    positions = sinusoidal_encoding(torch.arange(POSITIONS), c.d_model, c.positional_base)
+
+    def array(t: torch.Tensor):
+        return t.detach().float().cpu().numpy()
+
+    def linear(target, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        target.weight = array(weight)
+        if bias is not None:
+            target.bias = array(bias)
+
+    def norm(target, layer_norm: torch.nn.LayerNorm) -> None:
+        target.gamma, target.beta = array(layer_norm.weight), array(layer_norm.bias)
+
+    def attention(target, mha, cross: bool) -> None:
+        d = c.d_model
+        w, b = mha.in_proj.weight, mha.in_proj.bias
+        if cross:  # query from the decoder; keys and values from the encoder output, fused
+            linear(target.linear[0], w[:d], b[:d])
+            linear(target.linear[1], w[d:], b[d:])
+        else:
+            linear(target.linear[0], w, b)
+        linear(target.linear[-1], mha.out_proj.weight, mha.out_proj.bias)
+
+    def feed_forward(target, ff, residual) -> None:
+        norm(target.layer_norm, residual.norm)
+        linear(target.linear_0, ff.w_1.weight, ff.w_1.bias)
+        linear(target.linear_1, ff.w_2.weight, ff.w_2.bias)
+
+    enc, dec = spec.encoder, spec.decoder
+    enc.embeddings[0].weight = array(model.src_embed.weight)
+    dec.embeddings.weight = array(model.tgt_embed.weight)
+    enc.position_encodings.encodings = dec.position_encodings.encodings = array(positions)
+    if c.norm_position == "pre":  # each stack ends with a LayerNorm
+        norm(enc.layer_norm, model.encoder_norm)
+        norm(dec.layer_norm, model.decoder_norm)
+    for target, layer in zip(enc.layer, model.encoder_layers):
+        attention(target.self_attention, layer.self_attn, cross=False)
+        norm(target.self_attention.layer_norm, layer.attn_residual.norm)
+        feed_forward(target.ffn, layer.feed_forward, layer.ff_residual)
+    for target, layer in zip(dec.layer, model.decoder_layers):
+        attention(target.self_attention, layer.self_attn, cross=False)
+        norm(target.self_attention.layer_norm, layer.self_residual.norm)
+        attention(target.attention, layer.cross_attn, cross=True)
+        norm(target.attention.layer_norm, layer.cross_residual.norm)
+        feed_forward(target.ffn, layer.feed_forward, layer.ff_residual)
+    bias = torch.zeros(c.tgt_vocab_size)
+    bias[c.pad_id] = PAD_BIAS
+    linear(dec.projection, model.output.weight, bias)
+
+    spec.register_source_vocabulary(src_vocab)
+    spec.register_target_vocabulary(tgt_vocab)
+    del ctranslate2
+    return spec
+
+
+def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, *, quantization: str = "float32",
+                       weights: str | Path | None = None, force: bool = False) -> Path:
+    """Write `model_dir`'s model (or `weights`) as a CTranslate2 model directory `out_dir`; returns it.
+
+    quantization: how the weights are stored (float32, int8, int16). The engine can still compute
+    in another type at load time (--precision), e.g. quantise float32 weights to int8.
+    """
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
+    model_dir, out_dir = Path(model_dir), Path(out_dir)
+    if out_dir.exists() and not force:
+        raise FileExistsError(f"{out_dir} already exists: choose another --out, or --force to replace it")
+    if out_dir.resolve() == model_dir.resolve():
+        raise ValueError("--out must be a new directory, not the model directory itself")
+    model = load_model_dir(model_dir, weights=weights)
+    src_tok, tgt_tok = load_tokenizers(model_dir)
+    spec = transformer_spec(model, vocabulary(src_tok), vocabulary(tgt_tok))
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    # Written beside the target, then renamed: a failed export never leaves half a directory.
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        spec.save(str(staging))
+        for name in (JOINT_FILE, SRC_FILE, TGT_FILE, MODEL_CONFIG, "config.yaml"):
+            if (model_dir / name).is_file():
+                shutil.copy2(model_dir / name, staging / name)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)
+    return out_dir
+
+
+def is_ctranslate2_dir(model_dir: str | Path) -> bool:
+    """Whether `model_dir` holds an exported CTranslate2 model."""
+    return (Path(model_dir) / CT2_WEIGHTS).is_file()

@@ -1,0 +1,96 @@
+"""Reduced precision for inference: int8 linear layers on CPU, bf16 where the hardware is fast at it.
+
+    model = prepare_for_inference(model, "int8")   # every nn.Linear, the output projection included
+
+int8 is dynamic quantisation: each linear layer's weight is stored as int8 with one scale per
+layer, and each input is quantised on the fly (per batch) before an int8 matmul that accumulates
+in int32 (fbgemm's AVX2 / AVX-512 VNNI kernels). Only the matmuls change: embeddings, LayerNorm,
+attention scores and softmax stay in fp32.
+
+Which API: `torch.ao.quantization.quantize_dynamic` (PyTorch's own, deprecated in favour of
+torchao but still shipped in torch 2.13). torchao's int8 dynamic quantisation is the maintained
+one, but on CPU without torch.compile it runs as decomposed eager ops: 20-50x slower than fp32 on
+this machine (docs/benchmarks.md), where fbgemm's packed kernels are 2-2.5x faster than fp32.
+
+bf16 runs through autocast. It is allowed on CUDA and on CPUs with AMX tiles; on CPUs without
+AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32, so it is refused there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+PRECISIONS = ("fp32", "bf16", "int8")
+
+
+class PrecisionError(ValueError):
+    """A precision this machine cannot run, or runs slower than fp32."""
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags from /proc/cpuinfo (empty where there is none, e.g. macOS)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """Raise PrecisionError, saying why and what to use instead, unless `precision` runs well on `device`."""
+    if precision not in PRECISIONS:
+        raise PrecisionError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "int8":
+        if device.type != "cpu":
+            raise PrecisionError(f"int8 runs on CPU only (fbgemm kernels); on {device.type} use bf16 or fp32")
+        engines = torch.backends.quantized.supported_engines
+        if not {"x86", "fbgemm"} & set(engines) or torch.backends.cpu.get_cpu_capability() == "DEFAULT":
+            raise PrecisionError(f"int8 needs an x86 CPU with AVX2 or AVX-512 (quantized engines here: "
+                                 f"{engines}, CPU capability {torch.backends.cpu.get_cpu_capability()}); use fp32")
+    if precision == "bf16" and device.type == "cpu" and "amx_bf16" not in cpu_flags():
+        raise PrecisionError("bf16 is slower than fp32 on a CPU without AMX (this one has "
+                             f"{torch.backends.cpu.get_cpu_capability()}): use int8 or fp32")
+
+
+def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
+    """The model ready to translate in `precision` (in place: the fp32 weights are replaced for int8).
+
+    bf16 changes nothing here: it is applied per call by `autocast_for`.
+    """
+    check_precision(precision, next(model.parameters()).device)
+    model.eval()
+    if precision == "int8":
+        quantize_int8(model)
+    return model
+
+
+def quantize_int8(model: nn.Module) -> nn.Module:
+    """Replace every nn.Linear of a Transformer by an int8 dynamically quantized one, in place.
+
+    Cross-attention first gets W_Q and [W_K; W_V] as separate layers: it uses the row blocks of the
+    fused projection apart, and a packed int8 weight cannot be sliced.
+    """
+    from torch.ao.quantization import quantize_dynamic  # noqa: PLC0415 - only int8 users pay the import
+
+    for layer in getattr(model, "decoder_layers", []):
+        layer.cross_attn.split_cross_projections()
+    with warnings.catch_warnings():  # the deprecation notes of torch.ao (see the module docstring)
+        warnings.simplefilter("ignore")
+        quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, inplace=True)
+    return model
+
+
+def autocast_for(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """The autocast context of a translation call: bf16 matmuls for "bf16", nothing otherwise."""
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
