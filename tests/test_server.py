@@ -4,7 +4,7 @@ import json
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import httpx
@@ -43,6 +43,17 @@ class EchoTranslator:
         if self.poison in texts:
             raise ValueError(f"cannot translate {self.poison!r}")
         return [[Translation(f"{t}|{beam}", 0.0, 0.0, [], [])] for t in texts]
+
+
+def holding_queue(config: BatchingConfig) -> tuple[EchoTranslator, BatchingQueue, Future]:
+    """A started queue whose worker is held inside a call translating ["first"] (set stub.gate to let go)."""
+    stub = EchoTranslator()
+    stub.gate.clear()
+    queue = BatchingQueue(stub, config)
+    queue.start()
+    first = queue.submit(["first"], beam=1)
+    assert stub.entered.wait(10)
+    return stub, queue, first
 
 
 @pytest.fixture(scope="module")
@@ -165,12 +176,8 @@ def test_a_failing_batch_is_a_json_500_and_the_server_goes_on():
 
 # --- batching ---------------------------------------------------------------------------------------
 def test_a_bad_request_fails_alone_not_the_requests_batched_with_it():
-    stub = EchoTranslator(poison="bad")
-    stub.gate.clear()
-    queue = BatchingQueue(stub, BatchingConfig(window_ms=50))
-    queue.start()
-    first = queue.submit(["first"], beam=1)
-    assert stub.entered.wait(10)
+    stub, queue, first = holding_queue(BatchingConfig(window_ms=50))
+    stub.poison = "bad"
     before, bad, after = (queue.submit(texts, beam=2) for texts in (["x", "y"], ["ok", "bad"], ["z"]))
     stub.gate.set()
     assert first.result(timeout=10)[0][0].text == "first|1"
@@ -186,12 +193,7 @@ def test_a_bad_request_fails_alone_not_the_requests_batched_with_it():
 
 def held_worker_then_queue(config: BatchingConfig):
     """Hold the worker inside a first call, queue 8 requests of two kinds behind it, then let go."""
-    stub = EchoTranslator()
-    stub.gate.clear()
-    queue = BatchingQueue(stub, config)
-    queue.start()
-    first = queue.submit(["first"], beam=1)
-    assert stub.entered.wait(10)
+    stub, queue, first = holding_queue(config)
     waiting = [queue.submit([f"s{i}a", f"s{i}b"], beam=2 + i % 2, attention=i % 2 == 1) for i in range(8)]
     stub.gate.set()
     results = [f.result(timeout=10) for f in [first, *waiting]]
@@ -214,12 +216,7 @@ def test_max_sentences_1_turns_batching_off():
 
 
 def test_a_request_cancelled_while_queued_is_not_translated():
-    stub = EchoTranslator()
-    stub.gate.clear()
-    queue = BatchingQueue(stub, BatchingConfig(window_ms=0))
-    queue.start()
-    queue.submit(["first"], beam=1)
-    assert stub.entered.wait(10)
+    stub, queue, _ = holding_queue(BatchingConfig(window_ms=0))
     gone, kept = queue.submit(["gone"], beam=1), queue.submit(["kept"], beam=1)
     assert gone.cancel()
     stub.gate.set()
@@ -280,3 +277,47 @@ def test_clients_that_disconnect_do_not_break_the_server():
         assert answer.status_code == 200 and answer.json()["translations"][0]["text"] == "still here|5"
         assert httpx.get(f"{url}/health").json()["ready"] is True
     assert ["in the batch"] in [texts for texts, _, _ in stub.calls]  # its batch still completed
+
+
+# --- nmt serve ------------------------------------------------------------------------------------------
+def serve_arguments(monkeypatch, *options: str) -> dict:
+    """What `nmt serve --model m OPTIONS` passes to nmt.server.serve (nothing is loaded or served)."""
+    import nmt.server
+    from nmt.cli import main
+
+    seen = {}
+    monkeypatch.setattr(nmt.server, "serve", lambda model, **kwargs: seen.update(kwargs, model=model))
+    assert main(["serve", "--model", "m", *options]) == 0
+    return seen
+
+
+def test_nmt_serve_defaults_are_the_servers(monkeypatch):
+    from nmt.server import AccessPolicy, ConnectionOptions
+
+    seen = serve_arguments(monkeypatch)
+    assert (seen["limits"], seen["batching"]) == (ServerLimits(), BatchingConfig())
+    assert (seen["connections"], seen["access"]) == (ConnectionOptions(), AccessPolicy())
+
+
+def test_nmt_serve_options_reach_the_server(monkeypatch):
+    seen = serve_arguments(monkeypatch, "--host", "0.0.0.0", "--deadline", "3", "--max-pending-sentences", "100",
+                           "--header-timeout", "2", "--max-connections", "0", "--allowed-hosts", "mt.example.org, 10.0.0.5",
+                           "--allowed-origins", "https://mt.example.org")
+    assert seen["limits"].deadline_s == 3 and seen["batching"].max_pending_sentences == 100
+    assert seen["connections"].header_timeout_s == 2 and seen["connections"].max_connections is None
+    assert seen["access"].allowed_hosts == ("mt.example.org", "10.0.0.5")
+    assert seen["access"].allowed_origins == ("https://mt.example.org",)
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--deadline", "0"], "must be positive"),
+    (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
+    (["--header-timeout", "-1"], "must be positive"),
+])
+def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options, message):
+    import nmt.server
+    from nmt.cli import main
+
+    monkeypatch.setattr(nmt.server, "serve", lambda *a, **k: pytest.fail("served despite a bad setting"))
+    assert main(["serve", "--model", "m", *options]) == 1
+    assert message in capsys.readouterr().err

@@ -66,10 +66,12 @@ class BatchingConfig:
     window_ms: float = 5.0  # after the first request arrives, how long to wait for more
     max_sentences: int = 64  # stop collecting once the batch holds this many sentences
     max_pending_sentences: int = 256  # sentences waiting (not yet with the model); more is Overloaded
+    stop_timeout_s: float = 5.0  # at stop(), how long the batch in hand may take before it is abandoned
 
     def __post_init__(self):
-        if self.window_ms < 0 or self.max_sentences < 1 or self.max_pending_sentences < 1:
-            raise ValueError(f"need window_ms >= 0, max_sentences >= 1 and max_pending_sentences >= 1, got {self}")
+        if self.window_ms < 0 or self.max_sentences < 1 or self.max_pending_sentences < 1 or self.stop_timeout_s < 0:
+            raise ValueError(f"need window_ms >= 0, max_sentences >= 1, max_pending_sentences >= 1 and "
+                             f"stop_timeout_s >= 0, got {self}")
 
 
 class Overloaded(RuntimeError):
@@ -146,6 +148,11 @@ class BatchingQueue:
         return self._thread is not None and self._thread.is_alive()
 
     @property
+    def accepting(self) -> bool:
+        """Whether submit() takes requests: the worker was started and close()/stop() not yet called."""
+        return self._accepting
+
+    @property
     def pending_sentences(self) -> int:
         """Sentences queued and not yet taken by the worker (cancelled ones already left)."""
         return self._pending
@@ -169,15 +176,17 @@ class BatchingQueue:
             self._accepting = False
         self._fail_queued()
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Finish the batch in hand, fail whatever is still queued, and end the worker."""
+    def stop(self, timeout: float | None = None) -> None:
+        """Fail whatever is still queued, let the batch in hand finish (for up to `timeout` seconds,
+        default config.stop_timeout_s), and end the worker."""
         if self._thread is None:
             return
+        timeout = self.config.stop_timeout_s if timeout is None else timeout
         self.close()
         self._queue.put(_STOP)
         self._thread.join(timeout)
         if self._thread.is_alive():  # keep it: start() must not run a second worker beside it
-            log.warning("the batching worker did not stop within %.0f s; it finishes in the background", timeout)
+            log.warning("the batching worker did not stop within %.1f s; it finishes in the background", timeout)
         else:
             self._thread = None
         self._fail_queued()  # anything that raced in before the lock closed the door

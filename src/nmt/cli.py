@@ -137,11 +137,25 @@ def cmd_average(args: argparse.Namespace) -> int:
 
 # --- serve and pictures ---------------------------------------------------------------------------
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .server import ServerLimits, serve
+    from .server import BatchingConfig, ConnectionOptions, ServerLimits, access_policy, serve
 
+    # The dataclasses check every value (ValueError: one line for the user, see main).
     limits = ServerLimits(max_sentences=args.max_sentences, max_chars=args.max_chars, max_beam=args.max_beam,
-                          max_body_bytes=args.max_body_bytes)
-    serve(args.model, host=args.host, port=args.port, limits=limits, device=args.device)
+                          max_body_bytes=args.max_body_bytes, max_attention_sentences=args.max_attention_sentences,
+                          max_attention_cells=args.max_attention_cells, body_timeout_s=args.body_timeout,
+                          deadline_s=args.deadline)
+    batching = BatchingConfig(window_ms=args.batch_window_ms, max_sentences=args.batch_sentences,
+                              max_pending_sentences=args.max_pending_sentences, stop_timeout_s=args.stop_timeout)
+    connections = ConnectionOptions(header_timeout_s=args.header_timeout, keep_alive_s=args.keep_alive,
+                                    max_connections=args.max_connections or None,
+                                    max_header_bytes=args.max_header_bytes, backlog=args.backlog,
+                                    graceful_timeout_s=args.graceful_timeout)
+    access = access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
+    if batching.max_pending_sentences < limits.max_sentences:
+        raise CommandError(f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
+                           f"--max-sentences ({limits.max_sentences})")
+    serve(args.model, host=args.host, port=args.port, limits=limits, device=args.device, batching=batching,
+          access=access, connections=connections)
     return 0
 
 
@@ -224,15 +238,50 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("serve", help="HTTP translation server with a web page",
-                       description="Serve POST /translate, GET /health and a web page at /.")
+                       description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
+                                   "Every limit below is explained in docs/serving.md.")
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--max-sentences", type=int, default=64, help="most sentences in one request")
-    p.add_argument("--max-chars", type=int, default=1000, help="most characters in one sentence")
-    p.add_argument("--max-beam", type=int, default=8, help="largest beam a request may ask for")
-    p.add_argument("--max-body-bytes", type=int, default=256 * 1024, help="largest request body")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    g = p.add_argument_group("what one request may ask for (larger: 413/422 naming the limit)")
+    g.add_argument("--max-sentences", type=int, default=64, help="most sentences in one request (default 64)")
+    g.add_argument("--max-chars", type=int, default=1000, help="most characters in one sentence (default 1000)")
+    g.add_argument("--max-beam", type=int, default=8, help="largest beam a request may ask for (default 8)")
+    g.add_argument("--max-body-bytes", type=int, default=256 * 1024, help="largest request body (default 262144)")
+    g.add_argument("--max-attention-sentences", type=int, default=8,
+                   help="most sentences in a request that asks for attention (default 8)")
+    g.add_argument("--max-attention-cells", type=int, default=2_000_000,
+                   help="most attention weights in one answer, about 8 bytes each as JSON (default 2000000)")
+    g = p.add_argument_group("load (over it: 503 with Retry-After)")
+    g.add_argument("--max-pending-sentences", type=int, default=256,
+                   help="sentences waiting for the model; more are refused (default 256)")
+    g.add_argument("--deadline", type=float, default=30.0,
+                   help="seconds from a request's body to its answer; past it, 503 and the work is dropped (default 30)")
+    g.add_argument("--batch-window-ms", type=float, default=5.0,
+                   help="how long the worker waits for more requests to batch (default 5)")
+    g.add_argument("--batch-sentences", type=int, default=64, help="sentences per model call, at most (default 64)")
+    g = p.add_argument_group("connections (uvicorn's own limits)")
+    g.add_argument("--header-timeout", type=float, default=10.0,
+                   help="seconds for a request's line and headers to arrive; then the connection closes (default 10)")
+    g.add_argument("--body-timeout", type=float, default=10.0, help="seconds for the body to arrive; then 408 (default 10)")
+    g.add_argument("--keep-alive", type=int, default=5, help="seconds an idle keep-alive connection stays open (default 5)")
+    g.add_argument("--max-connections", type=int, default=256,
+                   help="connections plus requests in progress; more get 503 (0: no limit; default 256)")
+    g.add_argument("--max-header-bytes", type=int, default=16 * 1024,
+                   help="request line and headers; more is a 400 (default 16384)")
+    g.add_argument("--backlog", type=int, default=128, help="connections waiting to be accepted (default 128)")
+    g.add_argument("--graceful-timeout", type=float, default=5.0,
+                   help="at SIGTERM, seconds for requests in progress before they are answered 503 (default 5)")
+    g.add_argument("--stop-timeout", type=float, default=5.0,
+                   help="then, seconds for the batch in the model's hands before the process exits anyway (default 5)")
+    g = p.add_argument_group("cross-site protection")
+    g.add_argument("--allowed-hosts", default=None,
+                   help="comma-separated Host names to answer, '*' for any (default: 127.0.0.1, localhost, ::1 "
+                        "and --host); behind a proxy, the public name")
+    g.add_argument("--allowed-origins", default="",
+                   help="comma-separated origins (scheme://host[:port]) whose pages may call the API, besides the "
+                        "server's own page; '*' for any (default: none)")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("plot", help="learning curves of a model directory (PNG)",

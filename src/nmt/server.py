@@ -54,8 +54,8 @@ from .server_metrics import ServerMetrics, StatusCounter
 from .server_requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
 from .translator import Translation, Translator
 
-__all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "create_app",
-           "model_info", "serve", "serve_in_thread"]
+__all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "access_policy",
+           "create_app", "model_info", "run_app", "serve", "serve_in_thread"]
 
 log = logging.getLogger(__name__)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
@@ -96,6 +96,12 @@ async def wait_for_answer(request: Request, future: Future[list[list[Translation
     gone = asyncio.ensure_future(client_gone(request.receive))
     try:
         done, _ = await asyncio.wait({answer, gone}, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        if queue.accepting:
+            raise
+        # uvicorn cancels what is still running when the grace period at shutdown ends: tell the
+        # client so (503, retry elsewhere) rather than let uvicorn answer a bare 500.
+        raise ApiError(503, "shutting_down", "the server is shutting down", retry_after_s=1) from None
     finally:
         gone.cancel()
         if not answer.done():
@@ -208,10 +214,19 @@ def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], b
 
 
 # --- running it ---------------------------------------------------------------------------------------
-def default_access(host: str) -> AccessPolicy:
-    """The loopback names, plus the address listened on when it is a specific one."""
-    extra = () if host in ("", "0.0.0.0", "::", *LOOPBACK_NAMES) else (host,)
-    return AccessPolicy(allowed_hosts=LOOPBACK_NAMES + extra)
+def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origins: str = "") -> AccessPolicy:
+    """The policy for a server listening on `host`, from comma-separated lists (as `nmt serve` takes them).
+
+    Without allowed_hosts: the loopback names, plus `host` when it is a specific address.
+    """
+    def names(value: str) -> tuple[str, ...]:
+        return tuple(name.strip() for name in value.split(",") if name.strip())
+
+    if allowed_hosts:
+        hosts = names(allowed_hosts)
+    else:
+        hosts = LOOPBACK_NAMES + (() if host in ("", "0.0.0.0", "::", *LOOPBACK_NAMES) else (host,))
+    return AccessPolicy(allowed_hosts=hosts, allowed_origins=names(allowed_origins))
 
 
 def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, limits: ServerLimits | None = None,
@@ -220,7 +235,7 @@ def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, l
     """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see server_connections)."""
     translator = Translator.load(model_dir, device=device)
     info = model_info(model_dir, translator)
-    access = access or default_access(host)
+    access = access or access_policy(host)
     if host not in LOOPBACK_NAMES:
         log.warning("listening on %s: there is no authentication; anyone who can reach it can use it", host)
     if host in ("0.0.0.0", "::") and "*" not in access.allowed_hosts:

@@ -32,7 +32,7 @@ class ConnectionOptions:
     max_connections: int | None = 256  # connections + requests in progress; more get 503 (limit_concurrency)
     max_header_bytes: int = 16 * 1024  # request line + headers; more is a 400 (h11_max_incomplete_event_size)
     backlog: int = 128  # connections the kernel holds before they are accepted
-    graceful_timeout_s: int = 5  # at shutdown, how long requests in progress may take before they are cancelled
+    graceful_timeout_s: float = 5.0  # at shutdown, how long requests in progress may take before they are cancelled
 
     def __post_init__(self):
         numbers = [self.header_timeout_s, self.keep_alive_s, self.max_header_bytes, self.backlog,

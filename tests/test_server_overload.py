@@ -1,0 +1,287 @@
+"""The server under overload and cross-site requests: the bounded queue, deadlines, disconnects, shutdown
+(SIGTERM in a real process), Host/Origin and content-type checks, attention limits, /metrics."""
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
+
+import nmt.server
+from nmt.batching_queue import BatchingConfig, DeadlineExceeded, Overloaded, ShuttingDown
+from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
+from nmt.translator import Translator
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
+def held(stub: EchoTranslator, app) -> None:
+    """Put one request in the model's hands (held at the stub's gate) and wait until it is there."""
+    app.state.queue.submit(["in the model"], beam=1)
+    assert stub.entered.wait(10)
+
+
+def texts_translated(stub: EchoTranslator) -> list[str]:
+    return [text for texts, _, _ in stub.calls for text in texts]
+
+
+# --- the queue itself -------------------------------------------------------------------------------
+def test_the_queue_refuses_sentences_past_its_bound_and_frees_room_on_cancel():
+    stub, queue, _ = holding_queue(BatchingConfig(window_ms=0, max_pending_sentences=3))
+    first = queue.submit(["a", "b"], beam=1)
+    with pytest.raises(Overloaded) as refused:
+        queue.submit(["c", "d"], beam=1)
+    assert refused.value.retry_after_s >= 1 and queue.stats.rejected == 1
+    third = queue.submit(["c"], beam=1)  # exactly at the bound: taken
+    assert queue.pending_sentences == 3
+    assert first.cancel() and queue.pending_sentences == 1  # an abandoned request frees its room at once
+    stub.gate.set()
+    assert third.result(timeout=10)[0][0].text == "c|1"
+    queue.stop()
+    assert "a" not in texts_translated(stub) and queue.stats.dropped == 1
+
+
+def test_a_request_queued_past_its_deadline_is_dropped_untranslated():
+    stub, queue, _ = holding_queue(BatchingConfig(window_ms=0))
+    late = queue.submit(["late"], beam=1, deadline=time.monotonic() + 0.05)
+    time.sleep(0.1)
+    stub.gate.set()
+    with pytest.raises(DeadlineExceeded):
+        late.result(timeout=10)
+    queue.stop()
+    assert texts_translated(stub) == ["first"] and queue.stats.timed_out == 1
+
+
+def test_close_fails_the_queued_requests_and_lets_the_batch_in_hand_finish():
+    stub, queue, in_hand = holding_queue(BatchingConfig(window_ms=0))
+    queued = queue.submit(["queued"], beam=1)
+    queue.close()
+    with pytest.raises(ShuttingDown):
+        queued.result(timeout=1)  # at once, not after the batch in hand
+    stub.gate.set()
+    assert in_hand.result(timeout=10)[0][0].text == "first|1"
+    queue.stop()
+    assert texts_translated(stub) == ["first"] and queue.stats.shut_out == 1
+
+
+# --- the same over HTTP ----------------------------------------------------------------------------
+def test_a_full_queue_answers_503_with_retry_after():
+    stub = EchoTranslator()
+    stub.gate.clear()
+    app = create_app(stub, ServerLimits(), info=INFO, batching=BatchingConfig(window_ms=0, max_pending_sentences=2))
+    with serve_in_thread(app) as url, ThreadPoolExecutor(2) as pool:
+        held(stub, app)
+        waiting = [pool.submit(httpx.post, f"{url}/translate", json={"text": [f"w{i}"]}, timeout=10) for i in range(2)]
+        wait_until(lambda: app.state.queue.pending_sentences == 2)
+        refused = httpx.post(f"{url}/translate", json={"text": ["one too many"]}, timeout=10)
+        assert refused.status_code == 503 and int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"] == "overloaded" and refused.json()["limit"] == "max_pending_sentences"
+        assert httpx.get(f"{url}/health").status_code == 200  # the server itself is fine
+        stub.gate.set()
+        assert [w.result().status_code for w in waiting] == [200, 200]
+
+
+def test_past_the_deadline_the_client_gets_503_and_the_work_is_dropped():
+    stub = EchoTranslator()
+    stub.gate.clear()
+    app = create_app(stub, ServerLimits(deadline_s=0.3), info=INFO, batching=BatchingConfig(window_ms=0))
+    with serve_in_thread(app) as url:
+        held(stub, app)
+        start = time.monotonic()
+        response = httpx.post(f"{url}/translate", json={"text": ["too late"]}, timeout=10)
+        assert response.status_code == 503 and response.json()["error"] == "deadline_exceeded"
+        assert time.monotonic() - start < 2 and "Retry-After" in response.headers
+        assert app.state.queue.pending_sentences == 0  # cancelled: it left the queue
+        stub.gate.set()
+        assert httpx.post(f"{url}/translate", json={"text": ["on time"]}, timeout=10).status_code == 200
+    assert "too late" not in texts_translated(stub) and app.state.queue.stats.timed_out == 1
+
+
+def test_a_client_that_disconnects_leaves_the_queue_before_translation():
+    stub = EchoTranslator()
+    stub.gate.clear()
+    app = create_app(stub, ServerLimits(), info=INFO, batching=BatchingConfig(window_ms=0))
+    with serve_in_thread(app) as url:
+        held(stub, app)
+        sockets = [raw_request(url, json.dumps({"text": [f"gone {i}"]}).encode()) for i in range(5)]
+        wait_until(lambda: app.state.queue.pending_sentences == 5)
+        for sock in sockets:
+            sock.close()
+        wait_until(lambda: app.state.queue.pending_sentences == 0)  # noticed while the model is still busy
+        stub.gate.set()
+        assert httpx.post(f"{url}/translate", json={"text": ["stayed"]}, timeout=10).status_code == 200
+    assert texts_translated(stub) == ["in the model", "stayed"] and app.state.queue.stats.dropped == 5
+
+
+SLOW_SERVER = """
+import socket, sys, time
+from nmt.batching_queue import BatchingConfig
+from nmt.config import DecodeConfig
+from nmt.server import ConnectionOptions, ServerLimits, create_app, run_app
+from nmt.translator import Translation
+
+class Slow:
+    decode = DecodeConfig()
+    def translate_detailed(self, texts, *, beam=None, return_attention=False):
+        time.sleep(float(sys.argv[1]))
+        return [[Translation(t, 0.0, 0.0, [], [])] for t in texts]
+
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+print(sock.getsockname()[1], flush=True)
+app = create_app(Slow(), ServerLimits(), info={}, batching=BatchingConfig(window_ms=500, max_sentences=2))
+run_app(app, ConnectionOptions(graceful_timeout_s=float(sys.argv[2])), sockets=[sock], log_level="warning")
+"""
+
+
+@pytest.mark.parametrize("model_seconds, grace_s, in_hand_status", [
+    (1.0, 5, 200),  # the batch in hand finishes within the grace period: answered
+    (3.0, 0.5, 503),  # it does not: its clients are told at the end of the grace period
+])
+def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_hand_status):
+    server = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(model_seconds), str(grace_s)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
+        wait_until(lambda: httpx.get(f"{url}/health", timeout=1).status_code == 200, timeout=60)
+        with ThreadPoolExecutor(6) as pool:
+            answers = [pool.submit(httpx.post, f"{url}/translate", json={"text": [f"s{i}"]}, timeout=30)
+                       for i in range(6)]
+            wait_until(lambda: httpx.get(f"{url}/health").json()["batching"]["pending_sentences"] == 4)
+            start = time.monotonic()
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=15)
+            took = time.monotonic() - start
+            responses = [a.result() for a in answers]
+        statuses = sorted(r.status_code for r in responses)
+        assert statuses == sorted([in_hand_status] * 2 + [503] * 4)
+        assert {r.json().get("error") for r in responses if r.status_code == 503} == {"shutting_down"}
+        assert took < min(grace_s, model_seconds) + model_seconds + 2
+        assert server.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has shut down
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/health", timeout=2)  # no longer listening
+    finally:
+        server.kill()
+        server.communicate()
+
+
+# --- cross-site -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def client():
+    app = create_app(EchoTranslator(), ServerLimits(max_attention_sentences=2), info=INFO,
+                     access=AccessPolicy(allowed_origins=("https://app.example",)))
+    with TestClient(app, base_url=LOCAL) as client:
+        yield client
+
+
+@pytest.mark.parametrize("headers, status, error", [
+    ({"Origin": "http://127.0.0.1"}, 200, None),  # the server's own page
+    ({"Origin": "https://app.example"}, 200, None),  # an allowed origin
+    ({"Origin": "https://evil.example"}, 403, "forbidden_origin"),
+    ({"Origin": "http://127.0.0.1:9999"}, 403, "forbidden_origin"),  # another port is another origin
+    ({"Origin": "null"}, 403, "forbidden_origin"),  # sandboxed frames, file:// pages
+    ({"Host": "evil.example"}, 403, "forbidden_host"),  # DNS rebinding
+])
+def test_host_and_origin_are_checked(client, headers, status, error):
+    response = client.post("/translate", json={"text": ["a"]}, headers=headers)
+    assert response.status_code == status
+    assert response.json().get("error") == error
+
+
+def test_any_host_when_allowed_explicitly():
+    app = create_app(EchoTranslator(), ServerLimits(), info=INFO, access=AccessPolicy(allowed_hosts=("*",)))
+    with TestClient(app, base_url="http://mt.example.org") as client:
+        assert client.post("/translate", json={"text": ["a"]}).status_code == 200
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
+                                          "application/json; charset=utf-16", None])
+def test_the_body_must_be_declared_json(client, content_type):
+    headers = {"Content-Type": content_type} if content_type else {}
+    response = client.post("/translate", content=b'{"text": ["a"]}', headers=headers)
+    assert response.status_code == 415 and response.json()["error"] == "unsupported_media_type"
+
+
+def test_unknown_paths_and_methods_are_json_errors(client):
+    assert client.get("/nothing").json()["error"] == "not_found"
+    response = client.get("/translate")
+    assert response.status_code == 405 and response.json()["error"] == "method_not_allowed"
+
+
+# --- attention ---------------------------------------------------------------------------------------
+def test_attention_is_refused_past_its_sentence_limit(client):
+    response = client.post("/translate", json={"text": ["a", "b", "c"], "attention": True}, headers=JSON)
+    assert response.status_code == 422 and response.json()["limit"] == "max_attention_sentences"
+    assert client.post("/translate", json={"text": ["a", "b", "c"]}).status_code == 200  # without: fine
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return Translator.load(tiny_model_dir, device="cpu")
+
+
+def test_attention_is_refused_past_its_cell_limit(translator, tiny_model_dir):
+    app = create_app(translator, ServerLimits(max_attention_cells=100), info=model_info(tiny_model_dir, translator))
+    with TestClient(app, base_url=LOCAL) as client:
+        response = client.post("/translate", json={"text": ["Ein Mann fährt Fahrrad."], "attention": True})
+    assert response.status_code == 422 and response.json()["limit"] == "max_attention_cells"
+
+
+def test_health_answers_while_a_large_answer_is_built(translator, tiny_model_dir, monkeypatch):
+    building = threading.Event()
+    real = nmt.server.answer_body
+
+    def slow_answer_body(*args, **kwargs):
+        building.set()
+        time.sleep(1.0)  # as a large attention answer would take
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nmt.server, "answer_body", slow_answer_body)
+    app = create_app(translator, ServerLimits(), info=model_info(tiny_model_dir, translator))
+    with serve_in_thread(app) as url, ThreadPoolExecutor(1) as pool:
+        big = pool.submit(httpx.post, f"{url}/translate", json={"text": ["Ein Hund."], "attention": True}, timeout=30)
+        assert building.wait(10)
+        start = time.monotonic()
+        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        assert time.monotonic() - start < 0.5 and not big.done()
+        assert big.result().status_code == 200
+
+
+# --- metrics -----------------------------------------------------------------------------------------
+def metric_samples(client) -> dict[tuple[str, tuple], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(response.text) for s in family.samples}
+
+
+def test_metrics_count_requests_batches_and_refusals():
+    app = create_app(EchoTranslator(), ServerLimits(), info=INFO)
+    with TestClient(app, base_url=LOCAL) as client:
+        for _ in range(3):
+            client.post("/translate", json={"text": ["a", "b"]})
+        client.post("/translate", json={"text": ["a"], "beam": 99})
+        client.post("/translate", json={"text": ["a"]}, headers={"Origin": "https://evil.example"})
+        samples = metric_samples(client)
+    assert samples["nmt_http_requests_total", (("path", "/translate"), ("status", "200"))] == 3
+    assert samples["nmt_http_requests_total", (("path", "/translate"), ("status", "422"))] == 1
+    assert samples["nmt_http_requests_total", (("path", "/translate"), ("status", "403"))] == 1
+    assert samples["nmt_sentences_translated_total", ()] == 6
+    assert samples["nmt_batch_sentences_count", ()] == 3 and samples["nmt_batch_sentences_sum", ()] == 6
+    assert samples["nmt_request_seconds_count", (("outcome", "ok"),)] == 3
+    assert samples["nmt_queue_pending_sentences", ()] == 0
+    for reason in ("disconnected", "deadline", "overloaded", "shutdown"):
+        assert samples["nmt_requests_dropped_total", (("reason", reason),)] == 0
