@@ -103,3 +103,18 @@ def test_a_refused_request_shows_the_servers_message(browser, url):
     status = browser.find_element(By.ID, "status")
     WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))
     assert "422" in status.text and "1000" in status.text
+
+
+def test_a_busy_server_shows_when_to_try_again(browser, url, translator):
+    """A full queue (503 + Retry-After) is shown with its message and the wait, not a parse error."""
+    browser.get(url + "/")
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))
+    browser.find_element(By.ID, "source").send_keys(SENTENCE)
+    answer = '{"error": "overloaded", "message": "the server is busy"}'
+    # Stand in for the server's answer in the page itself: the test needs no overloaded model.
+    browser.execute_script("window.fetch = async () => new Response(arguments[0], "
+                           "{status: 503, headers: {'Retry-After': '7', 'Content-Type': 'application/json'}})", answer)
+    browser.find_element(By.ID, "translate").click()
+    status = browser.find_element(By.ID, "status")
+    WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))
+    assert status.text == "error 503: the server is busy (try again in 7 s)"
