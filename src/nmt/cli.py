@@ -3,6 +3,8 @@
     nmt train CONFIG --out DIR [--set section.key=value ...] [--resume]
     nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
     nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
+    nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
+    nmt export --model DIR --to ctranslate2 --out DIR2 [--quantization float32|int8|int16]
     nmt average --model DIR [--last K]
     nmt serve --model DIR [--host 127.0.0.1] [--port 8000]
     nmt plot DIR [--out FILE]
@@ -49,9 +51,35 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 # --- translate ----------------------------------------------------------------------------------
+def add_engine_options(p: argparse.ArgumentParser) -> None:
+    """The options that choose how a model translates (translate, evaluate, serve)."""
+    p.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
+                   help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
+                        "model directory converted at load (needs the ctranslate2 extra)")
+    p.add_argument("--precision", choices=("fp32", "int8", "bf16"), default=None,
+                   help="int8: int8 linear layers (CPU); bf16: CUDA, or CPUs with AMX (default: bf16 on CUDA, "
+                        "fp32 on CPU); refused where the device does not run it well")
+    p.add_argument("--workers", type=int, default=None,
+                   help="batches translated in parallel (default: one per core, fewer for few sentences)")
+    p.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / workers)")
+    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+
+
+def load_translator(args: argparse.Namespace):
+    """The Translator that the engine options describe."""
+    from .translator import Translator
+
+    for name in ("workers", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise CommandError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    return Translator.load(args.model, device=args.device, weights=args.weights, engine=args.engine,
+                           precision=args.precision, workers=args.workers, threads=args.threads)
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     from .translation_io import translate_stream
-    from .translator import Sampling, Translator
+    from .translator import Sampling
 
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
@@ -62,7 +90,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         sampling = Sampling(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
     elif (args.temperature, args.top_k, args.seed) != (1.0, 0, None):
         raise CommandError("--temperature, --top-k and --seed apply to --sample only")
-    translator = Translator.load(args.model, device=args.device, weights=args.weights)
+    translator = load_translator(args)
     source = open(args.input, "rb") if args.input else sys.stdin.buffer
     target = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
@@ -81,7 +109,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data.corpus import read_lines
     from .data.registry import parallel_files
     from .evaluation import score_translations
-    from .translator import Translator
 
     if args.test:
         try:
@@ -97,7 +124,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     sources, references = list(read_lines(src_path)), list(read_lines(ref_path))
     if len(sources) != len(references):
         raise CommandError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
-    translator = Translator.load(args.model, device=args.device, weights=args.weights)
+    translator = load_translator(args)
     truncated = sum(translator.encode_source(s)[1] for s in sources)
     if truncated:
         log.warning("%d source sentences are longer than %d tokens and were truncated", truncated,
@@ -105,11 +132,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     hypotheses = translator.translate(sources, beam=args.beam)
     scores = score_translations(hypotheses, references)
     if args.json:
-        print(json.dumps({"model": str(args.model), "beam": args.beam or translator.decode.beam, **scores.to_dict()}))
+        print(json.dumps({"model": str(args.model), "beam": args.beam or translator.decode.beam,
+                          "engine": translator.engine.name, "precision": translator.engine.precision,
+                          **scores.to_dict()}))
     else:
         print(f"BLEU {scores.bleu:.2f}   {scores.bleu_signature}")
         print(f"BLEU (lower-cased) {scores.bleu_lowercase:.2f}")
         print(f"chrF {scores.chrf:.2f}   {scores.chrf_signature}")
+    return 0
+
+
+# --- export -------------------------------------------------------------------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export_ctranslate2 import export_ctranslate2
+
+    if not Path(args.model).is_dir():
+        raise CommandError(f"model directory {args.model} does not exist")
+    out = export_ctranslate2(args.model, args.out, quantization=args.quantization, weights=args.weights,
+                             force=args.force)
+    print(f"exported to {out}; translate with: nmt translate --model {out} --engine ctranslate2", file=sys.stderr)
     return 0
 
 
@@ -212,8 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0, help="with --sample: > 1 flattens, < 1 sharpens")
     p.add_argument("--top-k", type=int, default=0, help="with --sample: draw among the k most likely tokens (0: all)")
     p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
-    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    add_engine_options(p)
     p.set_defaults(func=cmd_translate)
 
     p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) on a test set",
@@ -224,9 +264,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
     p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's decode.beam)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    add_engine_options(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("export", help="export a model to another inference engine (CTranslate2)",
+                       description="Write the model as a CTranslate2 model directory (with nmt's tokenizer and "
+                                   "settings copied), for `--engine ctranslate2`.")
+    p.add_argument("--model", required=True, help="model directory")
+    p.add_argument("--to", choices=("ctranslate2",), default="ctranslate2", help="target engine")
+    p.add_argument("--out", required=True, help="directory to create")
+    p.add_argument("--quantization", choices=("float32", "int8", "int16"), default="float32",
+                   help="how the weights are stored (default float32; --precision can still quantise at load)")
+    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("average", help="average the last K checkpoints",
                        description="Element-wise mean of the last K checkpoints' weights, written to a new "
@@ -266,8 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds for a request's line and headers to arrive; then the connection closes (default 10)")
     g.add_argument("--body-timeout", type=float, default=10.0, help="seconds for the body to arrive; then 408 (default 10)")
     g.add_argument("--keep-alive", type=int, default=5, help="seconds an idle keep-alive connection stays open (default 5)")
-    g.add_argument("--max-connections", type=int, default=256,
-                   help="connections plus requests in progress; more get 503 (0: no limit; default 256)")
+    g.add_argument("--max-connections", type=int, default=1024,
+                   help="connections plus requests in progress; more get 503 (0: no limit; default 1024)")
     g.add_argument("--max-header-bytes", type=int, default=16 * 1024,
                    help="request line and headers; more is a 400 (default 16384)")
     g.add_argument("--backlog", type=int, default=128, help="connections waiting to be accepted (default 128)")
@@ -320,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # one line for the user; -v shows the traceback
         if args.verbose:
             raise
-        known = isinstance(err, (CommandError, ValueError, OSError, RuntimeError))
+        known = isinstance(err, (CommandError, ValueError, OSError, RuntimeError, ImportError))
         print(f"nmt {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
               + ("" if known else " (run with -v for the traceback)"), file=sys.stderr)
         return 1

@@ -22,10 +22,11 @@ from typing import Protocol
 import torch
 import yaml
 
-from .checkpoint import load_model_dir
+from .checkpoint import WEIGHTS, load_model_dir
 from .config import DecodeConfig
 from .decoding import Hypothesis
 from .engine import Search, TorchEngine
+from .export_ctranslate2 import is_ctranslate2_dir
 from .model import Transformer
 from .tokenizer import EOS_ID, SubwordTokenizer, load_tokenizers
 
@@ -123,6 +124,9 @@ class Translator:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         precision = precision or ("bf16" if device.startswith("cuda") else "fp32")
+        if engine == "torch" and is_ctranslate2_dir(model_dir) and weights is None and not (model_dir / WEIGHTS).exists():
+            raise ValueError(f"{model_dir} holds a CTranslate2 export, not PyTorch weights: use engine "
+                             "'ctranslate2' (--engine ctranslate2)")
         model = load_model_dir(model_dir, weights=weights, device=device) if engine == "torch" else None
         src_tok, tgt_tok = load_tokenizers(model_dir)
         decode = DecodeConfig()

@@ -1,0 +1,140 @@
+"""Export to CTranslate2 and its engine: the same hypotheses as nmt's own engine, for every model shape."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from nmt.checkpoint import save_model_dir
+from nmt.config import ExperimentConfig
+from nmt.engine_ctranslate2 import rerank
+from nmt.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
+from nmt.model import ModelConfig, Transformer
+from nmt.model.config import PRESETS
+from nmt.tokenizer import EOS, load_tokenizers, save_tokenizers
+from nmt.translator import Sampling, Translator
+
+from conftest import read_head
+
+pytest.importorskip("ctranslate2")
+
+
+@pytest.fixture(scope="module")
+def sources(multi30k_dir):
+    return read_head(multi30k_dir / "data/task1/raw/val.de.gz", 40)
+
+
+def model_dir_with(tmp_path, tiny_model_dir, **overrides):
+    """A random model of the given shape beside the tiny model's tokenizer."""
+    src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
+    save_tokenizers(src_tok, tgt_tok, tmp_path)
+    torch.manual_seed(0)
+    config = dict(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, encoder_layers=2,
+                  decoder_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.0)
+    save_model_dir(Transformer(ModelConfig(**{**config, **overrides})), tmp_path)
+    experiment = ExperimentConfig()
+    experiment.decode.max_len_b = 5
+    experiment.save(tmp_path / "config.yaml")
+    return tmp_path
+
+
+def assert_same_translations(model_dir, sources, beam):
+    torch_run = Translator.load(model_dir).translate_detailed(sources, beam=beam, n_best=beam)
+    ct2_run = Translator.load(model_dir / "ct2", engine="ctranslate2").translate_detailed(sources, beam=beam,
+                                                                                       n_best=beam)
+    for ours, theirs in zip(torch_run, ct2_run):
+        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
+        for a, b in zip(ours, theirs):
+            assert a.score == pytest.approx(b.score, abs=1e-3) and a.log_prob == pytest.approx(b.log_prob, abs=1e-3)
+
+
+# Every preset's layer and head layout (narrowed to 4 dimensions per head, to stay small), both
+# norm positions, both activations, every sharing mode, a changed epsilon and position base.
+SHAPES = [dict(encoder_layers=p["encoder_layers"], decoder_layers=p["decoder_layers"], num_heads=p["num_heads"],
+               d_model=4 * p["num_heads"], d_ff=8 * p["num_heads"]) for p in PRESETS.values()] + [
+    dict(norm_position="pre", activation="gelu"),
+    dict(sharing="none", encoder_layers=1, decoder_layers=3),
+    dict(sharing="tgt_out", layer_norm_eps=1e-5, positional_base=500.0),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: ",".join(f"{k}={v}" for k, v in s.items()))
+def test_every_model_shape_exports_and_translates_like_nmt(tmp_path, tiny_model_dir, sources, shape):
+    model_dir = model_dir_with(tmp_path, tiny_model_dir, **shape)
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    assert is_ctranslate2_dir(model_dir / "ct2")
+    assert_same_translations(model_dir, sources[:8], beam=1)
+    assert_same_translations(model_dir, sources[:8], beam=3)
+
+
+def test_greedy_text_is_identical_and_beam_scores_agree_on_the_tiny_model(tmp_path, tiny_model_dir, sources):
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
+    ct2 = Translator.load(tmp_path / "ct2", engine="ctranslate2")
+    torch_engine = Translator.load(tiny_model_dir)
+    assert ct2.translate(sources, beam=1) == torch_engine.translate(sources, beam=1)
+    for ours, theirs in zip(torch_engine.translate_detailed(sources, beam=5),
+                            ct2.translate_detailed(sources, beam=5)):
+        assert ours[0].tokens == theirs[0].tokens and ours[0].score == pytest.approx(theirs[0].score, abs=1e-3)
+
+
+def test_an_nmt_model_directory_is_converted_at_load(tiny_model_dir, sources):
+    converted = Translator.load(tiny_model_dir, engine="ctranslate2")
+    assert converted.engine.name == "ctranslate2"
+    assert converted.translate(sources[:5], beam=1) == Translator.load(tiny_model_dir).translate(sources[:5], beam=1)
+
+
+def test_int8_export_loads_and_translates(tmp_path, tiny_model_dir, sources):
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2", quantization="int8")
+    assert len(Translator.load(tmp_path / "ct2", engine="ctranslate2", precision="int8").translate(sources[:5])) == 5
+
+
+def test_rerank_uses_nmt_s_gnmt_penalty_with_the_end_token_counted():
+    short, long = (["a", EOS], -2.0), (["a", "b", "c", "d", EOS], -2.6)
+    (best,) = rerank([short, long], alpha=0.0, n_best=1)
+    assert best == (["a"], -2.0, -2.0)
+    (best,) = rerank([short, long], alpha=2.0, n_best=1)  # a strong penalty prefers the longer one
+    assert best[0] == ["a", "b", "c", "d"] and best[1] == pytest.approx(-2.6 / ((5 + 5) / 6) ** 2)
+    (cut,) = rerank([(["x", "y"], -1.0)], alpha=1.0, n_best=1)  # stopped by the limit: no end token
+    assert cut == (["x", "y"], -1.0 / ((5 + 2) / 6), -1.0)
+
+
+def test_what_the_engine_cannot_do_is_refused(tmp_path, tiny_model_dir):
+    ct2 = Translator.load(tiny_model_dir, engine="ctranslate2")
+    with pytest.raises(ValueError, match="attention"):
+        ct2.translate_detailed(["Ein Hund."], return_attention=True)
+    with pytest.raises(ValueError, match="sample"):
+        ct2.translate(["Ein Hund."], sampling=Sampling(seed=1))
+    with pytest.raises(ValueError, match="no PyTorch model"):
+        ct2.model
+    with pytest.raises(ValueError, match="no bf16 on CPU"):
+        Translator.load(tiny_model_dir, engine="ctranslate2", precision="bf16", device="cpu")
+    with pytest.raises(ValueError, match="--quantization must be one of"):
+        export_ctranslate2(tiny_model_dir, tmp_path / "x", quantization="int4")
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
+    with pytest.raises(FileExistsError, match="--force"):
+        export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
+    with pytest.raises(ValueError, match="--engine ctranslate2"):
+        Translator.load(tmp_path / "ct2", engine="torch")
+
+
+def test_export_and_translate_from_the_command_line(tmp_path, tiny_model_dir):
+    out = tmp_path / "ct2"
+    nmt = [sys.executable, "-m", "nmt"]
+    subprocess.run(nmt + ["export", "--model", str(tiny_model_dir), "--to", "ctranslate2", "--out", str(out)],
+                   check=True, capture_output=True)
+    lines = "Ein Hund rennt.\n\nZwei Männer.\n"
+    run = [nmt + ["translate", "--model", str(out), "--engine", "ctranslate2", "--beam", "2"],
+           nmt + ["translate", "--model", str(tiny_model_dir), "--beam", "2"]]
+    ct2, torch_out = (subprocess.run(cmd, input=lines, capture_output=True, text=True, check=True).stdout
+                      for cmd in run)
+    assert ct2 == torch_out and len(ct2.splitlines()) == 3
+
+
+def test_a_missing_extra_is_one_line_naming_the_install_command(tiny_model_dir, monkeypatch, capsys):
+    from nmt.cli import main
+
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 -> ImportError
+    assert main(["translate", "--model", str(tiny_model_dir), "--engine", "ctranslate2"]) == 1
+    err = capsys.readouterr().err
+    assert "pip install" in err and "ctranslate2" in err and len(err.strip().splitlines()) == 1
