@@ -66,7 +66,7 @@ class BatchingConfig:
     window_ms: float = 5.0  # after the first request arrives, how long to wait for more
     max_sentences: int = 64  # stop collecting once the batch holds this many sentences
     max_pending_sentences: int = 256  # sentences waiting (not yet with the model); more is Overloaded
-    stop_timeout_s: float = 5.0  # at stop(), how long the batch in hand may take before it is abandoned
+    stop_timeout_s: float = 4.0  # at stop(), how long the batch in hand may take before it is abandoned
 
     def __post_init__(self):
         if self.window_ms < 0 or self.max_sentences < 1 or self.max_pending_sentences < 1 or self.stop_timeout_s < 0:

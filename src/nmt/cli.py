@@ -324,8 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--backlog", type=int, default=128, help="connections waiting to be accepted (default 128)")
     g.add_argument("--graceful-timeout", type=float, default=5.0,
                    help="at SIGTERM, seconds for requests in progress before they are answered 503 (default 5)")
-    g.add_argument("--stop-timeout", type=float, default=5.0,
-                   help="then, seconds for the batch in the model's hands before the process exits anyway (default 5)")
+    g.add_argument("--stop-timeout", type=float, default=4.0,
+                   help="then, seconds for the batch in the model's hands before the process exits anyway (default 4)")
     g = p.add_argument_group("cross-site protection")
     g.add_argument("--allowed-hosts", default=None,
                    help="comma-separated Host names to answer, '*' for any (default: 127.0.0.1, localhost, ::1 "

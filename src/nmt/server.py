@@ -49,7 +49,7 @@ from starlette.types import Receive
 
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .server_access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
-from .server_connections import ConnectionOptions, DrainingServer, uvicorn_config
+from .server_connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
 from .server_metrics import ServerMetrics, StatusCounter
 from .server_requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
 from .translator import Translation, Translator
@@ -147,6 +147,7 @@ def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], b
     app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.queue, app.state.metrics = queue, metrics  # for serve(), the tests and anyone embedding the app
     app.add_middleware(AccessGuard, policy=access or AccessPolicy())
+    app.add_middleware(CloseWhenDraining, draining=lambda: queue.running and not queue.accepting)
     app.add_middleware(StatusCounter, metrics=metrics)  # added last, so outermost: it counts the 403s too
 
     @app.exception_handler(ApiError)

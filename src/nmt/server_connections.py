@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import uvicorn
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 
@@ -29,7 +30,7 @@ class ConnectionOptions:
 
     header_timeout_s: float = 10.0  # for a request line and headers to arrive, on a new or kept-alive connection
     keep_alive_s: int = 5  # an idle keep-alive connection is closed after this (uvicorn timeout_keep_alive)
-    max_connections: int | None = 256  # connections + requests in progress; more get 503 (limit_concurrency)
+    max_connections: int | None = 1024  # connections + requests in progress; more get 503 (limit_concurrency)
     max_header_bytes: int = 16 * 1024  # request line + headers; more is a 400 (h11_max_incomplete_event_size)
     backlog: int = 128  # connections the kernel holds before they are accepted
     graceful_timeout_s: float = 5.0  # at shutdown, how long requests in progress may take before they are cancelled
@@ -46,6 +47,7 @@ class HeaderTimeoutProtocol(H11Protocol):
     header_timeout_s is closed (armed when the connection opens and after every answer)."""
 
     header_timeout_s = 10.0  # set per server by protocol_class()
+    shutdown_grace_s = 0.5  # at shutdown, for a request already on its way on an idle connection
 
     _header_timer: asyncio.TimerHandle | None = None
 
@@ -62,6 +64,22 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._header_timer is not None:
             self._header_timer.cancel()
         super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        """At server shutdown. uvicorn closes a connection between requests at once, but a request
+        may be on its way on it (a new connection, or a kept-alive one being reused): closed under
+        it, the client sees a reset instead of an answer. So such a connection gets a moment to
+        deliver it (then answered 503 with Connection: close) before it is closed."""
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            self.loop.call_later(self.shutdown_grace_s, self._shutdown_later)
+        else:
+            super().shutdown()
+
+    def _shutdown_later(self) -> None:
+        if not self.transport.is_closing():
+            super().shutdown()  # idle still: closes; a request arrived meanwhile: closes after its answer
 
     def _arm_header_timer(self) -> None:
         if self._header_timer is not None:
@@ -93,10 +111,32 @@ def uvicorn_config(app: object, options: ConnectionOptions, *, host: str = "127.
 class DrainingServer(uvicorn.Server):
     """uvicorn's Server, calling `on_shutdown` (say, BatchingQueue.close) as the shutdown begins."""
 
+    drain_pause_s = 0.25
+
     def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None]):
         super().__init__(config)
         self.on_shutdown = on_shutdown
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.on_shutdown()
+        # Still listening for a moment, now answering 503 at once with Connection: close
+        # (CloseWhenDraining): the connections waiting in the kernel's backlog get that answer
+        # rather than a reset when the listening socket closes.
+        await asyncio.sleep(self.drain_pause_s)
         await super().shutdown(sockets)
+
+
+class CloseWhenDraining:
+    """ASGI middleware: once `draining()` is true, every answer says Connection: close, so that no
+    client sends another request on a connection the server is about to close."""
+
+    def __init__(self, app: ASGIApp, draining: Callable[[], bool]):
+        self.app, self.draining = app, draining
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def closing_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.draining():
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, closing_send if scope["type"] == "http" else send)
