@@ -201,6 +201,14 @@ def test_host_and_origin_are_checked(client, headers, status, error):
     assert response.json().get("error") == error
 
 
+@pytest.mark.parametrize("host, allowed", [
+    ("127.0.0.1:8000", True), ("[::1]:8000", True), ("LOCALHOST", True), ("localhost.evil.example", False),
+    ("127.0.0.1:port", False), ("evil.example:8000@127.0.0.1", False), ("", False),
+])
+def test_host_names_are_compared_without_their_port(host, allowed):
+    assert AccessPolicy().host_allowed(host) is allowed
+
+
 def test_any_host_when_allowed_explicitly():
     app = create_app(EchoTranslator(), ServerLimits(), info=INFO, access=AccessPolicy(allowed_hosts=("*",)))
     with TestClient(app, base_url="http://mt.example.org") as client:

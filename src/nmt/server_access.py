@@ -16,12 +16,14 @@ cannot send application/json across sites without a CORS preflight, which this s
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+HOST_HEADER = re.compile(r"(?P<name>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")  # name or [IPv6], port
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,10 @@ class AccessPolicy:
         """Whether a Host header names this server (its port is not compared)."""
         if "*" in self.allowed_hosts:
             return True
-        try:
-            name = urlsplit("//" + host_header).hostname  # lower-cased, [::1] unbracketed, port dropped
-        except ValueError:  # a malformed port
-            return False
-        return name is not None and name in {h.lower().strip("[]") for h in self.allowed_hosts}
+        # Strictly name[:port]: urlsplit would read "evil@127.0.0.1" as 127.0.0.1 and pass a bad port.
+        match = HOST_HEADER.fullmatch(host_header)
+        return match is not None and match["name"].lower().strip("[]") in {h.lower().strip("[]")
+                                                                          for h in self.allowed_hosts}
 
     def origin_allowed(self, origin: str, host_header: str) -> bool:
         """Whether a request from this Origin may be answered: the page's own origin, or an allowed one."""

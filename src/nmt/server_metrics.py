@@ -1,10 +1,11 @@
 """Prometheus metrics for the translation server, served at GET /metrics in the text format.
 
     nmt_http_requests_total{path, status}       every answer, by path and status code
-    nmt_request_seconds{outcome}                POST /translate latency: ok, overloaded, deadline, ...
+    nmt_request_seconds{outcome}                POST /translate latency: ok, refused (4xx), overloaded,
+                                                deadline_exceeded, shutting_down, disconnected, ...
     nmt_queue_pending_sentences                 sentences waiting for the model (gauge)
     nmt_batch_sentences / nmt_batch_seconds     per model call: its sentences and its time
-    nmt_sentences_translated_total              sentences the model answered
+    nmt_sentences_translated_total              sentences the model answered (and model calls, seconds)
     nmt_requests_dropped_total{reason}          work skipped: disconnected, deadline, overloaded, shutdown
 
 Each app has its own CollectorRegistry (not prometheus_client's global one), so several apps in
