@@ -31,7 +31,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="trained model directory")
     parser.add_argument("--src-lang", default="de")
     parser.add_argument("--tgt-lang", default="en")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=int, default=None, help="intra-op threads (one worker)")
     parser.add_argument("--device", default="cpu", help="cpu | cuda (bf16 autocast on CUDA)")
     parser.add_argument("--uncached", type=int, default=100, help="sentences for the cached/uncached comparison")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats of each full-set run (median)")
@@ -44,7 +44,9 @@ def main() -> None:
 
     sources = [s for s, _ in load_multi30k("test_2016_flickr", args.src_lang, args.tgt_lang)]
     sources = [" ".join(sources[i: i + args.join]) for i in range(0, len(sources), args.join)]
-    translator = Translator.load(args.model, device=args.device)
+    # One worker with every thread: this benchmark measures the search, not the parallel workers
+    # (benchmarks/engine_speed.py compares those, and other engines).
+    translator = Translator.load(args.model, device=args.device, workers=1, threads=torch.get_num_threads())
     translator.translate(sources[:50], beam=5)  # warm-up
 
     result: dict[str, float | int] = {"sentences": len(sources), "joined": args.join,
@@ -123,13 +125,13 @@ class uncached_search:
     """Make the Translator's searches re-run the decoder over the whole prefix at every step."""
 
     def __enter__(self):
-        import nmt.translator as translator_module
+        import nmt.engine as engine_module
 
-        self.module = translator_module
-        self.saved = translator_module.greedy_search, translator_module.beam_search
+        self.module = engine_module
+        self.saved = engine_module.greedy_search, engine_module.beam_search
         greedy, beam = self.saved
-        translator_module.greedy_search = lambda *a, **k: greedy(*a, **k, use_cache=False)
-        translator_module.beam_search = lambda *a, **k: beam(*a, **k, use_cache=False)
+        engine_module.greedy_search = lambda *a, **k: greedy(*a, **k, use_cache=False)
+        engine_module.beam_search = lambda *a, **k: beam(*a, **k, use_cache=False)
 
     def __exit__(self, *exc):
         self.module.greedy_search, self.module.beam_search = self.saved

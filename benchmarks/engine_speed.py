@@ -1,0 +1,133 @@
+"""Translation engines side by side on Multi30k test_2016_flickr (1,000 sentences, text in -> text out).
+
+    python benchmarks/engine_speed.py --model runs/de_en_20m [--rounds 3] [--busy] [--memory] [--json]
+
+Settings, each timed for greedy and beam 5 with the model loaded, in alternating rounds (the
+median of each is reported), with its cased sacreBLEU for beam 5:
+- nmt fp32 1x2:        nmt's engine, one worker with 2 intra-op threads (the old way)
+- nmt fp32 / int8:     nmt's engine, default workers (one single-threaded worker per core)
+- nmt->ct2 fp32/int8:  `Translator(engine="ctranslate2")`: nmt's tokenisation, per-sentence limits
+                       and GNMT re-ranking around CTranslate2
+- ct2 fp32 / int8:     CTranslate2 called directly the way its documentation suggests (one
+                       translate_batch call, sorted token batches, its own length penalty 0.6,
+                       one limit for all), same tokenizer, same weights, same workers
+--busy runs a competing `python -c 'while True: pass'` process throughout (one core taken).
+--memory adds the peak resident memory of `nmt translate` for each engine (fresh processes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import load_multi30k, median, timed
+from nmt.evaluation import score_translations
+from nmt.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
+from nmt.translator import Translator
+
+
+def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str, workers: int):
+    """A function translating texts with CTranslate2 alone (nmt's tokenizer only for the pieces)."""
+    ctranslate2 = require_ctranslate2()
+    engine = ctranslate2.Translator(str(ct2_dir), compute_type=compute_type, inter_threads=workers, intra_threads=1)
+    src_vocab = vocabulary(translator.src_tokenizer)
+    tgt_ids = {piece: i for i, piece in enumerate(vocabulary(translator.tgt_tokenizer))}
+    decode = translator.decode
+
+    def translate(texts: list[str], beam: int) -> list[str]:
+        tokens = [[src_vocab[i] for i in translator.encode_source(t)[0]] for t in texts]
+        results = engine.translate_batch(tokens, beam_size=beam, max_batch_size=decode.batch_tokens // beam,
+                                         batch_type="tokens", length_penalty=decode.length_penalty,
+                                         max_decoding_length=int(decode.max_len_a * max(map(len, tokens)))
+                                         + decode.max_len_b)
+        return [translator.tgt_tokenizer.decode([tgt_ids[p] for p in r.hypotheses[0]]) for r in results]
+
+    return translate
+
+
+def peak_memory_mib(command: list[str], stdin_path: Path) -> float:
+    """Peak resident memory of one command run to completion (its own, not this process's)."""
+    with open(stdin_path, "rb") as source:
+        proc = subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({status})")
+    return usage.ru_maxrss / 1024  # KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="trained nmt model directory")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians reported)")
+    parser.add_argument("--busy", action="store_true", help="run a competing busy process throughout")
+    parser.add_argument("--memory", action="store_true", help="also measure peak memory of `nmt translate`")
+    parser.add_argument("--only", help="comma-separated setting names to run (default: all)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    pairs = load_multi30k("test_2016_flickr")
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    cores = len(os.sched_getaffinity(0))
+    tmp = Path(tempfile.mkdtemp(prefix="engine-speed-"))
+    ct2_dir = export_ctranslate2(args.model, tmp / "ct2")
+
+    settings = {
+        "nmt fp32 1x2": Translator.load(args.model, device="cpu", workers=1, threads=cores),
+        "nmt fp32": Translator.load(args.model, device="cpu"),
+        "nmt int8": Translator.load(args.model, device="cpu", precision="int8"),
+        "nmt->ct2 fp32": Translator.load(ct2_dir, engine="ctranslate2", device="cpu"),
+        "nmt->ct2 int8": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
+    }
+    settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
+    reference = Translator.load(args.model, device="cpu", workers=1, threads=1)
+    settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)
+    settings["ct2 int8"] = direct_ctranslate2(ct2_dir, reference, "int8_float32", cores)
+    if args.only:
+        settings = {name: fn for name, fn in settings.items() if name in args.only.split(",")}
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    try:
+        times: dict[str, dict[str, list[float]]] = {name: {"greedy": [], "beam5": []} for name in settings}
+        outputs: dict[str, list[str]] = {}
+        for fn in settings.values():
+            fn(sources[:50], 5)  # warm-up
+        for _ in range(args.rounds):
+            for name, fn in settings.items():
+                for key, beam in (("greedy", 1), ("beam5", 5)):
+                    times[name][key] += timed(lambda: outputs.__setitem__((name, key), fn(sources, beam)), 1)
+    finally:
+        if busy is not None:
+            busy.kill()
+
+    result = {"sentences": len(sources), "cores": cores, "busy_competitor": args.busy, "rounds": args.rounds}
+    for name in settings:
+        row = {key: round(median(values), 3) for key, values in times[name].items()}
+        row["bleu_beam5"] = round(score_translations(outputs[(name, "beam5")], references).bleu, 2)
+        row["same_beam5_text_as_nmt_fp32"] = sum(a == b for a, b in zip(outputs[(name, "beam5")],
+                                                                         outputs.get(("nmt fp32", "beam5"), [])))
+        result[name] = row
+
+    if args.memory:
+        (tmp / "src.txt").write_text("\n".join(sources) + "\n")
+        nmt = [sys.executable, "-m", "nmt", "translate", "--beam", "5"]
+        for name, options in (("nmt fp32", ["--model", args.model]),
+                              ("nmt int8", ["--model", args.model, "--precision", "int8"]),
+                              ("nmt->ct2 fp32", ["--model", str(ct2_dir), "--engine", "ctranslate2"]),
+                              ("nmt->ct2 int8", ["--model", str(ct2_dir), "--engine", "ctranslate2",
+                                                 "--precision", "int8"])):
+            result.setdefault(name, {})["peak_rss_mib"] = round(peak_memory_mib(nmt + options, tmp / "src.txt"), 1)
+
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:16s} {value}")
+
+
+if __name__ == "__main__":
+    main()
