@@ -12,6 +12,12 @@ ALLOWED = {
     "data": {"data", "tokenizer"},
     "tokenizer": set(),
     "checkpoint": {"model"},
+    # Inference engines know the model, the searches and the files of a model directory, never the
+    # Translator, the CLI or the server that use them.
+    "precision": set(),
+    "engine": {"config", "decoding", "model", "precision"},
+    "export_ctranslate2": {"checkpoint", "model", "tokenizer"},
+    "engine_ctranslate2": {"config", "decoding", "engine", "export_ctranslate2", "tokenizer"},
 }
 
 

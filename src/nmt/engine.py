@@ -26,6 +26,9 @@ from .model import Transformer
 from .precision import autocast_for, prepare_for_inference
 
 
+BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
+
+
 @dataclass(frozen=True)
 class Search:
     """What one translate call asks of an engine (already checked by the Translator)."""
@@ -96,10 +99,11 @@ class TorchEngine:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def batches_by_length(self, ids: Sequence[Sequence[int]], beam: int) -> list[list[int]]:
-        """Indices of sentences of similar length, longest first, each batch within decode.batch_tokens."""
+    def batches_by_length(self, ids: Sequence[Sequence[int]], beam: int, min_batches: int = 1) -> list[list[int]]:
+        """Indices of sentences of similar length, longest first, each batch within decode.batch_tokens
+        (divided by the beam), and small enough to make about `min_batches` batches."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-        budget = max(self.decode.batch_tokens // max(beam, 1), 1)
+        budget = max(min(self.decode.batch_tokens // max(beam, 1), sum(map(len, ids)) // min_batches), 1)
         batches, batch = [], []
         for i in order:
             longest = len(ids[batch[0]]) if batch else len(ids[i])
@@ -117,6 +121,8 @@ class TorchEngine:
             workers, threads = plan_workers(len(batches), self.cores, self.workers, self.threads)
         else:
             workers, threads = 1, torch.get_num_threads()
+        if workers > 1:  # a few batches per worker, so that none waits long for the last one
+            batches = self.batches_by_length(ids, search.beam, min_batches=BATCHES_PER_WORKER * workers)
         results: list[list[Hypothesis]] = [[] for _ in ids]
 
         def run(index_and_rows: tuple[int, list[int]]) -> list[list[Hypothesis]]:

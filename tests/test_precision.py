@@ -1,0 +1,62 @@
+"""Reduced precision: int8 stays close to fp32 and keeps cached decoding exact; bad choices are refused."""
+
+import pytest
+import torch
+
+from nmt.model import ModelConfig, Transformer
+from nmt.precision import PrecisionError, check_precision, prepare_for_inference
+from nmt.translator import Translator
+
+from conftest import read_head
+
+
+@pytest.fixture(scope="module")
+def sources(multi30k_dir):
+    return read_head(multi30k_dir / "data/task1/raw/val.de.gz", 8)
+
+
+def model_for(**overrides) -> Transformer:
+    torch.manual_seed(0)
+    config = dict(src_vocab_size=300, tgt_vocab_size=300, encoder_layers=2, decoder_layers=2, d_model=64,
+                  num_heads=4, d_ff=128, dropout=0.0)
+    return Transformer(ModelConfig(**{**config, **overrides})).eval()
+
+
+@pytest.mark.parametrize("sharing", ["all", "none"])
+def test_int8_log_probs_stay_close_to_fp32_and_every_linear_layer_is_quantized(sharing):
+    fp32 = model_for(sharing=sharing)
+    int8 = prepare_for_inference(model_for(sharing=sharing), "int8")
+    assert not any(type(m) is torch.nn.Linear for m in int8.modules())  # the output projection too
+    src = torch.randint(4, 300, (4, 12))
+    tgt = torch.randint(4, 300, (4, 9))
+    with torch.inference_mode():
+        a, b = fp32(src, tgt).log_softmax(-1), int8(src, tgt).log_softmax(-1)
+    kl = (a.exp() * (a - b)).sum(-1)  # KL(fp32 || int8) per position
+    assert (a - b).abs().mean() < 0.03 and kl.max() < 0.01
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
+
+
+def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources):
+    """Cross-attention keys/values come from the split, quantized projections on both paths."""
+    from nmt.decoding import beam_search
+
+    translator = Translator.load(tiny_model_dir, precision="int8")
+    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(translator.encode_source(s)[0]) for s in sources],
+                                          batch_first=True)
+    with torch.inference_mode():
+        cached = beam_search(translator.model, src, beam_size=3, max_len_b=5)
+        uncached = beam_search(translator.model, src, beam_size=3, max_len_b=5, use_cache=False)
+    assert [h[0].tokens for h in cached] == [h[0].tokens for h in uncached]
+
+
+def test_precisions_a_device_runs_badly_are_refused(monkeypatch):
+    with pytest.raises(PrecisionError, match="CPU only"):
+        check_precision("int8", torch.device("cuda"))
+    with pytest.raises(PrecisionError, match="one of"):
+        check_precision("fp8", torch.device("cpu"))
+    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    with pytest.raises(PrecisionError, match="slower than fp32"):
+        check_precision("bf16", torch.device("cpu"))
+    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
+    check_precision("bf16", torch.device("cpu"))  # AMX: allowed
+    check_precision("bf16", torch.device("cuda"))
