@@ -82,7 +82,7 @@ async def client_gone(receive: Receive) -> None:
     """Returns when the client disconnects. Only call it once the body has been read: from then on
     the ASGI server's receive() has nothing else to say."""
     while (await receive())["type"] != "http.disconnect":
-        pass
+        await asyncio.sleep(0.05)  # uvicorn blocks in receive(); an ASGI server that answers at once must not spin
 
 
 async def wait_for_answer(request: Request, future: Future[list[list[Translation]]], queue: BatchingQueue,
