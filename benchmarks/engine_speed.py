@@ -50,14 +50,18 @@ def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str,
     return translate
 
 
+# A child's ru_maxrss counts the memory it had before exec, i.e. a copy of this large process:
+# a small launcher runs the command and reports its child's peak instead.
+LAUNCHER = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
+            "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+
+
 def peak_memory_mib(command: list[str], stdin_path: Path) -> float:
     """Peak resident memory of one command run to completion (its own, not this process's)."""
     with open(stdin_path, "rb") as source:
-        proc = subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"{' '.join(command)} failed ({status})")
-    return usage.ru_maxrss / 1024  # KiB on Linux
+        out = subprocess.run([sys.executable, "-c", LAUNCHER, *command], stdin=source, capture_output=True,
+                             text=True, check=True).stdout
+    return int(out) / 1024  # KiB on Linux
 
 
 def main() -> None:
