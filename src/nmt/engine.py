@@ -121,7 +121,9 @@ class TorchEngine:
             workers, threads = plan_workers(len(batches), self.cores, self.workers, self.threads)
         else:
             workers, threads = 1, torch.get_num_threads()
-        if workers > 1:  # a few batches per worker, so that none waits long for the last one
+        # A few batches per worker, so that none waits long for the last one; but never for seeded
+        # sampling, whose draws follow the batches and must not depend on the number of workers.
+        if workers > 1 and search.seed is None:
             batches = self.batches_by_length(ids, search.beam, min_batches=BATCHES_PER_WORKER * workers)
         results: list[list[Hypothesis]] = [[] for _ in ids]
 
