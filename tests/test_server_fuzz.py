@@ -171,7 +171,7 @@ def test_slow_and_abandoned_clients_are_cut_off_and_cost_nothing(url):
         sock.close()
     assert read_all(idle) == b"" and read_all(unfinished) == b""  # closed at the header timeout
     assert read_all(slow_body).startswith(b"HTTP/1.1 408 ")  # the body timeout
-    assert time.monotonic() - start < 5
+    assert time.monotonic() - start < 8  # 0.5 s timeouts, with slack for a busy machine
     for sock in (idle, unfinished, slow_body):
         sock.close()
     assert httpx.post(f"{url}/translate", json=VALID, timeout=10).status_code == 200

@@ -103,7 +103,7 @@ def test_past_the_deadline_the_client_gets_503_and_the_work_is_dropped():
         start = time.monotonic()
         response = httpx.post(f"{url}/translate", json={"text": ["too late"]}, timeout=10)
         assert response.status_code == 503 and response.json()["error"] == "deadline_exceeded"
-        assert time.monotonic() - start < 2 and "Retry-After" in response.headers
+        assert time.monotonic() - start < 5 and "Retry-After" in response.headers  # not held until the gate opens
         assert app.state.queue.pending_sentences == 0  # cancelled: it left the queue
         stub.gate.set()
         assert httpx.post(f"{url}/translate", json={"text": ["on time"]}, timeout=10).status_code == 200
@@ -169,7 +169,7 @@ def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_
         statuses = sorted(r.status_code for r in responses)
         assert statuses == sorted([in_hand_status] * 2 + [503] * 4)
         assert {r.json().get("error") for r in responses if r.status_code == 503} == {"shutting_down"}
-        assert took < min(grace_s, model_seconds) + model_seconds + 2
+        assert took < min(grace_s, model_seconds) + model_seconds + 4  # slack for a busy machine
         assert server.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has shut down
         with pytest.raises(httpx.TransportError):
             httpx.get(f"{url}/health", timeout=2)  # no longer listening
@@ -254,7 +254,7 @@ def test_health_answers_while_a_large_answer_is_built(translator, tiny_model_dir
 
     def slow_answer_body(*args, **kwargs):
         building.set()
-        time.sleep(1.0)  # as a large attention answer would take
+        time.sleep(2.0)  # as a large attention answer would take
         return real(*args, **kwargs)
 
     monkeypatch.setattr(nmt.server, "answer_body", slow_answer_body)
@@ -262,9 +262,8 @@ def test_health_answers_while_a_large_answer_is_built(translator, tiny_model_dir
     with serve_in_thread(app) as url, ThreadPoolExecutor(1) as pool:
         big = pool.submit(httpx.post, f"{url}/translate", json={"text": ["Ein Hund."], "attention": True}, timeout=30)
         assert building.wait(10)
-        start = time.monotonic()
         assert httpx.get(f"{url}/health", timeout=5).status_code == 200
-        assert time.monotonic() - start < 0.5 and not big.done()
+        assert not big.done()  # /health answered while the answer was still being built
         assert big.result().status_code == 200
 
 

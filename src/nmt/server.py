@@ -234,7 +234,10 @@ def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, l
           device: str = "auto", batching: BatchingConfig | None = None, access: AccessPolicy | None = None,
           connections: ConnectionOptions | None = None) -> None:
     """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see server_connections)."""
-    translator = Translator.load(model_dir, device=device)
+    # One engine worker: the batching queue already gives the model whole batches, and an engine that
+    # cuts each into smaller ones for parallel workers undoes the batching (measured: 1.7x instead
+    # of 2.8x over unbatched on 2 cores; docs/benchmarks.md).
+    translator = Translator.load(model_dir, device=device, workers=1)
     info = model_info(model_dir, translator)
     access = access or access_policy(host)
     if host not in LOOPBACK_NAMES:
