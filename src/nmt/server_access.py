@@ -84,7 +84,7 @@ class AccessGuard:
             await self.app(scope, receive, send)
             return
         status, code, message = refusal
-        body = json.dumps({"error": code, "message": message}).encode()
+        body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
