@@ -25,6 +25,13 @@ def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():
     assert plan_workers(batches=10, cores=2, workers=3, threads=None) == (3, 1)
 
 
+def test_one_worker_keeps_a_batch_that_fits_whole(tiny_model_dir, sources):
+    engine = Translator.load(tiny_model_dir, workers=1).engine
+    ids = [[2] + [9] * n + [3] for n in (30, 3, 3, 3)]  # padding makes it 4 x 32 = 128 tokens, within 8000
+    assert engine.batches_by_length(ids, beam=5) == [[0, 1, 2, 3]]
+    assert len(engine.batches_by_length(ids, beam=5, min_batches=4)) > 1
+
+
 def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir, sources):
     for beam in (1, 3):
         one = Translator.load(tiny_model_dir, workers=1, threads=1)

@@ -103,7 +103,9 @@ class TorchEngine:
         """Indices of sentences of similar length, longest first, each batch within decode.batch_tokens
         (divided by the beam), and small enough to make about `min_batches` batches."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-        budget = max(min(self.decode.batch_tokens // max(beam, 1), sum(map(len, ids)) // min_batches), 1)
+        budget = max(self.decode.batch_tokens // max(beam, 1), 1)
+        if min_batches > 1:
+            budget = max(min(budget, sum(map(len, ids)) // min_batches), 1)
         batches, batch = [], []
         for i in order:
             longest = len(ids[batch[0]]) if batch else len(ids[i])
