@@ -321,3 +321,24 @@ def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options
     monkeypatch.setattr(nmt.server, "serve", lambda *a, **k: pytest.fail("served despite a bad setting"))
     assert main(["serve", "--model", "m", *options]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_nmt_serve_engine_options_reach_the_loader_with_one_worker_by_default(monkeypatch):
+    seen = serve_arguments(monkeypatch)
+    assert seen["load"]["workers"] == 1 and seen["load"]["engine"] == "torch"
+    seen = serve_arguments(monkeypatch, "--engine", "ctranslate2", "--precision", "int8", "--workers", "2")
+    assert (seen["load"]["engine"], seen["load"]["precision"], seen["load"]["workers"]) == ("ctranslate2", "int8", 2)
+
+
+def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, translator):
+    pytest.importorskip("ctranslate2")
+    ct2 = Translator.load(tiny_model_dir, device="cpu", engine="ctranslate2")
+    app = create_app(ct2, ServerLimits(), info=model_info(tiny_model_dir, ct2))
+    with TestClient(app, base_url=LOCAL) as client:
+        health = client.get("/health").json()
+        assert (health["engine"], health["parameters"]) == ("ctranslate2", None)
+        body = client.post("/translate", json={"text": ["Ein Hund rennt.", "Zwei Männer."], "beam": 2}).json()
+        assert [t["text"] for t in body["translations"]] == translator.translate(["Ein Hund rennt.",
+                                                                                  "Zwei Männer."], beam=2)
+        refused = client.post("/translate", json={"text": ["Ein Hund."], "attention": True})
+        assert refused.status_code == 422 and refused.json()["error"] == "attention_unavailable"

@@ -51,7 +51,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 # --- translate ----------------------------------------------------------------------------------
-def add_engine_options(p: argparse.ArgumentParser) -> None:
+def add_engine_options(p: argparse.ArgumentParser, workers_default: str = "one per core, fewer for few "
+                                                                       "sentences") -> None:
     """The options that choose how a model translates (translate, evaluate, serve)."""
     p.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
                    help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
@@ -60,7 +61,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
                    help="int8: int8 linear layers (CPU); bf16: CUDA, or CPUs with AMX (default: bf16 on CUDA, "
                         "fp32 on CPU); refused where the device does not run it well")
     p.add_argument("--workers", type=int, default=None,
-                   help="batches translated in parallel (default: one per core, fewer for few sentences)")
+                   help=f"batches translated in parallel (default: {workers_default})")
     p.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / workers)")
     p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -195,7 +196,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if batching.max_pending_sentences < limits.max_sentences:
         raise CommandError(f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
                            f"--max-sentences ({limits.max_sentences})")
-    serve(args.model, host=args.host, port=args.port, limits=limits, device=args.device, batching=batching,
+    load = dict(device=args.device, weights=args.weights, engine=args.engine, precision=args.precision,
+                workers=args.workers or 1, threads=args.threads)
+    serve(args.model, host=args.host, port=args.port, limits=limits, load=load, batching=batching,
           access=access, connections=connections)
     return 0
 
@@ -294,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    add_engine_options(p, workers_default="1: the batching queue already makes whole batches")
     g = p.add_argument_group("what one request may ask for (larger: 413/422 naming the limit)")
     g.add_argument("--max-sentences", type=int, default=64, help="most sentences in one request (default 64)")
     g.add_argument("--max-chars", type=int, default=1000, help="most characters in one sentence (default 1000)")

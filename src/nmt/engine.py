@@ -84,12 +84,14 @@ class TorchEngine:
     """
 
     name = "torch"
+    supports_attention = True
 
     def __init__(self, model: Transformer, decode: DecodeConfig, *, precision: str = "fp32",
                  workers: int | None = None, threads: int | None = None):
         for name, value in (("workers", workers), ("threads", threads)):
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        self.parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
         self.model = prepare_for_inference(model, precision)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads

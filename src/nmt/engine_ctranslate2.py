@@ -57,6 +57,7 @@ class CTranslate2Engine:
     """
 
     name = "ctranslate2"
+    supports_attention = False
 
     def __init__(self, ct2_dir: str | Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer,
                  decode: DecodeConfig, *, precision: str = "fp32", device: str = "cpu",
@@ -87,10 +88,6 @@ class CTranslate2Engine:
         with tempfile.TemporaryDirectory(prefix="nmt-ct2-") as tmp:  # CTranslate2 reads it all at load
             out = export_ctranslate2(model_dir, Path(tmp) / "model", weights=weights)
             return cls(out, src_tokenizer, tgt_tokenizer, decode, **options)
-
-    @property
-    def parameters(self) -> int | None:
-        return None  # CTranslate2 does not say
 
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""

@@ -68,7 +68,8 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
     config = (yaml.safe_load(config_path.read_text()) or {}) if config_path.exists() else {}
     data = config.get("data") or {}
     return {"model": model_dir.resolve().name,
-            "parameters": sum(p.numel() for p in translator.model.parameters()),
+            "parameters": translator.parameter_count,
+            "engine": translator.engine.name, "precision": translator.engine.precision,
             "src_lang": data.get("src_lang"), "tgt_lang": data.get("tgt_lang"),
             "device": str(translator.device)}
 
@@ -189,12 +190,19 @@ def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], b
         finally:
             metrics.latency.labels(outcome).observe(time.perf_counter() - start)
 
+    engine = getattr(translator, "engine", None)  # test stubs have none
+    engine_name = getattr(engine, "name", "torch")
+    attention_available = getattr(engine, "supports_attention", True)
+
     async def translate_request(request: Request) -> Response:
         check_json_content_type(request)
         parsed = parse_request(await read_body(request, limits.max_body_bytes, limits.body_timeout_s), limits)
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
+        if parsed.attention and not attention_available:
+            raise ApiError(422, "attention_unavailable", f"this server's engine ({engine_name}) does not return "
+                           "attention weights; leave out \"attention\"")
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
         try:
@@ -232,12 +240,15 @@ def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origin
 
 def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, limits: ServerLimits | None = None,
           device: str = "auto", batching: BatchingConfig | None = None, access: AccessPolicy | None = None,
-          connections: ConnectionOptions | None = None) -> None:
-    """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see server_connections)."""
-    # One engine worker: the batching queue already gives the model whole batches, and an engine that
-    # cuts each into smaller ones for parallel workers undoes the batching (measured: 1.7x instead
-    # of 2.8x over unbatched on 2 cores; docs/benchmarks.md).
-    translator = Translator.load(model_dir, device=device, workers=1)
+          connections: ConnectionOptions | None = None, load: dict[str, Any] | None = None) -> None:
+    """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see server_connections).
+
+    load: Translator.load's options (engine, precision, workers, threads, weights, device).
+    """
+    # One engine worker by default: the batching queue already gives the model whole batches, and an
+    # engine that cuts each into smaller ones for parallel workers undoes the batching (measured: 1.7x
+    # instead of 2.8x over unbatched on 2 cores; docs/benchmarks.md).
+    translator = Translator.load(model_dir, **{"device": device, "workers": 1, **(load or {})})
     info = model_info(model_dir, translator)
     access = access or access_policy(host)
     if host not in LOOPBACK_NAMES:
@@ -245,7 +256,7 @@ def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, l
     if host in ("0.0.0.0", "::") and "*" not in access.allowed_hosts:
         log.warning("only Host names %s are answered: add the names clients use with --allowed-hosts",
                     ", ".join(access.allowed_hosts))
-    log.info("serving %s (%s -> %s, %d parameters) at http://%s:%d/", info["model"], info["src_lang"],
+    log.info("serving %s (%s -> %s, %s parameters) at http://%s:%d/", info["model"], info["src_lang"],
              info["tgt_lang"], info["parameters"], host, port)
     app = create_app(translator, limits or ServerLimits(), info=info, batching=batching, access=access)
     run_app(app, connections or ConnectionOptions(), host=host, port=port)

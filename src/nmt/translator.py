@@ -102,6 +102,11 @@ class Translator:
         return self.engine.model
 
     @property
+    def parameter_count(self) -> int | None:
+        """The model's distinct parameters (None where the engine does not say)."""
+        return getattr(self.engine, "parameter_count", None)
+
+    @property
     def device(self) -> torch.device:
         return self.engine.device if isinstance(self.engine, TorchEngine) else torch.device(self.engine.device_name)
 
