@@ -138,3 +138,18 @@ def test_a_missing_extra_is_one_line_naming_the_install_command(tiny_model_dir, 
     assert main(["translate", "--model", str(tiny_model_dir), "--engine", "ctranslate2"]) == 1
     err = capsys.readouterr().err
     assert "pip install" in err and "ctranslate2" in err and len(err.strip().splitlines()) == 1
+
+
+def test_force_replaces_an_earlier_export_and_nothing_else(tmp_path, tiny_model_dir):
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2", force=True)  # an export: replaced
+    precious = tmp_path / "notes"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not a CTranslate2 export"):
+        export_ctranslate2(tiny_model_dir, precious, force=True)
+    with pytest.raises(ValueError, match="holds the model directory"):
+        export_ctranslate2(tiny_model_dir, tiny_model_dir.parent, force=True)
+    with pytest.raises(ValueError, match="already a CTranslate2 export"):
+        export_ctranslate2(tmp_path / "ct2", tmp_path / "again")
+    assert (precious / "keep.txt").read_text() == "mine" and (tiny_model_dir / "model.safetensors").is_file()

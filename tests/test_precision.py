@@ -60,3 +60,15 @@ def test_precisions_a_device_runs_badly_are_refused(monkeypatch):
     monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
     check_precision("bf16", torch.device("cpu"))  # AMX: allowed
     check_precision("bf16", torch.device("cuda"))
+
+
+def test_an_int8_model_is_not_quantised_twice_nor_passed_off_as_fp32(tiny_model_dir, sources):
+    from nmt.checkpoint import load_model_dir
+    from nmt.tokenizer import load_tokenizers
+
+    model, tokenizers = load_model_dir(tiny_model_dir), load_tokenizers(tiny_model_dir)
+    first = Translator(model, *tokenizers, precision="int8")
+    again = Translator(model, *tokenizers, precision="int8")  # reuses the quantised layers
+    assert again.translate(sources[:3], beam=2) == first.translate(sources[:3], beam=2)
+    with pytest.raises(PrecisionError, match="already quantised"):
+        Translator(model, *tokenizers, precision="fp32")

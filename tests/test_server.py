@@ -310,6 +310,8 @@ def test_nmt_serve_options_reach_the_server(monkeypatch):
 
 
 @pytest.mark.parametrize("options, message", [
+    (["--workers", "0"], "--workers must be at least 1"),
+    (["--threads", "-2", "--engine", "ctranslate2"], "--threads must be at least 1"),
     (["--deadline", "0"], "must be positive"),
     (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
     (["--header-timeout", "-1"], "must be positive"),

@@ -51,15 +51,16 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 # --- translate ----------------------------------------------------------------------------------
-def add_engine_options(p: argparse.ArgumentParser, workers_default: str = "one per core, fewer for few "
-                                                                       "sentences") -> None:
+def add_engine_options(p: argparse.ArgumentParser, workers_default: str = "one per core; the torch engine uses "
+                                                                       "fewer for few sentences") -> None:
     """The options that choose how a model translates (translate, evaluate, serve)."""
     p.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
                    help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
                         "model directory converted at load (needs the ctranslate2 extra)")
     p.add_argument("--precision", choices=("fp32", "int8", "bf16"), default=None,
-                   help="int8: int8 linear layers (CPU); bf16: CUDA, or CPUs with AMX (default: bf16 on CUDA, "
-                        "fp32 on CPU); refused where the device does not run it well")
+                   help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
+                        "torch engine, CPUs with AMX (default: bf16 on CUDA, fp32 on CPU); refused where the "
+                        "device does not run it well")
     p.add_argument("--workers", type=int, default=None,
                    help=f"batches translated in parallel (default: {workers_default})")
     p.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / workers)")
@@ -67,13 +68,20 @@ def add_engine_options(p: argparse.ArgumentParser, workers_default: str = "one p
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
 
 
+def check_engine_options(args: argparse.Namespace) -> None:
+    """Refuse bad engine options before anything is loaded."""
+    for name in ("workers", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise CommandError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if getattr(args, "sample", False) and args.engine == "ctranslate2":
+        raise CommandError("--sample needs --engine torch (the ctranslate2 engine does not sample here)")
+
+
 def load_translator(args: argparse.Namespace):
     """The Translator that the engine options describe."""
     from .translator import Translator
 
-    for name in ("workers", "threads"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise CommandError(f"--{name} must be at least 1, got {getattr(args, name)}")
+    check_engine_options(args)
     return Translator.load(args.model, device=args.device, weights=args.weights, engine=args.engine,
                            precision=args.precision, workers=args.workers, threads=args.threads)
 
@@ -196,6 +204,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if batching.max_pending_sentences < limits.max_sentences:
         raise CommandError(f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
                            f"--max-sentences ({limits.max_sentences})")
+    check_engine_options(args)
     load = dict(device=args.device, weights=args.weights, engine=args.engine, precision=args.precision,
                 workers=args.workers or 1, threads=args.threads)
     serve(args.model, host=args.host, port=args.port, limits=limits, load=load, batching=batching,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,17 +51,30 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+# torch's thread count is process-wide: translate calls from several threads take turns, or one
+# would restore its count under another.
+_THREADS_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def intra_op_threads(threads: int) -> Iterator[None]:
-    """torch's intra-op thread count set for the duration (it is process-wide), then restored."""
-    before = torch.get_num_threads()
-    if threads != before:
-        torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
+    """torch's intra-op thread count set for the duration, then restored; one holder at a time."""
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
         if threads != before:
-            torch.set_num_threads(before)
+            torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            if threads != before:
+                torch.set_num_threads(before)
+
+
+def check_counts(**counts: int | None) -> None:
+    """ValueError naming the first of `counts` (workers, threads) that is set but below 1."""
+    for name, value in counts.items():
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
 
 
 def plan_workers(batches: int, cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
@@ -88,9 +102,7 @@ class TorchEngine:
 
     def __init__(self, model: Transformer, decode: DecodeConfig, *, precision: str = "fp32",
                  workers: int | None = None, threads: int | None = None):
-        for name, value in (("workers", workers), ("threads", threads)):
-            if value is not None and value < 1:
-                raise ValueError(f"{name} must be at least 1, got {value}")
+        check_counts(workers=workers, threads=threads)
         self.parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
         self.model = prepare_for_inference(model, precision)
         self.precision, self.decode = precision, decode

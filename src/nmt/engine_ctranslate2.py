@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .config import DecodeConfig
 from .decoding import Hypothesis, gnmt_length_penalty
-from .engine import Search, available_cores
+from .engine import Search, available_cores, check_counts
 from .export_ctranslate2 import (CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2,
                                  vocabulary)
 from .tokenizer import EOS, SubwordTokenizer
@@ -63,14 +63,17 @@ class CTranslate2Engine:
                  decode: DecodeConfig, *, precision: str = "fp32", device: str = "cpu",
                  workers: int | None = None, threads: int | None = None):
         ctranslate2 = require_ctranslate2()
+        check_counts(workers=workers, threads=threads)
         if precision not in COMPUTE_TYPES:
             raise ValueError(f"precision must be one of {', '.join(COMPUTE_TYPES)}, not {precision!r}")
+        device, _, index = device.partition(":")  # "cuda:1" -> device "cuda", index 1
         if precision == "bf16" and device == "cpu":
             raise ValueError("CTranslate2 has no bf16 on CPU: use int8 or fp32")
         cores = available_cores()
         self.workers = workers or (1 if device == "cuda" else max(1, cores // (threads or 1)))
         self.threads = threads or max(1, cores // self.workers)
-        self.translator = ctranslate2.Translator(str(ct2_dir), device=device, compute_type=COMPUTE_TYPES[precision],
+        self.translator = ctranslate2.Translator(str(ct2_dir), device=device, device_index=int(index or 0),
+                                                 compute_type=COMPUTE_TYPES[precision],
                                                  inter_threads=self.workers, intra_threads=self.threads)
         self.decode, self.precision, self.device_name = decode, precision, device
         self.src_vocab = vocabulary(src_tokenizer)
@@ -80,6 +83,7 @@ class CTranslate2Engine:
     def from_model_dir(cls, model_dir: str | Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer,
                        decode: DecodeConfig, *, weights: str | Path | None = None, **options) -> CTranslate2Engine:
         """An exported directory as is; an nmt model directory is exported first, to a temporary directory."""
+        require_ctranslate2()  # before any work: a missing extra is the first thing to say
         if is_ctranslate2_dir(model_dir):
             if weights is not None:
                 raise ValueError(f"{model_dir} is an exported CTranslate2 model: --weights does not apply")
@@ -92,11 +96,12 @@ class CTranslate2Engine:
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
         if search.return_attention:
-            raise ValueError("the ctranslate2 engine does not return attention weights: use --engine torch")
+            raise ValueError("the ctranslate2 engine does not return attention weights: use the torch engine")
         if search.temperature is not None:
-            raise ValueError("the ctranslate2 engine does not sample here: use --engine torch")
-        a, b = self.decode.max_len_a, self.decode.max_len_b
-        limit = [min(max(int(a * len(s)) + b, 1), MAX_LEN_CAP) for s in ids]  # as nmt's max_output_length
+            raise ValueError("the ctranslate2 engine does not sample here: use the torch engine")
+        max_len_a, max_len_b = self.decode.max_len_a, self.decode.max_len_b
+        # as nmt's max_output_length: floor(a * src_len + b) steps, clamped to [1, cap]
+        limit = [min(max(int(max_len_a * len(s)) + max_len_b, 1), MAX_LEN_CAP) for s in ids]
         order = sorted(range(len(ids)), key=lambda i: (limit[i], len(ids[i])))
         alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
         pending = []

@@ -64,15 +64,15 @@ def check_exportable(model: Transformer) -> None:
         raise ValueError(f"model.norm_position={c.norm_position!r} has no CTranslate2 equivalent (post, pre)")
 
 
-def transformer_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
+def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
     """A ctranslate2 TransformerSpec holding `model`'s weights and the two vocabularies."""
-    ctranslate2 = require_ctranslate2()
-    from ctranslate2.specs import common_spec, transformer_spec as ts  # noqa: PLC0415
+    require_ctranslate2()
+    from ctranslate2.specs import common_spec, transformer_spec  # noqa: PLC0415
 
     check_exportable(model)
     c = model.config
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[c.activation]
-    spec = ts.TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.num_heads,
+    spec = transformer_spec.TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.num_heads,
                                           pre_norm=c.norm_position == "pre", activation=activation)
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
@@ -128,7 +128,6 @@ def transformer_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[s
 
     spec.register_source_vocabulary(src_vocab)
     spec.register_target_vocabulary(tgt_vocab)
-    del ctranslate2
     return spec
 
 
@@ -142,13 +141,18 @@ def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, *, quantizati
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
     model_dir, out_dir = Path(model_dir), Path(out_dir)
-    if out_dir.exists() and not force:
-        raise FileExistsError(f"{out_dir} already exists: choose another --out, or --force to replace it")
-    if out_dir.resolve() == model_dir.resolve():
-        raise ValueError("--out must be a new directory, not the model directory itself")
+    if is_ctranslate2_dir(model_dir) and weights is None:
+        raise ValueError(f"{model_dir} is already a CTranslate2 export: export from the nmt model directory")
+    if model_dir.resolve().is_relative_to(out_dir.resolve()):
+        raise ValueError(f"--out {out_dir} holds the model directory {model_dir}: choose a new directory")
+    if out_dir.exists():
+        if not force:
+            raise FileExistsError(f"{out_dir} already exists: choose another --out, or --force to replace it")
+        if not is_ctranslate2_dir(out_dir):  # --force replaces an earlier export, never anything else
+            raise FileExistsError(f"{out_dir} exists and is not a CTranslate2 export: --force will not replace it")
     model = load_model_dir(model_dir, weights=weights)
     src_tok, tgt_tok = load_tokenizers(model_dir)
-    spec = transformer_spec(model, vocabulary(src_tok), vocabulary(tgt_tok))
+    spec = ctranslate2_spec(model, vocabulary(src_tok), vocabulary(tgt_tok))
     spec.validate()
     spec.optimize(quantization=quantization)
     # Written beside the target, then renamed: a failed export never leaves half a directory.

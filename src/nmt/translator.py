@@ -142,7 +142,7 @@ class Translator:
             from .engine_ctranslate2 import CTranslate2Engine  # noqa: PLC0415 - an optional extra
 
             search_engine = CTranslate2Engine.from_model_dir(model_dir, src_tok, tgt_tok, decode, weights=weights,
-                                                             precision=precision, device=device.split(":")[0],
+                                                             precision=precision, device=device,
                                                              workers=workers, threads=threads)
             return cls(search_engine, src_tok, tgt_tok, decode=decode)
         return cls(model, src_tok, tgt_tok, decode=decode, precision=precision, workers=workers, threads=threads)
