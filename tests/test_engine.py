@@ -8,6 +8,7 @@ import torch
 from nmt.config import DecodeConfig
 from nmt.engine import Search, TorchEngine, intra_op_threads, plan_workers
 from nmt.model import ModelConfig, Transformer
+from nmt.precision import is_int8
 from nmt.translator import Sampling, Translator
 
 from conftest import read_head
@@ -89,4 +90,5 @@ def test_engine_search_reports_what_it_ran():
                                     d_model=32, num_heads=4, d_ff=64, dropout=0.0))
     engine = TorchEngine(model, DecodeConfig(max_len_b=3), precision="int8", workers=1, threads=1)
     (hyps,) = engine.translate_ids([[2, 10, 11, 3]], Search(beam=2, n_best=2))
-    assert engine.precision == "int8" and len(hyps) == 2 and hyps[0].score >= hyps[1].score
+    assert is_int8(engine.model) and not any(type(m) is torch.nn.Linear for m in engine.model.modules())
+    assert len(hyps) == 2 and hyps[0].score >= hyps[1].score

@@ -12,7 +12,7 @@ from nmt.engine_ctranslate2 import rerank
 from nmt.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
 from nmt.model import ModelConfig, Transformer
 from nmt.model.config import PRESETS
-from nmt.tokenizer import EOS, load_tokenizers, save_tokenizers
+from nmt.tokenizer import EOS, EOS_ID, load_tokenizers, save_tokenizers
 from nmt.translator import Sampling, Translator
 
 from conftest import read_head
@@ -26,13 +26,23 @@ def sources(multi30k_dir):
 
 
 def model_dir_with(tmp_path, tiny_model_dir, **overrides):
-    """A random model of the given shape beside the tiny model's tokenizer."""
+    """A random model of the given shape beside the tiny model's tokenizer, made to say [END] now and then.
+
+    A random model almost never ends before the length limit; here the last LayerNorm's bias
+    raises the [END] logit by 1.5, so that hypotheses end at different lengths and the length
+    penalty, the end token's place in it and the two searches' stopping rules all come into play.
+    """
     src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
     save_tokenizers(src_tok, tgt_tok, tmp_path)
     torch.manual_seed(0)
     config = dict(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, encoder_layers=2,
                   decoder_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.0)
-    save_model_dir(Transformer(ModelConfig(**{**config, **overrides})), tmp_path)
+    model = Transformer(ModelConfig(**{**config, **overrides}))
+    last_norm = model.decoder_norm if model.config.norm_position == "pre" else model.decoder_layers[-1].ff_residual.norm
+    end = model.output.weight[EOS_ID].detach()
+    with torch.no_grad():
+        last_norm.bias += 1.5 * end / end.norm() ** 2
+    save_model_dir(model, tmp_path)
     experiment = ExperimentConfig()
     experiment.decode.max_len_b = 5
     experiment.save(tmp_path / "config.yaml")
@@ -40,13 +50,19 @@ def model_dir_with(tmp_path, tiny_model_dir, **overrides):
 
 
 def assert_same_translations(model_dir, sources, beam):
+    """Greedy: the same tokens. Beam: the same best hypothesis, and every hypothesis that both n-best
+    lists hold scored alike (the lists may differ further down: the two searches stop differently)."""
     torch_run = Translator.load(model_dir).translate_detailed(sources, beam=beam, n_best=beam)
+    lengths = {len(h.tokens) for hyps in torch_run for h in hyps}
+    assert len(lengths) > 1, f"the outputs should end at various lengths, not only {lengths}"
     ct2_run = Translator.load(model_dir / "ct2", engine="ctranslate2").translate_detailed(sources, beam=beam,
                                                                                        n_best=beam)
     for ours, theirs in zip(torch_run, ct2_run):
-        assert [h.tokens for h in ours] == [h.tokens for h in theirs]
-        for a, b in zip(ours, theirs):
-            assert a.score == pytest.approx(b.score, abs=1e-3) and a.log_prob == pytest.approx(b.log_prob, abs=1e-3)
+        assert ours[0].tokens == theirs[0].tokens
+        scores = {tuple(h.tokens): (h.score, h.log_prob) for h in theirs}
+        shared = [(h.score, h.log_prob, scores[tuple(h.tokens)]) for h in ours if tuple(h.tokens) in scores]
+        assert shared and all(a == pytest.approx(c, abs=1e-3) and b == pytest.approx(d, abs=1e-3)
+                              for a, b, (c, d) in shared)
 
 
 # Every preset's layer and head layout (narrowed to 4 dimensions per head, to stay small), both
@@ -84,9 +100,13 @@ def test_an_nmt_model_directory_is_converted_at_load(tiny_model_dir, sources):
     assert converted.translate(sources[:5], beam=1) == Translator.load(tiny_model_dir).translate(sources[:5], beam=1)
 
 
-def test_int8_export_loads_and_translates(tmp_path, tiny_model_dir, sources):
-    export_ctranslate2(tiny_model_dir, tmp_path / "ct2", quantization="int8")
-    assert len(Translator.load(tmp_path / "ct2", engine="ctranslate2", precision="int8").translate(sources[:5])) == 5
+def test_int8_weights_exported_or_quantised_at_load_translate_alike(tmp_path, tiny_model_dir, sources):
+    export_ctranslate2(tiny_model_dir, tmp_path / "int8", quantization="int8")
+    export_ctranslate2(tiny_model_dir, tmp_path / "fp32")
+    stored = Translator.load(tmp_path / "int8", engine="ctranslate2", precision="int8")
+    at_load = Translator.load(tmp_path / "fp32", engine="ctranslate2", precision="int8")
+    assert (tmp_path / "int8" / "model.bin").stat().st_size < 0.7 * (tmp_path / "fp32" / "model.bin").stat().st_size
+    assert stored.translate(sources[:10], beam=2) == at_load.translate(sources[:10], beam=2)
 
 
 def test_rerank_uses_nmt_s_gnmt_penalty_with_the_end_token_counted():
