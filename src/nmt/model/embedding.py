@@ -66,6 +66,8 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         # x: (batch, len, d_model)
         end = offset + x.size(1)
-        if end > self.table.size(0):
-            self.table = sinusoidal_encoding(torch.arange(2 * end, device=x.device), self.d_model, self.base)
-        return self.dropout(x + self.table[offset:end].to(x.dtype))
+        table = self.table  # read once: parallel decoding workers may grow it at the same time
+        if end > table.size(0):
+            table = sinusoidal_encoding(torch.arange(2 * end, device=x.device), self.d_model, self.base)
+            self.table = table
+        return self.dropout(x + table[offset:end].to(x.dtype))
