@@ -4,7 +4,8 @@ CTranslate2's C++ code (see export_ctranslate2.py for how the model maps onto it
 What is kept the same as `TorchEngine`, so that both engines pick the same hypotheses:
 - tokenisation and truncation (the Translator does them, for either engine);
 - the length limit per sentence, floor(max_len_a * src_len + max_len_b) steps, the end token
-  counted: CTranslate2 takes one limit per call, so sentences are grouped by their limit;
+  counted: CTranslate2 takes one limit per call, so each batch runs under its largest limit,
+  and the few sentences whose hypotheses reached their own, lower, limit run again under it;
 - the length penalty. CTranslate2 ranks by score / length^alpha; nmt by GNMT's
   score / ((5 + length) / 6)^alpha, length counting the end token. So CTranslate2 is asked for
   every finished beam (num_hypotheses = beam) with raw log-probability scores (length_penalty 0),
@@ -102,28 +103,46 @@ class CTranslate2Engine:
         max_len_a, max_len_b = self.decode.max_len_a, self.decode.max_len_b
         # as nmt's max_output_length: floor(a * src_len + b) steps, clamped to [1, cap]
         limit = [min(max(int(max_len_a * len(s)) + max_len_b, 1), MAX_LEN_CAP) for s in ids]
-        order = sorted(range(len(ids)), key=lambda i: (limit[i], len(ids[i])))
         alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
-        pending = []
-        # One asynchronous call per length limit: CTranslate2 cuts each into batches and spreads all
-        # of them over its workers at once.
-        for max_len, group in itertools.groupby(order, key=lambda i: limit[i]):
-            rows = list(group)
-            tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
-            futures = self.translator.translate_batch(
-                tokens, max_batch_size=max(self.decode.batch_tokens // search.beam, 1), batch_type="tokens",
-                asynchronous=True, beam_size=search.beam, num_hypotheses=search.beam, length_penalty=0.0,
-                return_scores=True, return_end_token=True, max_decoding_length=max_len, min_decoding_length=0,
-                max_input_length=0)
-            pending.append((rows, futures))
-        results: list[list[Hypothesis]] = [[] for _ in ids]
+        options = dict(beam_size=search.beam, num_hypotheses=search.beam, length_penalty=0.0, return_scores=True,
+                       return_end_token=True, min_decoding_length=0, max_input_length=0)
+        # Sentences sorted by limit, cut into batches of the token budget, one asynchronous call each
+        # (CTranslate2 spreads them over its workers) under the batch's largest limit. A sentence
+        # whose hypotheses stayed short of its own limit stopped where it would have stopped under
+        # it: its result stands. The few others, in a batch whose limit is above theirs, are done
+        # again under their own limit.
+        budget = max(self.decode.batch_tokens // search.beam, 1)
+        batches, batch, tokens = [], [], 0
+        for i in sorted(range(len(ids)), key=lambda i: (limit[i], len(ids[i]))):
+            if batch and tokens + len(ids[i]) > budget:
+                batches.append(batch)
+                batch, tokens = [], 0
+            batch.append(i)
+            tokens += len(ids[i])
+        batches += [batch] if batch else []
+        found, batch_limit = {}, {}
+        pending = [(rows, self._translate(ids, rows, limit[rows[-1]], options)) for rows in batches]
         for rows, futures in pending:
-            for i, future in zip(rows, futures):
-                found = future.result()
-                best = rerank(list(zip(found.hypotheses, found.scores)), alpha, search.n_best)
-                results[i] = [Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
-                              for tokens, score, log_prob in best]
+            found.update((i, future.result()) for i, future in zip(rows, futures))
+            batch_limit.update((i, limit[rows[-1]]) for i in rows)
+        redo = [i for i in sorted(found, key=limit.__getitem__)
+                if batch_limit[i] > limit[i] and any(len(h) >= limit[i] for h in found[i].hypotheses)]
+        pending = [(rows, self._translate(ids, rows, max_len, options))
+                   for max_len, group in itertools.groupby(redo, key=limit.__getitem__) for rows in [list(group)]]
+        for rows, futures in pending:
+            found.update((i, future.result()) for i, future in zip(rows, futures))
+        everything = range(len(ids))
+        results = []
+        for i in everything:
+            best = rerank(list(zip(found[i].hypotheses, found[i].scores)), alpha, search.n_best)
+            results.append([Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
+                            for tokens, score, log_prob in best])
         return results
+
+    def _translate(self, ids: Sequence[Sequence[int]], rows: list[int], max_len: int, options: dict) -> list:
+        """Futures of CTranslate2's results for sentences `rows` as one batch, at most `max_len` steps each."""
+        tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
+        return self.translator.translate_batch(tokens, max_decoding_length=max_len, asynchronous=True, **options)
 
 
 __all__ = ["CTranslate2Engine", "rerank", "CT2_WEIGHTS"]
