@@ -40,7 +40,11 @@ def validate(model: Transformer, data: TrainingData, *, batch_tokens: int, devic
     model.eval()
     result = validation_loss(model, data, batch_tokens=batch_tokens, device=device)
     if bleu_sentences > 0:
-        translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, decode=decode)
+        # One worker on the training process's own threads: no thread pool and no change to torch's
+        # thread count inside a training process (under torchrun a pool of decoding threads made
+        # rank 0 abort at exit now and then: "terminate called without an active exception").
+        translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, decode=decode, workers=1,
+                                threads=torch.get_num_threads())
         sources = data.valid_src_text[:bleu_sentences]
         hyps = translator.translate(sources, beam=1)
         scores = score_translations(hyps, data.valid_ref_text[:bleu_sentences])
