@@ -77,6 +77,19 @@ def check_counts(**counts: int | None) -> None:
             raise ValueError(f"{name} must be at least 1, got {value}")
 
 
+def cut_batches(order: Sequence[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """`order` cut into consecutive batches whose padded size (rows x longest) stays within `budget`
+    (a sentence longer than the budget gets a batch of its own)."""
+    batches, batch, longest = [], [], 0
+    for i in order:
+        if batch and (len(batch) + 1) * max(longest, lengths[i]) > budget:
+            batches.append(batch)
+            batch, longest = [], 0
+        batch.append(i)
+        longest = max(longest, lengths[i])
+    return batches + [batch] if batch else batches
+
+
 def plan_workers(batches: int, cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
     """(workers, threads per worker) for `batches` batches on `cores` cores.
 
@@ -120,14 +133,7 @@ class TorchEngine:
         budget = max(self.decode.batch_tokens // max(beam, 1), 1)
         if min_batches > 1:
             budget = max(min(budget, sum(map(len, ids)) // min_batches), 1)
-        batches, batch = [], []
-        for i in order:
-            longest = len(ids[batch[0]]) if batch else len(ids[i])
-            if batch and (len(batch) + 1) * longest > budget:
-                batches.append(batch)
-                batch = []
-            batch.append(i)
-        return batches + [batch] if batch else batches
+        return cut_batches(order, [len(s) for s in ids], budget)
 
     @torch.inference_mode()
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:

@@ -23,16 +23,18 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from .config import DecodeConfig
-from .decoding import Hypothesis, gnmt_length_penalty
-from .engine import Search, available_cores, check_counts
+from .decoding import Hypothesis, gnmt_length_penalty, max_output_length
+from .engine import Search, available_cores, check_counts, cut_batches
 from .export_ctranslate2 import (CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2,
                                  vocabulary)
 from .tokenizer import EOS, SubwordTokenizer
 
 log = logging.getLogger(__name__)
 
-MAX_LEN_CAP = 512  # as in nmt's searches
+MAX_LEN_CAP = 512  # max_len_cap of nmt's searches
 COMPUTE_TYPES = {"fp32": "float32", "int8": "int8_float32", "bf16": "bfloat16"}
 
 
@@ -76,7 +78,8 @@ class CTranslate2Engine:
         self.translator = ctranslate2.Translator(str(ct2_dir), device=device, device_index=int(index or 0),
                                                  compute_type=COMPUTE_TYPES[precision],
                                                  inter_threads=self.workers, intra_threads=self.threads)
-        self.decode, self.precision, self.device_name = decode, precision, device
+        self.decode, self.precision = decode, precision
+        self.device = torch.device(device, int(index) if index else None)
         self.src_vocab = vocabulary(src_tokenizer)
         self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
 
@@ -100,9 +103,9 @@ class CTranslate2Engine:
             raise ValueError("the ctranslate2 engine does not return attention weights: use the torch engine")
         if search.temperature is not None:
             raise ValueError("the ctranslate2 engine does not sample here: use the torch engine")
-        max_len_a, max_len_b = self.decode.max_len_a, self.decode.max_len_b
-        # as nmt's max_output_length: floor(a * src_len + b) steps, clamped to [1, cap]
-        limit = [min(max(int(max_len_a * len(s)) + max_len_b, 1), MAX_LEN_CAP) for s in ids]
+        lengths = [len(s) for s in ids]
+        limit = max_output_length(torch.tensor(lengths), self.decode.max_len_a, self.decode.max_len_b,
+                                  MAX_LEN_CAP).tolist()
         alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
         options = dict(beam_size=search.beam, num_hypotheses=search.beam, length_penalty=0.0, return_scores=True,
                        return_end_token=True, min_decoding_length=0, max_input_length=0)
@@ -111,15 +114,8 @@ class CTranslate2Engine:
         # whose hypotheses stayed short of its own limit stopped where it would have stopped under
         # it: its result stands. The few others, in a batch whose limit is above theirs, are done
         # again under their own limit.
-        budget = max(self.decode.batch_tokens // search.beam, 1)
-        batches, batch, tokens = [], [], 0
-        for i in sorted(range(len(ids)), key=lambda i: (limit[i], len(ids[i]))):
-            if batch and tokens + len(ids[i]) > budget:
-                batches.append(batch)
-                batch, tokens = [], 0
-            batch.append(i)
-            tokens += len(ids[i])
-        batches += [batch] if batch else []
+        order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
+        batches = cut_batches(order, lengths, max(self.decode.batch_tokens // search.beam, 1))
         found, batch_limit = {}, {}
         pending = [(rows, self._translate(ids, rows, limit[rows[-1]], options)) for rows in batches]
         for rows, futures in pending:
@@ -131,9 +127,8 @@ class CTranslate2Engine:
                    for max_len, group in itertools.groupby(redo, key=limit.__getitem__) for rows in [list(group)]]
         for rows, futures in pending:
             found.update((i, future.result()) for i, future in zip(rows, futures))
-        everything = range(len(ids))
         results = []
-        for i in everything:
+        for i in range(len(ids)):
             best = rerank(list(zip(found[i].hypotheses, found[i].scores)), alpha, search.n_best)
             results.append([Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
                             for tokens, score, log_prob in best])

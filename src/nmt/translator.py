@@ -40,6 +40,8 @@ class Engine(Protocol):
     """What a Translator needs of a search engine (TorchEngine, CTranslate2Engine)."""
 
     name: str
+    precision: str
+    device: torch.device
 
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]: ...
 
@@ -108,7 +110,7 @@ class Translator:
 
     @property
     def device(self) -> torch.device:
-        return self.engine.device if isinstance(self.engine, TorchEngine) else torch.device(self.engine.device_name)
+        return self.engine.device
 
     @classmethod
     def load(cls, model_dir: str | Path, *, device: str = "auto", weights: str | Path | None = None,
