@@ -11,7 +11,8 @@ ALLOWED = {
     "decoding": {"model", "decoding"},
     "data": {"data", "tokenizer"},
     "tokenizer": set(),
-    "checkpoint": {"model"},
+    "files": set(),
+    "checkpoint": {"model", "files"},
     # Inference engines know the model, the searches and the files of a model directory, never the
     # Translator, the CLI or the server that use them.
     "precision": set(),

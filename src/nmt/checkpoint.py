@@ -17,16 +17,14 @@ Python values, so they load with torch.load(weights_only=True).
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, load_model, save_model
 
+from .files import atomic_write, atomic_write_text
 from .model import ModelConfig, Transformer
 
 MODEL_CONFIG = "model.json"
@@ -34,27 +32,6 @@ WEIGHTS = "model.safetensors"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 _STEP_NAME = re.compile(r"^step_(\d+)$")
-
-
-def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
-    """Call write(tmp_path), fsync it, then rename over `path` (atomic on POSIX)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def save_weights(model: torch.nn.Module, path: str | Path) -> None:
@@ -90,7 +67,7 @@ def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, st
     name = checkpoint_name(step)
     save_weights(model, folder / f"{name}.safetensors")
     save_state(state, folder / f"{name}.state.pt")
-    atomic_write(folder / LATEST, lambda tmp: Path(tmp).write_text(name + "\n"))
+    atomic_write_text(folder / LATEST, name + "\n")
     for old in list_checkpoints(model_dir)[:-keep_last] if keep_last > 0 else []:
         for suffix in (".safetensors", ".state.pt"):
             (folder / f"{old}{suffix}").unlink(missing_ok=True)

@@ -1,0 +1,104 @@
+"""Files that are never seen half-written, and the leftovers of writers that died.
+
+Every file nmt rewrites goes through `atomic_write`: the bytes go to a temporary file in the
+same folder, are flushed to disk, and the temporary file is renamed over the target (atomic on
+POSIX), so a reader or a crash at any moment sees the old file or the new one, never a mix.
+
+A writer killed between the two steps leaves its temporary file behind. The temporary name
+carries the writer's host and process id (`.<name>.<host>-<pid>.<random>.tmp`), so
+`remove_stale_temp_files` can tell a dead writer's leftover from a live writer's work.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+_TEMP_NAME = re.compile(r"^\..+\.(?P<host>[^.]*)-(?P<pid>\d+)\.[^.]+\.tmp$")
+# A leftover from another host (a shared filesystem) cannot be checked for life: only its age tells.
+_FOREIGN_TEMP_AGE_S = 24 * 3600
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", socket.gethostname())[:40]
+
+
+def temp_path_for(path: str | Path) -> Path:
+    """A new empty temporary file beside `path`, named so a later run can tell if its writer died."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_host()}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Make a rename in `folder` durable (the directory entry itself is flushed)."""
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
+    """Call write(tmp_path), fsync it, then rename it over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path_for(path)
+    try:
+        write(str(tmp))
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """`atomic_write` for a UTF-8 text file."""
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_temp_files(folder: str | Path) -> list[Path]:
+    """Delete the temporary files in `folder` whose writer is dead; returns what was deleted.
+
+    A writer on this host is dead when its process id no longer runs; one on another host
+    (a shared filesystem) when its file is a day old.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    removed, host, now = [], _host(), time.time()
+    for path in folder.iterdir():
+        match = _TEMP_NAME.match(path.name)
+        if not match or not path.is_file():
+            continue
+        pid = int(match["pid"])
+        if match["host"] == host:
+            stale = pid != os.getpid() and not _alive(pid)
+        else:
+            try:
+                stale = now - path.stat().st_mtime > _FOREIGN_TEMP_AGE_S
+            except FileNotFoundError:
+                continue
+        if stale:
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed

@@ -1,0 +1,43 @@
+"""Atomic writes and the cleanup of dead writers' temporary files."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from nmt.files import atomic_write, atomic_write_text, remove_stale_temp_files, temp_path_for
+
+
+def test_atomic_write_replaces_whole_file(tmp_path):
+    target = tmp_path / "a.txt"
+    atomic_write_text(target, "old\n")
+    atomic_write_text(target, "new\n")
+    assert target.read_text() == "new\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]  # no temporary file left
+
+
+def test_failed_write_keeps_old_file_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "a.txt"
+    atomic_write_text(target, "old\n")
+
+    def broken(tmp):
+        open(tmp, "w").write("half")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, broken)
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["a.txt"]
+
+
+def test_stale_temp_of_dead_writer_removed_live_one_kept(tmp_path):
+    # A dead writer: a child process makes a temp file, then exits without renaming it.
+    code = f"from nmt.files import temp_path_for; print(temp_path_for({str(tmp_path / 'w.safetensors')!r}))"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    live = temp_path_for(tmp_path / "w.safetensors")  # this process: alive
+    unrelated = tmp_path / ".hidden.tmp"
+    unrelated.write_text("not ours")
+    removed = remove_stale_temp_files(tmp_path)
+    assert [str(p) for p in removed] == [dead]
+    assert live.exists() and unrelated.exists() and not os.path.exists(dead)
