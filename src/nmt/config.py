@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
-from .model.config import ModelConfig
+from .config_checks import FRACTION, NOT_EMPTY, ConfigError, Rule, above, at_least, check_fields, check_type, one_of
+from .files import atomic_write_text
+from .model.config import PRESETS, ModelConfig
 from .tokenizer import TokenizerConfig
+
+
+# A torch device this code knows how to use (distributed.py and the Translator: CPU or CUDA).
+DEVICE = Rule(lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None, "auto, cpu, cuda or cuda:N")
+# Each epoch's batch order comes from np.random.default_rng([seed, epoch]), which refuses seeds < 0.
+SEED = Rule(lambda v: 0 <= v < 2**63, "in [0, 2**63)")
+SHARING_ALL_NEEDS_JOINT = "model.sharing=all shares one embedding between the languages: it needs tokenizer.joint=true"
 
 
 @dataclass
@@ -39,6 +47,20 @@ class DataConfig:
     max_tgt_len: int = 128  # drop training pairs whose target is longer (tokens, incl. [START]/[END])
     max_ratio: float | None = 3.0  # drop training pairs whose length ratio exceeds this (null: keep all)
 
+    # Lengths count [START] and [END]: a limit under 3 would drop every pair.
+    RULES: ClassVar[dict[str, Rule]] = {
+        "src_lang": NOT_EMPTY, "tgt_lang": NOT_EMPTY, "train_split": NOT_EMPTY, "valid_split": NOT_EMPTY,
+        "max_src_len": at_least(3), "max_tgt_len": at_least(3), "max_ratio": at_least(1),
+    }
+
+    def __post_init__(self) -> None:
+        check_fields(self, "data")
+        for split in ("train", "valid"):
+            if getattr(self, f"{split}_tgt") is not None and getattr(self, f"{split}_src") is None:
+                raise ConfigError(f"data.{split}_tgt needs data.{split}_src")
+            if self.corpus is None and getattr(self, f"{split}_src") is None:
+                raise ConfigError(f"data.corpus is null: set data.{split}_src (and data.{split}_tgt)")
+
 
 @dataclass
 class ModelSection:
@@ -57,14 +79,23 @@ class ModelSection:
     sharing: str | None = None  # none | tgt_out | all (all needs tokenizer.joint)
     positional_base: float | None = None  # base of the sinusoidal positions
 
+    RULES: ClassVar[dict[str, Rule]] = {"preset": one_of(*PRESETS)}  # ModelConfig checks the rest
+
+    def __post_init__(self) -> None:
+        """Check the preset with these overrides now (placeholder vocabularies): ModelConfig owns the rules."""
+        check_fields(self, "model")
+        try:
+            self.build(8192, 8192, joint_vocabulary=True)
+        except ValueError as err:
+            raise ConfigError(f"model.{err}") from None
+
     def build(self, src_vocab_size: int, tgt_vocab_size: int, *, joint_vocabulary: bool,
               pad_id: int = 0) -> ModelConfig:
         """The ModelConfig for these vocabularies: preset, then overrides."""
         overrides = {k: v for k, v in dataclasses.asdict(self).items() if k != "preset" and v is not None}
         if not joint_vocabulary:
             if overrides.get("sharing") == "all":
-                raise ConfigError("model.sharing=all shares one embedding between the languages: it needs "
-                                  "tokenizer.joint=true")
+                raise ConfigError(SHARING_ALL_NEEDS_JOINT)
             # Two vocabularies: row i means different pieces on each side, so only target and output tie.
             overrides.setdefault("sharing", "tgt_out")
         return ModelConfig.preset(self.preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
@@ -77,7 +108,7 @@ class TrainConfig:
 
     max_steps: int | None = None  # stop after this many optimizer steps (null: no limit)
     max_epochs: int | None = None  # stop after this many epochs (null: no limit)
-    max_time: str | None = None  # wall-clock budget, e.g. "20m", "1h30m", "90s" (null: no limit)
+    max_time: str | float | None = None  # wall-clock budget: "20m", "1h30m", "90s" or seconds (null: no limit)
     seed: int = 1  # seeds parameters, dropout and batch order
     batch_tokens: int = 4096  # tokens per batch, padding included (the larger of source and target side)
     accumulate: int = 1  # batches per optimizer step (gradient accumulation)
@@ -102,18 +133,24 @@ class TrainConfig:
     patience: int | None = None  # stop after this many validations without improvement (null: never)
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "max_steps": at_least(1), "max_epochs": at_least(1), "seed": SEED, "batch_tokens": at_least(1),
+        "accumulate": at_least(1), "threads": at_least(1), "device": DEVICE,
+        "schedule": one_of("noam", "inverse_sqrt"), "lr_scale": above(0), "peak_lr": above(0), "warmup": at_least(1),
+        "adam_betas": Rule(lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"),
+        "adam_eps": above(0), "weight_decay": at_least(0), "label_smoothing": FRACTION, "clip_norm": above(0),
+        "log_every": at_least(1), "valid_every": at_least(1), "valid_bleu_sentences": at_least(0),
+        "best_metric": one_of("bleu", "loss"), "keep_last": at_least(1), "patience": at_least(1),
+        "max_bad_steps": at_least(1),
+    }
+
     def __post_init__(self) -> None:
         """Refuse settings that would only fail (or quietly misbehave) after training has started."""
-        for name in ("batch_tokens", "accumulate", "log_every", "valid_every", "keep_last", "max_bad_steps"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"train.{name} must be at least 1, got {getattr(self, name)}")
-        if self.schedule not in ("noam", "inverse_sqrt"):
-            raise ValueError(f"train.schedule must be 'noam' or 'inverse_sqrt', not {self.schedule!r}")
-        if self.best_metric not in ("bleu", "loss"):
-            raise ValueError(f"train.best_metric must be 'bleu' or 'loss', not {self.best_metric!r}")
+        check_fields(self, "train")
         if self.best_metric == "bleu" and self.valid_bleu_sentences < 1:
-            raise ValueError("train.best_metric=bleu needs train.valid_bleu_sentences >= 1 (or use best_metric=loss)")
-        parse_duration(self.max_time)  # a bad duration fails now, not after the data is prepared
+            raise ConfigError("train.best_metric=bleu needs train.valid_bleu_sentences >= 1 (or use best_metric=loss)")
+        if self.max_time is not None and not parse_duration(self.max_time) > 0:  # a bad duration fails now
+            raise ConfigError(f"train.max_time must be more than 0 seconds, got {self.max_time!r}")
 
 
 @dataclass
@@ -126,75 +163,77 @@ class DecodeConfig:
     max_len_b: int = 10  # output length limit: a * source_len + b
     batch_tokens: int = 8000  # source tokens per translation batch
 
+    RULES: ClassVar[dict[str, Rule]] = {
+        "beam": at_least(1), "length_penalty": at_least(0), "max_len_a": at_least(0), "max_len_b": at_least(0),
+        "batch_tokens": at_least(1),
+    }
+
+    def __post_init__(self) -> None:
+        check_fields(self, "decode")
+        if self.max_len_a == 0 and self.max_len_b == 0:
+            raise ConfigError("decode.max_len_a and decode.max_len_b are both 0: no output could be produced")
+
 
 @dataclass
 class ExperimentConfig:
+    """The whole experiment: one section per stage, each checked when it is built."""
+
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelSection = field(default_factory=ModelSection)
     train: TrainConfig = field(default_factory=TrainConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
+    def __post_init__(self) -> None:
+        # Checked again by ModelSection.build, but only once the tokenizer is trained: say it now.
+        if self.model.sharing == "all" and not self.tokenizer.joint:
+            raise ConfigError(SHARING_ALL_NEEDS_JOINT)
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        """Write every section and key (so `load_config(path, complete=True)` can tell a cut file), atomically."""
+        atomic_write_text(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-class ConfigError(ValueError):
-    """A bad configuration value, naming the key (and file) at fault."""
+SECTIONS: dict[str, type] = typing.get_type_hints(ExperimentConfig)
 
 
-def _check_type(key: str, value: Any, hint: Any) -> Any:
-    """Coerce ints to floats where a float is wanted; reject values of the wrong type."""
-    if value is None:
-        if type(None) in typing.get_args(hint):
-            return None
-        raise ConfigError(f"{key} may not be null")
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
-        else (hint,)
-    for option in options:
-        origin = typing.get_origin(option) or option
-        if option is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if origin is type(None):
-            continue
-        if isinstance(value, origin) and not (origin is int and isinstance(value, bool)):
-            return value
-    names = " or ".join(getattr(o, "__name__", str(o)) for o in options)
-    raise ConfigError(f"{key} must be {names}, got {value!r}")
-
-
-def _build_section(name: str, cls: type, values: dict[str, Any]) -> Any:
+def _build_section(name: str, cls: type, values: Any) -> Any:
+    """One section from its mapping: unknown keys and wrong types are errors, then the section's own checks."""
     if not isinstance(values, dict):
         raise ConfigError(f"section {name!r} must be a mapping, got {values!r}")
     hints = typing.get_type_hints(cls)
     known = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(set(values) - set(known))
+    unknown = sorted(str(k) for k in set(values) - set(known))
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(f'{name}.{k}' for k in unknown)}; valid keys in "
                           f"{name!r}: {', '.join(known)}")
-    checked = {k: _check_type(f"{name}.{k}", v, hints[k]) for k, v in values.items()}
+    for key, value in values.items():  # check_fields does this too, but TokenizerConfig cannot import it
+        check_type(f"{name}.{key}", value, hints[key])
     try:
-        return cls(**checked)
-    except ValueError as err:
-        raise ConfigError(f"{name}: {err}") from None
-
-
-SECTIONS = {f.name: f.type for f in dataclasses.fields(ExperimentConfig)}
+        return cls(**values)
+    except ValueError as err:  # a section's own check: its message names the key
+        raise ConfigError(str(err)) from None
 
 
 def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
     """Validate a nested dict (as read from YAML) into an ExperimentConfig."""
-    values = values or {}
+    values = {} if values is None else values
     if not isinstance(values, dict):
         raise ConfigError("a config file must be a mapping of sections")
-    unknown = sorted(set(values) - set(SECTIONS))
+    unknown = sorted(str(k) for k in set(values) - set(SECTIONS))
     if unknown:
         raise ConfigError(f"unknown section(s) {unknown}; valid sections: {', '.join(SECTIONS)}")
-    hints = typing.get_type_hints(ExperimentConfig)
-    return ExperimentConfig(**{name: _build_section(name, hints[name], values.get(name) or {}) for name in SECTIONS})
+    return ExperimentConfig(**{name: _build_section(name, cls, values.get(name) or {})
+                               for name, cls in SECTIONS.items()})
+
+
+def missing_keys(values: dict[str, Any]) -> list[str]:
+    """The `section.key`s that a dict written by ExperimentConfig.save would have but `values` lacks."""
+    return [f"{name}.{f.name}" for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)
+            if not isinstance(values.get(name), dict) or f.name not in values[name]]
 
 
 def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -205,40 +244,82 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
         if not sep or len(parts) != 2 or not all(parts):
             raise ConfigError(f"override {item!r} must look like section.key=value, e.g. train.max_steps=200")
         section, name = parts
-        values.setdefault(section, {})
+        if values.get(section) is None:  # absent, or a bare `train:` in the file
+            values[section] = {}
         if not isinstance(values[section], dict):
             raise ConfigError(f"section {section!r} must be a mapping")
-        values[section][name] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            values[section][name] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML ({getattr(err, 'problem', err)})") \
+                from None
     return values
 
 
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> ExperimentConfig:
-    """Read a YAML config (or start from the defaults when path is None) and apply overrides."""
-    values: dict[str, Any] = {}
-    if path is not None:
-        try:
-            values = yaml.safe_load(Path(path).read_text()) or {}
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', err)}") from None
-        except OSError as err:
-            raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen = []  # a list, not a set: YAML keys may be unhashable (the parent class refuses those)
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.append(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The parsed YAML file; ConfigError naming the file (and the line, where known) if it cannot be."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        line = err.object[:err.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not valid UTF-8 (byte {err.start} is {err.object[err.start]:#04x})") \
+            from None
+    except OSError as err:
+        raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        position = getattr(err, "position", None)  # a ReaderError (a control character) has no mark
+        line = mark.line + 1 if mark else text[:position].count("\n") + 1 if position is not None else None
+        where = f"{path}:{line}" if line else str(path)
+        raise ConfigError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
+
+
+def load_config(path: str | Path | None, overrides: list[str] = (), *, complete: bool = False) -> ExperimentConfig:
+    """Read a YAML config (or start from the defaults when path is None) and apply overrides.
+
+    complete=True is for a config.yaml that ExperimentConfig.save wrote (a model directory's): such
+    a file names every key, so a missing one means the file was cut short, and defaults must not
+    quietly stand in for the run's real settings. A user's config may leave out any key.
+    """
+    values = read_yaml(path) if path is not None else {}
+    if path is not None and not isinstance(values, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping of sections, got {type(values).__name__}")
+    missing = missing_keys(values) if complete and path is not None else []
+    if missing:
+        listed = ", ".join(missing[:5]) + (f", ... {len(missing)} keys in all" if len(missing) > 5 else "")
+        raise ConfigError(f"{path} is incomplete (missing {listed}): was it cut short?")
     try:
         return config_from_dict(apply_overrides(values, list(overrides)))
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}" if path else str(err)) from None
 
 
-def parse_duration(text: str | None) -> float | None:
+def parse_duration(text: str | float | None) -> float | None:
     """'20m' -> 1200.0 seconds; accepts combinations of h, m, s, or a plain number of seconds."""
     if text is None:
         return None
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
     text = str(text).strip()
     if re.fullmatch(r"\d+(\.\d+)?", text):
         return float(text)
     match = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", text)
     if not text or not match:
-        raise ConfigError(f"train.max_time {text!r} is not a duration like '20m', '1h30m' or '90s'")
+        raise ConfigError(f"train.max_time {text!r} is not a duration like '20m', '1h30m', '90s' or 90 (seconds)")
     h, m, s = (float(g) if g else 0.0 for g in match.groups())
     return h * 3600 + m * 60 + s

@@ -71,14 +71,22 @@ class TokenizerConfig:
     min_frequency: int = 2
 
     def __post_init__(self) -> None:
+        """Raise ValueError naming the key (`tokenizer.vocab_size ...`) for a value training would choke on."""
         if self.kind not in KINDS:
-            raise ValueError(f"unknown tokenizer kind {self.kind!r}; expected one of {KINDS}")
+            raise ValueError(f"tokenizer.kind: unknown tokenizer kind {self.kind!r}; expected one of {KINDS}")
+        for name, kinds in (("vocab_size", (int,)), ("min_frequency", (int,)), ("joint", (bool,)),
+                            ("lowercase", (bool, type(None)))):
+            if type(getattr(self, name)) not in kinds:  # type(), not isinstance: True is no vocabulary size
+                names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
+                raise ValueError(f"tokenizer.{name} must be {names}, got {getattr(self, name)!r}")
         # Byte pieces and specials alone take 260 slots; leave room for real subwords.
         least = len(SPECIAL_TOKENS) + (len(BYTE_PIECES) if self.kind != "wordpiece" else 0) + 100
         if self.vocab_size < least:
             raise ValueError(
-                f"vocab_size {self.vocab_size} is too small for {self.kind!r}; need at least {least}"
+                f"tokenizer.vocab_size {self.vocab_size} is too small for {self.kind!r}; need at least {least}"
             )
+        if self.min_frequency < 1:
+            raise ValueError(f"tokenizer.min_frequency must be >= 1, got {self.min_frequency}")
 
     @property
     def lowercases(self) -> bool:

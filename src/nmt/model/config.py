@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+ACTIVATIONS = ("relu", "gelu")
+NORM_POSITIONS = ("post", "pre")
 SHARING_MODES = ("none", "tgt_out", "all")
 
 
@@ -35,23 +38,43 @@ class ModelConfig:
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the field when the combination cannot be built."""
+        """Raise ValueError naming the field when a value is of the wrong type or the combination cannot be built.
+
+        Each field's type is its default's: an int where a float is wanted becomes a float, and
+        a bool is no int (JSON's `true` is not a layer count).
+        """
+        for f in dataclasses.fields(self):
+            value, kind = getattr(self, f.name), type(f.default)
+            if kind is float and type(value) is int:
+                value = float(value)
+                setattr(self, f.name, value)
+            if type(value) is not kind:
+                raise ValueError(f"{f.name} must be {kind.__name__}, got {value!r}")
+            if kind is float and not math.isfinite(value):
+                raise ValueError(f"{f.name} must be a finite number, got {value!r}")
+        for name in ("src_vocab_size", "tgt_vocab_size", "encoder_layers", "decoder_layers", "d_model", "num_heads",
+                     "d_ff"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        for name in ("positional_base", "layer_norm_eps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
+            raise ValueError(f"pad_id must be a row of both vocabularies, got {self.pad_id}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(f"activation must be 'relu' or 'gelu', not {self.activation!r}")
-        if self.norm_position not in ("post", "pre"):
-            raise ValueError(f"norm_position must be 'post' or 'pre', not {self.norm_position!r}")
-        if self.sharing not in SHARING_MODES:
-            raise ValueError(f"sharing must be one of {SHARING_MODES}, not {self.sharing!r}")
+        for name, choices in (("activation", ACTIVATIONS), ("norm_position", NORM_POSITIONS),
+                              ("sharing", SHARING_MODES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {' | '.join(choices)}, got {getattr(self, name)!r}")
         if self.sharing == "all" and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
                 "sharing='all' needs one joint vocabulary, but src_vocab_size="
                 f"{self.src_vocab_size} != tgt_vocab_size={self.tgt_vocab_size}"
             )
-        for name in ("encoder_layers", "decoder_layers", "d_model", "num_heads", "d_ff"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1")
 
     @property
     def d_head(self) -> int:
@@ -63,9 +86,11 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> ModelConfig:
-        """Build from a dict; unknown keys are an error that lists the valid ones."""
+        """Build from a dict; unknown keys, wrong types and bad values are errors naming the key."""
+        if not isinstance(values, dict):
+            raise ValueError(f"a model config must be a mapping of fields, got {type(values).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
+        unknown = sorted(str(k) for k in set(values) - known)
         if unknown:
             raise ValueError(f"unknown model config keys {unknown}; valid keys: {sorted(known)}")
         return cls(**values)
@@ -75,7 +100,15 @@ class ModelConfig:
 
     @classmethod
     def load(cls, path: str | Path) -> ModelConfig:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        """Read a model.json; any problem is a ValueError that names the file (and the key)."""
+        try:
+            return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path}: not valid UTF-8 (byte {err.start})") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}:{err.lineno}: not valid JSON: {err.msg}") from None
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
