@@ -17,12 +17,13 @@ Python values, so they load with torch.load(weights_only=True).
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, load_model, save_model
+from safetensors.torch import load_file, save_file
 
 from .files import atomic_write, atomic_write_text
 from .model import ModelConfig, Transformer
@@ -31,20 +32,69 @@ MODEL_CONFIG = "model.json"
 WEIGHTS = "model.safetensors"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
+TIED_METADATA = "tied"  # "alias=stored alias=stored": the names a tied matrix is not stored under
 _STEP_NAME = re.compile(r"^step_(\d+)$")
+_CHECKPOINT_FILE = re.compile(r"^step_(\d+)\.(?:safetensors|state\.pt)$")
+
+log = logging.getLogger(__name__)
+
+
+def weight_tensors(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
+    """The tensors to store, each shared matrix once, and {alias: stored name} for the others.
+
+    A tied matrix (shared embeddings) is stored under the first of its names in sorted order.
+    """
+    state = model.state_dict()
+    groups: dict[tuple, list[str]] = {}
+    for name, tensor in state.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tensor.dtype)
+        groups.setdefault(key, []).append(name)
+    tensors, aliases = {}, {}
+    for names in groups.values():
+        kept, *others = sorted(names)
+        tensors[kept] = state[kept].detach().contiguous()
+        aliases.update({other: kept for other in others})
+    return tensors, dict(sorted(aliases.items()))
 
 
 def save_weights(model: torch.nn.Module, path: str | Path) -> None:
     """Weights as safetensors; shared matrices (tied embeddings) are stored once."""
-    atomic_write(path, lambda tmp: save_model(model, tmp))
+    tensors, aliases = weight_tensors(model)
+    # One metadata entry, not one per alias: safetensors writes a metadata map in a random order
+    # per process, and equal weights must give byte-identical files.
+    metadata = {TIED_METADATA: " ".join(f"{a}={k}" for a, k in aliases.items())} if aliases else None
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+
+
+def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """The tensors of a safetensors file; an unreadable file is a ValueError naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"weights file not found: {path}")
+    try:
+        return load_file(str(path))
+    except Exception as err:  # safetensors raises its own error types for a cut or foreign file
+        raise ValueError(f"{path}: not a readable safetensors weights file ({err})") from None
+
+
+def apply_weights(model: torch.nn.Module, tensors: dict[str, torch.Tensor], source: str | Path) -> None:
+    """Copy `tensors` into `model`; every parameter must be given once (tied aliases need not be)."""
+    _, aliases = weight_tensors(model)
+    expected = set(model.state_dict()) - set(aliases)
+    missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - set(model.state_dict()))
+    if missing or unexpected:
+        raise ValueError(f"{source}: weights do not fit the model (missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]})")
+    wrong = [f"{k} {tuple(tensors[k].shape)} != {tuple(v.shape)}" for k, v in model.state_dict().items()
+             if k in tensors and tensors[k].shape != v.shape]
+    if wrong:
+        raise ValueError(f"{source}: weights do not fit the model (shapes: {'; '.join(wrong[:3])})")
+    model.load_state_dict(tensors, strict=False)
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> None:
     """Load safetensors weights into `model`, re-tying shared matrices; strict about names."""
-    missing, unexpected = load_model(model, str(path), strict=False)
-    if missing or unexpected:
-        raise ValueError(f"{path}: weights do not fit the model (missing {sorted(missing)[:5]}, "
-                         f"unexpected {sorted(unexpected)[:5]})")
+    apply_weights(model, read_weights(path), path)
 
 
 def save_state(state: dict[str, Any], path: str | Path) -> None:
@@ -52,7 +102,13 @@ def save_state(state: dict[str, Any], path: str | Path) -> None:
 
 
 def load_state(path: str | Path) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """A training state file; a cut or foreign file is a ValueError naming it."""
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"training state not found: {path}") from None
+    except Exception as err:  # a cut zip archive or a pickle that is not ours
+        raise ValueError(f"{path}: not a readable training state ({str(err).splitlines()[0]})") from None
 
 
 # --- numbered checkpoints ------------------------------------------------------------
@@ -62,24 +118,48 @@ def checkpoint_name(step: int) -> str:
 
 def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, state: dict[str, Any],
                     keep_last: int) -> Path:
-    """Write weights + state for `step`, point `latest` at it, delete all but the newest `keep_last`."""
+    """Write weights + state for `step`, point `latest` at it, then prune (see prune_checkpoints)."""
     folder = Path(model_dir) / CHECKPOINTS
     name = checkpoint_name(step)
     save_weights(model, folder / f"{name}.safetensors")
     save_state(state, folder / f"{name}.state.pt")
     atomic_write_text(folder / LATEST, name + "\n")
-    for old in list_checkpoints(model_dir)[:-keep_last] if keep_last > 0 else []:
-        for suffix in (".safetensors", ".state.pt"):
-            (folder / f"{old}{suffix}").unlink(missing_ok=True)
+    prune_checkpoints(model_dir, keep_last, current=step)
     return folder / f"{name}.safetensors"
+
+
+def _checkpoint_files(folder: Path) -> dict[int, list[Path]]:
+    """step -> the checkpoint files of that step found in `folder` (one or both)."""
+    files: dict[int, list[Path]] = {}
+    for path in folder.glob("step_*"):
+        match = _CHECKPOINT_FILE.match(path.name)
+        if match and path.name.startswith(checkpoint_name(int(match[1])) + "."):  # our spelling only
+            files.setdefault(int(match[1]), []).append(path)
+    return files
+
+
+def prune_checkpoints(model_dir: str | Path, keep_last: int, current: int) -> None:
+    """Keep the newest `keep_last` complete checkpoints up to step `current`, which is always kept.
+
+    The rest go, and so do two kinds of leftovers: a checkpoint with one of its two files (its
+    writer was killed in between), and any checkpoint after `current`: a run that was resumed
+    from an earlier step (because a later checkpoint could not be read) overwrites that future.
+    Never the checkpoint just written, and so never the one `latest` names.
+    """
+    folder = Path(model_dir) / CHECKPOINTS
+    files = _checkpoint_files(folder)
+    complete = sorted(step for step, paths in files.items() if len(paths) == 2 and step <= current)
+    keep = set(complete[-keep_last:]) | {current}
+    for step, paths in files.items():
+        if step not in keep:
+            for path in paths:
+                path.unlink(missing_ok=True)
 
 
 def list_checkpoints(model_dir: str | Path) -> list[str]:
     """Names of complete checkpoints (both files present), oldest first."""
-    folder = Path(model_dir) / CHECKPOINTS
-    names = {p.name.removesuffix(".safetensors") for p in folder.glob("step_*.safetensors")}
-    complete = [n for n in names if _STEP_NAME.match(n) and (folder / f"{n}.state.pt").exists()]
-    return sorted(complete, key=lambda n: int(_STEP_NAME.match(n).group(1)))
+    files = _checkpoint_files(Path(model_dir) / CHECKPOINTS)
+    return [checkpoint_name(step) for step in sorted(files) if len(files[step]) == 2]
 
 
 def latest_checkpoint(model_dir: str | Path) -> tuple[Path, Path] | None:
@@ -88,11 +168,36 @@ def latest_checkpoint(model_dir: str | Path) -> tuple[Path, Path] | None:
     pointer = folder / LATEST
     if not pointer.exists():
         return None
-    name = pointer.read_text().strip()
+    name = pointer.read_text(errors="replace").strip()
+    if not _STEP_NAME.match(name):  # never used as a path unless it is one of our names
+        raise ValueError(f"{pointer} does not name a checkpoint (it holds {name[:40]!r})")
     weights, state = folder / f"{name}.safetensors", folder / f"{name}.state.pt"
     if not (weights.exists() and state.exists()):
         raise FileNotFoundError(f"{pointer} names {name}, but its files are missing in {folder}")
     return weights, state
+
+
+def load_newest_checkpoint(model_dir: str | Path) -> tuple[str, dict[str, torch.Tensor], dict[str, Any]] | None:
+    """(name, weights, state) of the newest checkpoint that reads whole; None when there is none.
+
+    `latest` is written last, so a process killed just before it leaves a newer complete
+    checkpoint that `latest` does not name yet: that one is the newest. A checkpoint that does
+    not read (cut short by a full disk, say) is skipped with a warning for the one before it.
+    """
+    folder = Path(model_dir) / CHECKPOINTS
+    names, failures = list_checkpoints(model_dir), []
+    for name in reversed(names):
+        try:
+            weights = read_weights(folder / f"{name}.safetensors")
+            state = load_state(folder / f"{name}.state.pt")
+        except (OSError, ValueError) as err:
+            log.warning("%s; trying the checkpoint before it", err)
+            failures.append(str(err))
+            continue
+        return name, weights, state
+    if failures:
+        raise ValueError(f"no checkpoint in {folder} can be read: {'; '.join(failures)}")
+    return None
 
 
 def average_checkpoints(paths: list[str | Path]) -> dict[str, torch.Tensor]:

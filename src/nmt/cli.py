@@ -36,10 +36,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     out = Path(args.out)
     config_path = args.config
     if args.resume:
-        saved = out / "config.yaml"
-        if not saved.exists():
-            raise CommandError(f"--resume: {saved} not found; start a new run without --resume")
-        config_path = config_path or saved
+        if config_path is None:  # the run's own settings (a CONFIG given replaces them)
+            config_path = out / "config.yaml"
+            if not config_path.exists():
+                raise CommandError(f"--resume: {config_path} not found: give the run's CONFIG file, or start "
+                                   "a new run without --resume")
     elif config_path is None:
         raise CommandError("give a CONFIG file (or --resume with --out DIR)")
     elif (out / "checkpoints" / "latest").exists() or (out / "metrics.jsonl").exists():
@@ -256,8 +257,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Train into a self-contained model directory.")
     p.add_argument("config", nargs="?", help="YAML config (see configs/); optional with --resume")
     p.add_argument("--out", required=True, help="model directory to create (or resume)")
-    p.add_argument("--set", action="append", metavar="SECTION.KEY=VALUE",
-                   help="override a config field, e.g. --set train.max_steps=200 (repeatable)")
+    p.add_argument("--set", action="extend", nargs="+", metavar="SECTION.KEY=VALUE",
+                   help="override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)

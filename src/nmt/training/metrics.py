@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
+
+from ..files import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -29,8 +34,8 @@ class MetricsLog:
         """On resume, forget records written after the checkpoint we resume from."""
         if not (self.enabled and self.path.exists()):
             return
-        kept = [line for line in self.path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        self.path.write_text("".join(line + "\n" for line in kept))
+        kept = [record for record in read_metrics(self.path.parent) if record["step"] <= step]
+        atomic_write_text(self.path, "".join(json.dumps(record) + "\n" for record in kept))
 
     def write(self, kind: str, step: int, **values: Any) -> None:
         if not self.enabled:
@@ -55,8 +60,27 @@ def _plain(value: Any) -> Any:
 
 
 def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:
-    """All records of a model directory's metrics log."""
+    """All records of a model directory's metrics log.
+
+    A last line cut short (the process was killed while appending it) is skipped with a
+    warning; a bad line anywhere else is an error naming the file and line.
+    """
     path = Path(model_dir) / METRICS_FILE
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: train a model into {model_dir} first")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
+                raise ValueError("not a record with a step")
+        except ValueError as err:
+            if number == len(lines):  # no newline after it: a torn append
+                log.warning("%s:%d: skipping a metrics record cut short (%s)", path, number, err)
+                continue
+            raise ValueError(f"{path}:{number}: not a metrics record ({err})") from None
+        records.append(record)
+    return records

@@ -24,8 +24,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..checkpoint import latest_checkpoint, load_state, load_weights, save_checkpoint, save_model_dir
+from ..checkpoint import CHECKPOINTS, apply_weights, load_newest_checkpoint, save_checkpoint, save_model_dir
 from ..config import ExperimentConfig, parse_duration
+from ..files import remove_stale_temp_files
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
 from .datasets import TrainingData, load_training_data
@@ -73,6 +74,9 @@ class Trainer:
         with self.dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
             if self.dist.is_main:
                 self.model_dir.mkdir(parents=True, exist_ok=True)
+                for folder in (self.model_dir, self.model_dir / CHECKPOINTS):  # writers killed mid-write
+                    for path in remove_stale_temp_files(folder):
+                        log.info("removed %s, left by a process killed while writing it", path)
             self.data = data or load_training_data(config.data, config.tokenizer, self.model_dir)
         torch.manual_seed(cfg.seed)
         model_config = config.model.build(self.data.src_tokenizer.vocab_size, self.data.tgt_tokenizer.vocab_size,
@@ -97,6 +101,7 @@ class Trainer:
                                          max_tokens=cfg.batch_tokens, seed=cfg.seed,
                                          num_shards=self.dist.world_size, shard_index=self.dist.rank)
         self.progress = Progress()
+        self.saved_step = 0  # the step of the newest checkpoint on disk (0: none)
         self.metrics = MetricsLog(self.model_dir, enabled=self.dist.is_main)
         self.progress_bar = progress_bar and self.dist.is_main
         self.max_time = parse_duration(cfg.max_time)
@@ -173,36 +178,43 @@ class Trainer:
         model = self.whole_model()
         if self.dist.is_main:
             save_checkpoint(self.model_dir, self.progress.step, model, state, self.config.train.keep_last)
+        self.saved_step = self.progress.step
         self.dist.barrier()
 
     def resume(self) -> bool:
-        """Load the latest checkpoint, if any; True when training continues from it."""
-        found = latest_checkpoint(self.model_dir)
+        """Load the newest readable checkpoint, if any; True when training continues from it."""
+        found = load_newest_checkpoint(self.model_dir)
         if found is None:
-            log.warning("--resume: no checkpoint in %s; starting from scratch", self.model_dir / "checkpoints")
+            log.warning("--resume: no checkpoint in %s; starting from scratch", self.model_dir / CHECKPOINTS)
+            self.metrics.truncate_after(0)  # records of the run that saved nothing
             return False
-        weights, state_path = found
-        state = load_state(state_path)
+        name, weights, state = found
+        source = self.model_dir / CHECKPOINTS / name
+        try:  # check the whole state before any of it is applied
+            progress = Progress(**state["progress"])
+            rng_cpu, rng_cuda, optimizer = state["rng_cpu"], state["rng_cuda"], state["optimizer"]
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"{source}.state.pt: not a training state of this version ({err})") from None
         if state.get("fsdp", False) != self.fsdp:
-            raise ValueError(f"{state_path} was written {'with' if state.get('fsdp') else 'without'} train.fsdp; "
-                             "resume it the same way")
+            raise ValueError(f"{source}.state.pt was written {'with' if state.get('fsdp') else 'without'} "
+                             "train.fsdp; resume it the same way")
         if self.fsdp:
             plain = Transformer(self.model.config)
-            load_weights(plain, weights)
-            load_full_state(self.step_module, self.optimizer, plain.state_dict(), state["optimizer"])
+            apply_weights(plain, weights, f"{source}.safetensors")
+            load_full_state(self.step_module, self.optimizer, plain.state_dict(), optimizer)
         else:
-            load_weights(self.model, weights)
-            self.optimizer.load_state_dict(state["optimizer"])
-        self.progress = Progress(**state["progress"])
-        if len(state["rng_cpu"]) != self.dist.world_size:
+            apply_weights(self.model, weights, f"{source}.safetensors")
+            self.optimizer.load_state_dict(optimizer)
+        self.progress, self.saved_step = progress, progress.step
+        if len(rng_cpu) != self.dist.world_size:
             log.warning("checkpoint was written by %d processes, now %d: dropout noise will differ from an "
-                        "uninterrupted run", len(state["rng_cpu"]), self.dist.world_size)
-        rank = min(self.dist.rank, len(state["rng_cpu"]) - 1)
-        torch.set_rng_state(state["rng_cpu"][rank])
-        if self.device.type == "cuda" and state["rng_cuda"]:
-            torch.cuda.set_rng_state(state["rng_cuda"][min(rank, len(state["rng_cuda"]) - 1)], self.device)
+                        "uninterrupted run", len(rng_cpu), self.dist.world_size)
+        rank = min(self.dist.rank, len(rng_cpu) - 1)
+        torch.set_rng_state(rng_cpu[rank])
+        if self.device.type == "cuda" and rng_cuda:
+            torch.cuda.set_rng_state(rng_cuda[min(rank, len(rng_cuda) - 1)], self.device)
         self.metrics.truncate_after(self.progress.step)
-        log.info("resumed from %s at step %d", weights.name, self.progress.step)
+        log.info("resumed from %s at step %d", name, self.progress.step)
         return True
 
     # --- validation -----------------------------------------------------------------------
@@ -353,8 +365,8 @@ class Trainer:
 
     def finish(self, validate: bool) -> None:
         """Final validation (unless just done, or a signal asks to be quick) and checkpoint."""
-        if self.progress.step == 0 or self.progress.step % self.config.train.valid_every == 0:
-            return  # nothing trained, or validated and saved at this very step
+        if self.progress.step in (0, self.saved_step):
+            return  # nothing trained, or validated and saved at this very step (or resumed from it)
         if validate:
             self.validate_and_keep_best()
         self.save()
