@@ -9,15 +9,18 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "nmt"
 ALLOWED = {
     "model": {"model"},
     "decoding": {"model", "decoding"},
-    "data": {"data", "tokenizer"},
+    "data": {"data", "files", "tokenizer"},
     "tokenizer": set(),
     "files": set(),
-    "checkpoint": {"model", "files"},
+    "config_checks": set(),
+    "config": {"config_checks", "files", "model", "tokenizer"},
+    "model_dir": {"config", "tokenizer"},
+    "checkpoint": {"model", "files", "model_dir"},
     # Inference engines know the model, the searches and the files of a model directory, never the
     # Translator, the CLI or the server that use them.
     "precision": set(),
     "engine": {"config", "decoding", "model", "precision"},
-    "export_ctranslate2": {"checkpoint", "model", "tokenizer"},
+    "export_ctranslate2": {"checkpoint", "model", "model_dir", "tokenizer"},
     "engine_ctranslate2": {"config", "decoding", "engine", "export_ctranslate2", "tokenizer"},
 }
 

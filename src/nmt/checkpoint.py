@@ -27,11 +27,8 @@ from safetensors.torch import load_file, save_file
 
 from .files import atomic_write, atomic_write_text
 from .model import ModelConfig, Transformer
+from .model_dir import CHECKPOINTS, LATEST, MODEL_CONFIG, WEIGHTS
 
-MODEL_CONFIG = "model.json"
-WEIGHTS = "model.safetensors"
-CHECKPOINTS = "checkpoints"
-LATEST = "latest"
 TIED_METADATA = "tied"  # "alias=stored alias=stored": the names a tied matrix is not stored under
 _STEP_NAME = re.compile(r"^step_(\d+)$")
 _CHECKPOINT_FILE = re.compile(r"^step_(\d+)\.(?:safetensors|state\.pt)$")

@@ -31,22 +31,24 @@ class CommandError(Exception):
 # --- train -------------------------------------------------------------------------------------
 def cmd_train(args: argparse.Namespace) -> int:
     from .config import load_config
+    from .model_dir import RUN_CONFIG, holds_training_run
     from .training.trainer import train
 
     out = Path(args.out)
     config_path = args.config
     if args.resume:
         if config_path is None:  # the run's own settings (a CONFIG given replaces them)
-            config_path = out / "config.yaml"
+            config_path = out / RUN_CONFIG
             if not config_path.exists():
                 raise CommandError(f"--resume: {config_path} not found: give the run's CONFIG file, or start "
                                    "a new run without --resume")
     elif config_path is None:
         raise CommandError("give a CONFIG file (or --resume with --out DIR)")
-    elif (out / "checkpoints" / "latest").exists() or (out / "metrics.jsonl").exists():
+    elif holds_training_run(out):
         raise CommandError(f"{out} already holds a training run: add --resume to continue it, "
                            "or choose another --out (a tokenizer alone there is reused)")
-    config = load_config(config_path, args.set or [])
+    # The run's own config.yaml names every key: a missing one means it was cut short.
+    config = load_config(config_path, args.set or [], complete=args.resume and args.config is None)
     reason = train(config, out, resume=args.resume, progress_bar=not args.quiet)
     print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:

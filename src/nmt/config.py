@@ -230,10 +230,16 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
                                for name, cls in SECTIONS.items()})
 
 
+# Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
+# gets its default. A new field goes here, or every existing model directory stops loading.
+ADDED_SINCE_SAVED: frozenset[str] = frozenset()
+
+
 def missing_keys(values: dict[str, Any]) -> list[str]:
     """The `section.key`s that a dict written by ExperimentConfig.save would have but `values` lacks."""
     return [f"{name}.{f.name}" for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)
-            if not isinstance(values.get(name), dict) or f.name not in values[name]]
+            if (not isinstance(values.get(name), dict) or f.name not in values[name])
+            and f"{name}.{f.name}" not in ADDED_SINCE_SAVED]
 
 
 def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import MODEL_CONFIG, load_model_dir
+from .checkpoint import load_model_dir
+from .model_dir import MODEL_CONFIG, RUN_CONFIG
 from .model import Transformer
 from .model.embedding import sinusoidal_encoding
 from .tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
@@ -160,7 +161,7 @@ def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, *, quantizati
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         spec.save(str(staging))
-        for name in (JOINT_FILE, SRC_FILE, TGT_FILE, MODEL_CONFIG, "config.yaml"):
+        for name in (JOINT_FILE, SRC_FILE, TGT_FILE, MODEL_CONFIG, RUN_CONFIG):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
         if out_dir.exists():

@@ -41,7 +41,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import yaml
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
@@ -52,6 +51,7 @@ from .server_access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .server_connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
 from .server_metrics import ServerMetrics, StatusCounter
 from .server_requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
+from .model_dir import read_run_config
 from .translator import Translation, Translator
 
 __all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "access_policy",
@@ -64,13 +64,12 @@ CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": 
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
     """What /health says about the model: its directory name, size and languages."""
     model_dir = Path(model_dir)
-    config_path = model_dir / "config.yaml"
-    config = (yaml.safe_load(config_path.read_text()) or {}) if config_path.exists() else {}
-    data = config.get("data") or {}
+    config = read_run_config(model_dir)
     return {"model": model_dir.resolve().name,
             "parameters": translator.parameter_count,
             "engine": translator.engine.name, "precision": translator.engine.precision,
-            "src_lang": data.get("src_lang"), "tgt_lang": data.get("tgt_lang"),
+            "src_lang": config.data.src_lang if config else None,
+            "tgt_lang": config.data.tgt_lang if config else None,
             "device": str(translator.device)}
 
 

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-import yaml
 
-from .checkpoint import WEIGHTS, load_model_dir
+from .checkpoint import load_model_dir
 from .config import DecodeConfig
 from .decoding import Hypothesis
 from .engine import Search, TorchEngine
 from .export_ctranslate2 import is_ctranslate2_dir
 from .model import Transformer
+from .model_dir import WEIGHTS, read_decode_config
 from .tokenizer import EOS_ID, SubwordTokenizer, load_tokenizers
 
 log = logging.getLogger(__name__)
@@ -136,10 +136,7 @@ class Translator:
                              "'ctranslate2' (--engine ctranslate2)")
         model = load_model_dir(model_dir, weights=weights, device=device) if engine == "torch" else None
         src_tok, tgt_tok = load_tokenizers(model_dir)
-        decode = DecodeConfig()
-        config_path = model_dir / "config.yaml"
-        if config_path.exists():
-            decode = DecodeConfig(**(yaml.safe_load(config_path.read_text()) or {}).get("decode", {}))
+        decode = read_decode_config(model_dir)
         if engine == "ctranslate2":
             from .engine_ctranslate2 import CTranslate2Engine  # noqa: PLC0415 - an optional extra
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write_text
+from ..model_dir import METRICS as METRICS_FILE
 
 log = logging.getLogger(__name__)
 
-METRICS_FILE = "metrics.jsonl"
 
 
 class MetricsLog:

@@ -27,6 +27,7 @@ from tqdm import tqdm
 from ..checkpoint import CHECKPOINTS, apply_weights, load_newest_checkpoint, save_checkpoint, save_model_dir
 from ..config import ExperimentConfig, parse_duration
 from ..files import remove_stale_temp_files
+from ..model_dir import RUN_CONFIG
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
 from .datasets import TrainingData, load_training_data
@@ -384,7 +385,7 @@ def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = Fal
         if resume:
             trainer.resume()
         if dist.is_main:
-            config.save(model_dir / "config.yaml")
+            config.save(model_dir / RUN_CONFIG)
         return trainer.run()
     finally:
         dist.close()

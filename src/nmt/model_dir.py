@@ -1,0 +1,46 @@
+"""The files of a model directory, each named once, and the checked readers of its settings.
+
+    config.yaml           the experiment config the run was trained with (decode defaults, languages)
+    model.json            the ModelConfig (rebuilds the network)
+    model.safetensors     the weights used for translation (the best checkpoint so far)
+    tokenizer.json        the joint tokenizer (or tokenizer.src.json + tokenizer.tgt.json)
+    metrics.jsonl         training and validation records
+    checkpoints/          numbered checkpoints and `latest` (see nmt.checkpoint)
+
+Every reader of a model directory goes through here, so a cut or hand-edited file is refused
+the same way everywhere (naming the file and key) instead of being parsed loosely in each place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import DecodeConfig, ExperimentConfig, load_config
+from .tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
+
+RUN_CONFIG = "config.yaml"
+MODEL_CONFIG = "model.json"
+WEIGHTS = "model.safetensors"
+METRICS = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+LATEST = "latest"
+TOKENIZER_FILES = (JOINT_FILE, SRC_FILE, TGT_FILE)
+
+
+def read_run_config(model_dir: str | Path) -> ExperimentConfig | None:
+    """The config a run saved, checked like any config and refused if cut short; None if there is none."""
+    path = Path(model_dir) / RUN_CONFIG
+    return load_config(path, complete=True) if path.exists() else None
+
+
+def read_decode_config(model_dir: str | Path) -> DecodeConfig:
+    """The decoding defaults a model was trained with (the library's defaults without a config.yaml)."""
+    config = read_run_config(model_dir)
+    return config.decode if config is not None else DecodeConfig()
+
+
+def holds_training_run(model_dir: str | Path) -> bool:
+    """True when `model_dir` has a run's records or checkpoints (a tokenizer alone does not count)."""
+    model_dir = Path(model_dir)
+    checkpoints = model_dir / CHECKPOINTS
+    return (model_dir / METRICS).exists() or (checkpoints.is_dir() and any(checkpoints.glob("step_*")))
