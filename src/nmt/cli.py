@@ -216,6 +216,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if batching.max_pending_sentences < limits.max_sentences:
         raise CommandError(f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
                            f"--max-sentences ({limits.max_sentences})")
+    if not 0 <= args.port <= 65535:
+        raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     check_engine_options(args)
     load = dict(device=args.device, weights=args.weights, engine=args.engine, precision=args.precision,
                 workers=args.workers or 1, threads=args.threads)
@@ -392,6 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nmt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`nmt translate ... | head`): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 141  # 128 + SIGPIPE, what the shell reports for a writer the pipe stopped
     except Exception as err:  # one line for the user; -v shows the traceback
         if args.verbose:
             raise

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import tempfile
 import time
@@ -46,16 +47,32 @@ def fsync_dir(folder: str | Path) -> None:
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
-    """Call write(tmp_path), fsync it, then rename it over `path`."""
+    """Call write(tmp_path), fsync it, then rename it over `path`.
+
+    A failed write leaves `path` as it was and is an OSError naming it: writers fail in their
+    own words (torch.save on a full disk: "enforce fail at inline_container.cc ... file write
+    failed"), which name neither the file nor the likely cause.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_path_for(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = temp_path_for(path)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot write {path}: {err.strerror}") from None
     try:
         write(str(tmp))
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except Exception as err:
+        tmp.unlink(missing_ok=True)
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+        free = shutil.disk_usage(path.parent).free
+        hint = f" (disk full: {free} bytes free)" if free < 64 * 1024 * 1024 else ""
+        message = f"cannot write {path}: {reason}{hint}"
+        errno = getattr(err, "errno", None)
+        raise (OSError(errno, message) if errno else OSError(message)) from err
+    except BaseException:  # KeyboardInterrupt, SystemExit: no half file either
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
