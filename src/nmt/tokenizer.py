@@ -29,7 +29,6 @@ import functools
 import itertools
 import json
 import logging
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,8 @@ from pathlib import Path
 from tokenizers import (
     Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers,
 )
+
+from .files import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -199,11 +200,7 @@ class SubwordTokenizer:
 
     def save(self, path: str | Path) -> None:
         """Write one HF ``tokenizer.json`` file, atomically (a crash never leaves half a file)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self._tokenizer.to_str(pretty=True), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, self._tokenizer.to_str(pretty=True))
 
     @classmethod
     def load(cls, path: str | Path) -> SubwordTokenizer:
