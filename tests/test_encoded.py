@@ -1,5 +1,9 @@
 """Encoded-corpus packing, saving and caching."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -63,8 +67,6 @@ def test_cached_encode_builds_once_then_loads(tmp_path):
 
 
 def test_cached_encode_keeps_only_the_most_recently_used_files(tmp_path):
-    import os
-
     def make() -> EncodedCorpus:
         return encode_corpus(PAIRS, fake_encode, fake_encode)
 
@@ -86,3 +88,33 @@ def test_cache_key_separates_parts_and_sees_file_changes(tmp_path):
     before = cache_key(file_fingerprint(f))
     f.write_text("hallo welt\n")
     assert cache_key(file_fingerprint(f)) != before
+
+
+def test_unusable_cache_file_is_encoded_again(tmp_path, caplog):
+    """A damaged file, or one of an older format, is a miss with a warning, not a failed run."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    calls = []
+
+    def make() -> EncodedCorpus:
+        calls.append(1)
+        return encode_corpus(PAIRS, fake_encode, fake_encode)
+
+    (cache / "broken.npz").write_bytes(b"PK\x03\x04 cut short")
+    np.savez(cache / "old.npz", format_version=np.array(0))
+    for key in ("broken", "old"):
+        assert len(cached_encode(cache, key, make)) == len(PAIRS)
+        assert len(EncodedCorpus.load(cache / f"{key}.npz")) == len(PAIRS)  # replaced by a good one
+    assert len(calls) == 2
+    assert "broken.npz is unusable" in caplog.text and "old.npz is unusable" in caplog.text
+
+
+def test_save_sweeps_temp_files_of_dead_writers(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    # A writer that died mid-save: a child process makes a temporary file and exits without renaming it.
+    code = f"from nmt.files import temp_path_for; print(temp_path_for({str(cache / 'k.npz')!r}))"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.exists(dead)
+    cached_encode(cache, "k", lambda: encode_corpus(PAIRS, fake_encode, fake_encode))
+    assert os.listdir(cache) == ["k.npz"]

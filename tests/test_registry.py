@@ -1,14 +1,22 @@
 """Tests for nmt.data.registry: mirrors, cache, and downloads from a local fake upstream.
 
 The fake upstream is an http.server on 127.0.0.1 that can be told to fail:
-answer 500, close the connection half-way, or ignore Range requests.
+answer 500, close the connection half-way, ignore Range requests, send more
+than the file, or stall half-way until the test lets it go on.
 """
 
 import hashlib
 import http.server
+import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -31,12 +39,16 @@ FILES = {
 
 
 class FakeUpstream:
-    """Serves FILES below /up/ and /mirror/, with scripted faults."""
+    """Serves ``files`` (relpath -> bytes) below any first path segment (/up/, /mirror/), with scripted faults."""
 
-    def __init__(self):
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
         self.fail_first = 0  # answer 500 to this many requests first
         self.truncate_first = 0  # then send only half the body to this many
         self.honour_range = True
+        # "announced": a Content-Length past the file's size; "endless": a body that never ends.
+        self.oversize: str | None = None
+        self.stall: threading.Event | None = None  # if set: send half the body, then wait for this event
         self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
 
     def handle(self, request: http.server.BaseHTTPRequestHandler) -> None:
@@ -45,9 +57,12 @@ class FakeUpstream:
         if len(self.requests) <= self.fail_first:
             request.send_error(500)
             return
-        body = FILES.get(request.path.split("/", 2)[-1])
+        body = self.files.get(request.path.split("/", 2)[-1])
         if body is None:
             request.send_error(404)
+            return
+        if self.oversize:
+            self.send_oversized(request, body)
             return
         start = 0
         if range_header and self.honour_range:
@@ -62,12 +77,28 @@ class FakeUpstream:
         if self.truncate_first > 0:
             self.truncate_first -= 1
             payload = payload[: len(payload) // 2]  # HTTP/1.0: the socket closes after this
+        if self.stall is not None:
+            request.wfile.write(payload[: len(payload) // 2])
+            self.stall.wait(timeout=60)
+            payload = payload[len(payload) // 2 :]
         request.wfile.write(payload)
 
+    def send_oversized(self, request: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
+        """The file, then more: announced by Content-Length, or streamed without end (up to 64 MiB)."""
+        request.send_response(200)
+        if self.oversize == "announced":
+            request.send_header("Content-Length", str(len(body) + 1))
+        request.end_headers()
+        try:
+            for _ in range((64 << 20) // len(body)):
+                request.wfile.write(body)
+        except OSError:  # the client hung up: what a client with a size limit does
+            pass
 
-@pytest.fixture
-def upstream(monkeypatch):
-    fake = FakeUpstream()
+
+@contextmanager
+def serving(fake: FakeUpstream) -> Iterator[FakeUpstream]:
+    """Run ``fake`` on a free port of 127.0.0.1 (its address in ``fake.url``) for the ``with`` block."""
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -81,23 +112,35 @@ def upstream(monkeypatch):
     thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     fake.url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        yield fake
+    finally:
+        if fake.stall is not None:
+            fake.stall.set()  # no handler left waiting
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def upstream(monkeypatch):
     monkeypatch.setenv("no_proxy", "127.0.0.1")
-    yield fake
-    server.shutdown()
-    server.server_close()
+    with serving(FakeUpstream(FILES)) as fake:
+        yield fake
 
 
-def make_corpus(base_url: str, sha256: dict | None = None) -> NamedCorpus:
+def make_corpus(base_url: str, sha256: dict | None = None, *, known_size: bool = True) -> NamedCorpus:
     sha256 = sha256 or {path: hashlib.sha256(body).hexdigest() for path, body in FILES.items()}
+
+    def file(lang: str) -> CorpusFile:
+        relpath = f"data/train.{lang}.gz"
+        return CorpusFile(relpath, sha256[relpath], len(FILES[relpath]) if known_size else None)
+
     return NamedCorpus(
         name="fake",
         base_url=base_url,
         languages=("en", "de"),
         splits=("train",),
-        files={
-            ("train", lang): CorpusFile(f"data/train.{lang}.gz", sha256[f"data/train.{lang}.gz"])
-            for lang in ("en", "de")
-        },
+        files={("train", lang): file(lang) for lang in ("en", "de")},
         citation="none",
     )
 
@@ -215,6 +258,134 @@ def test_local_mirror_is_verified_and_used_in_place(fake, tmp_path, monkeypatch)
     (mirror / "data/train.en.gz").write_bytes(b"bit rot")
     with pytest.raises(CorpusDownloadError, match=r"train\.en\.gz in the mirror .* is corrupt"):
         corpus_path("fake", "train", "en")
+
+
+def test_oversized_body_is_refused_naming_the_limit(fake, tmp_path):
+    url, size = f"{fake.url}/up/data/train.en.gz", len(FILES["data/train.en.gz"])
+    for oversize in ("announced", "endless"):
+        fake.oversize, fake.requests = oversize, []
+        with pytest.raises(CorpusDownloadError) as info:
+            corpus_path("fake", "train", "en", cache_dir=tmp_path, retries=2)
+        message = str(info.value)
+        assert url in message and f"more than {size} bytes (its registered size)" in message
+        assert "\n" not in message
+        assert len(fake.requests) == 1  # not retried: the server would do it again
+        assert list((tmp_path / "fake" / "data").iterdir()) == []  # no .part, no .lock
+
+
+def test_file_of_unknown_size_is_capped(fake, tmp_path, monkeypatch):
+    monkeypatch.setitem(CORPORA, "fake", make_corpus(f"{fake.url}/up/", known_size=False))
+    size = len(FILES["data/train.en.gz"])
+    monkeypatch.setattr(registry, "UNKNOWN_SIZE_CAP_BYTES", size - 1)
+    with pytest.raises(CorpusDownloadError, match=f"more than {size - 1} bytes .the cap for a file of unknown size"):
+        corpus_path("fake", "train", "en", cache_dir=tmp_path)
+    monkeypatch.setattr(registry, "UNKNOWN_SIZE_CAP_BYTES", size)
+    assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == FILES["data/train.en.gz"]
+
+
+def test_part_no_shorter_than_the_file_is_not_resumed(fake, tmp_path):
+    body = FILES["data/train.en.gz"]
+    part = tmp_path / "fake" / "data" / "train.en.gz.part"
+    part.parent.mkdir(parents=True)
+    for leftover in (body, body + b"junk"):  # no valid prefix: the file would be complete already
+        part.write_bytes(leftover)
+        (tmp_path / "fake" / "data" / "train.en.gz").unlink(missing_ok=True)
+        fake.requests = []
+        assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == body
+        assert fake.requests == [("/up/data/train.en.gz", None)]  # from the start, no Range
+
+
+def test_local_disk_errors_are_one_line_naming_the_url(fake, tmp_path):
+    not_a_folder = tmp_path / "cache"
+    not_a_folder.write_text("a file where the cache folder should be")
+    with pytest.raises(CorpusDownloadError) as info:
+        corpus_path("fake", "train", "en", cache_dir=not_a_folder)
+    message = str(info.value)
+    assert message.startswith(f"could not download {fake.url}/up/data/train.en.gz into {not_a_folder}")
+    assert "\n" not in message
+
+
+# --- processes sharing one cache ----------------------------------------------------
+
+# One process that fetches train.en.gz of the fake corpus at argv[1] into the cache at argv[2].
+CHILD = f"""
+import logging, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from test_registry import make_corpus
+from nmt.data.registry import CORPORA, corpus_path
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+CORPORA["fake"] = make_corpus(sys.argv[1])
+print(corpus_path("fake", "train", "en", cache_dir=sys.argv[2]))
+"""
+
+
+def race(fake: FakeUpstream, procs: list[subprocess.Popen], timeout: float = 60) -> list[str]:
+    """Stall ``fake``'s first download until another of ``procs`` says it waits for it; their stderr.
+
+    Deterministic, however the processes are scheduled: the first to take a
+    file's lock holds it until a second one has queued behind it. A second
+    request for the file instead means there was no lock: that fails at once.
+    """
+    fake.stall = threading.Event()
+    lines: list[list[str]] = [[] for _ in procs]
+    readers = [threading.Thread(target=lambda p=p, out=out: out.extend(p.stderr), daemon=True)
+               for p, out in zip(procs, lines)]
+    for reader in readers:
+        reader.start()
+    deadline = time.monotonic() + timeout
+    try:
+        while not any("waiting for another process" in line for out in lines for line in out):
+            assert len(fake.requests) < 2, f"both processes downloaded: {fake.requests}"
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), lines
+            time.sleep(0.02)
+        fake.stall.set()
+        for p in procs:
+            p.wait(timeout=timeout)
+    except BaseException:
+        for p in procs:
+            p.kill()
+        raise
+    for reader in readers:
+        reader.join()
+    return ["".join(out) for out in lines]
+
+
+def test_two_processes_fetching_one_file_take_turns(fake, tmp_path):
+    """The second waits on the first's lock, says so, then finds the verified file: one download in all."""
+    cache = tmp_path / "cache"  # does not exist yet: both processes create it
+    procs = [subprocess.Popen([sys.executable, "-c", CHILD, f"{fake.url}/up/", str(cache)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    stderr = race(fake, procs)
+    paths = [p.stdout.read().strip() for p in procs]
+    for p in procs:
+        p.stdout.close()
+
+    assert [p.returncode for p in procs] == [0, 0], stderr
+    dest = cache / "fake" / "data" / "train.en.gz"
+    assert paths == [str(dest)] * 2
+    assert dest.read_bytes() == FILES["data/train.en.gz"]
+    assert fake.requests == [("/up/data/train.en.gz", None)]
+    assert os.listdir(dest.parent) == ["train.en.gz"]  # no .part, no .lock left
+    assert corpus_path("fake", "train", "en", cache_dir=cache) == dest and len(fake.requests) == 1
+
+
+def test_lock_of_a_killed_process_is_free_and_its_part_resumed(fake, tmp_path):
+    body = FILES["data/train.en.gz"]
+    dest = tmp_path / "fake" / "data" / "train.en.gz"
+    dest.parent.mkdir(parents=True)
+    dest.with_name("train.en.gz.part").write_bytes(body[:1000])  # what the killed writer had got
+    hold = ("import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX); "
+            "print(1, flush=True); time.sleep(60)")
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(dest.with_name("train.en.gz.lock"))],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "1\n"  # it holds the lock
+    holder.kill()
+    holder.wait()
+    holder.stdout.close()
+
+    assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == body
+    assert fake.requests == [("/up/data/train.en.gz", "bytes=1000-")]
+    assert os.listdir(dest.parent) == ["train.en.gz"]
 
 
 def test_unknown_names_list_the_valid_ones():

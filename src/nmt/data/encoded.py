@@ -7,21 +7,35 @@ each stored as one flat int32 array plus offsets: compact in memory, one
 ``cached_encode`` stores it as ``<cache_dir>/<key>.npz``; the key should
 change whenever the corpus files or the tokenizer change (``cache_key``,
 ``file_fingerprint``).
+
+The cache is shared: every training run on the machine (each with its own
+output folder) reads and writes the same ``cache_dir``, possibly at the same
+moment. So a file appears only by an atomic rename (``nmt.files.atomic_write``),
+the temporary files of writers that died are swept before each save, and a
+reader treats a file that vanished (pruned by another run) or cannot be read
+as a miss and rebuilds it, rather than failing. No lock: two runs that miss
+the same key both encode it and the second rename wins with equal bytes,
+which costs one duplicate encoding, not a wrong result.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
-import tempfile
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-FORMAT_VERSION = 1  # bump when the saved layout changes, so old caches are refused
+from ..files import atomic_write, remove_stale_temp_files
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # bump when the saved layout changes: old cache files are then encoded again
 
 
 @dataclass
@@ -88,14 +102,13 @@ class EncodedCorpus:
         """Write to ``path`` (an .npz file), atomically.
 
         The data goes to a temporary file in the same folder that is then
-        renamed into place, so a crash (or a concurrent writer, such as
-        another DDP rank) never leaves a half-written file that a later run
-        would load.
+        renamed into place (``nmt.files.atomic_write``), so a crash or a
+        concurrent writer (another run, another DDP rank) never leaves a
+        half-written file that a later run would load.
         """
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:  # a file object: savez then adds no suffix
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:  # a file object: savez then adds no ".npz" to the name
                 np.savez(
                     f,
                     format_version=np.array(FORMAT_VERSION),
@@ -104,10 +117,8 @@ class EncodedCorpus:
                     tgt_ids=self.tgt.ids,
                     tgt_offsets=self.tgt.offsets,
                 )
-            os.replace(tmp, path)  # atomic within one filesystem
-        except BaseException:
-            os.unlink(tmp)
-            raise
+
+        atomic_write(path, write)
 
     @classmethod
     def load(cls, path: str | Path) -> EncodedCorpus:
@@ -174,7 +185,7 @@ def file_fingerprint(path: str | Path) -> str:
 
 def cached_encode(cache_dir: str | Path, key: str, make: Callable[[], EncodedCorpus], *,
                   keep: int = 32) -> EncodedCorpus:
-    """Load ``<cache_dir>/<key>.npz`` if it exists, else build it with ``make()`` and save it.
+    """Load ``<cache_dir>/<key>.npz`` if it can be read, else build it with ``make()`` and save it.
 
     Saving is atomic (see ``EncodedCorpus.save``), so a cache file that
     exists is complete. Every tokenizer trained gives new keys, so after a
@@ -183,14 +194,34 @@ def cached_encode(cache_dir: str | Path, key: str, make: Callable[[], EncodedCor
     """
     cache_dir = Path(cache_dir)
     path = cache_dir / f"{key}.npz"
-    if path.exists():
-        corpus = EncodedCorpus.load(path)
-        os.utime(path)  # recently used: pruning spares it
+    corpus = _load_if_usable(path)
+    if corpus is not None:
         return corpus
     corpus = make()
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir.mkdir(parents=True, exist_ok=True)  # no error when a concurrent run makes it first
+    remove_stale_temp_files(cache_dir)  # what writers killed mid-save left behind
     corpus.save(path)
     prune_cache(cache_dir, keep)
+    return corpus
+
+
+def _load_if_usable(path: Path) -> EncodedCorpus | None:
+    """The corpus cached at ``path``, or None if there is none to use (then the caller rebuilds it).
+
+    Between any two steps here another run may prune the file, so a missing
+    file is a miss at every step; a damaged or outdated one is a miss too.
+    """
+    try:
+        corpus = EncodedCorpus.load(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+        log.warning("encoded-data cache %s is unusable (%s); encoding again", path, exc)
+        return None
+    try:
+        os.utime(path)  # recently used: pruning spares it
+    except FileNotFoundError:
+        pass  # pruned meanwhile by another run; we hold the data already
     return corpus
 
 

@@ -1,8 +1,9 @@
 """Named corpora and their download into a local cache, verified by sha256.
 
 A ``NamedCorpus`` lists the files of a public corpus by (split, language),
-each with the sha256 of its exact bytes. ``corpus_path`` turns a name into a
-local path to a verified file, from the first of these that applies:
+each with the sha256 and size of its exact bytes. ``corpus_path`` turns a
+name into a local path to a verified file, from the first of these that
+applies:
 
 1. a mirror (the ``mirror`` argument or ``$NMT_MIRROR``) laid out like
    upstream: a local directory is verified and used in place; an http(s)://
@@ -14,13 +15,29 @@ local path to a verified file, from the first of these that applies:
 Downloads go to ``<dest>.part``, resume with an HTTP Range request after an
 interruption, retry with exponential backoff on connection errors and 5xx
 answers, and are moved into place only once the checksum matches, so a file
-at its final path is always complete and correct. Two processes must not
-download the same file at once (they would share the ``.part``): under
-``torchrun``, let rank 0 fetch first and the others wait at a barrier.
+at its final path is always complete and correct. No download grows past
+the file's registered size (``UNKNOWN_SIZE_CAP_BYTES`` where that is not
+known): a server that sends an endless body is cut off, not allowed to fill
+the disk. Every failure is a ``CorpusDownloadError`` whose one-line message
+names the URL or file.
+
+Several processes may share one cache (two ``nmt train`` runs started
+together, torchrun ranks): they take turns per file through an exclusive
+``flock`` on ``<dest>.lock``. The first downloads; the others log that they
+wait, then find the verified file in the cache. A lock rather than a part
+file per process because it downloads each file once instead of once per
+process, and because the ``.part`` keeps a name the next run can find: only
+the lock's holder writes it, so a ``.part`` found by a new holder is the
+leftover of a writer that died or gave up, resumed when it can still be the
+start of the file (shorter than its size) and deleted otherwise. The kernel
+releases a flock when its holder exits, however it dies, so a crash never
+leaves the lock taken; the holder deletes the lock file as it finishes (see
+``_exclusive`` for why that is safe), so the cache holds only data files.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import http.client
 import logging
@@ -30,6 +47,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,15 +70,19 @@ log = logging.getLogger(__name__)
 
 BACKOFF_S = 1.0  # wait before the first retry; doubles for each further one (tests set 0)
 TIMEOUT_S = 30.0  # per socket operation, not per file
+# The most a download of a file of unknown size may write: generous for a corpus file,
+# yet a bound on what a broken or hostile server can put on the disk.
+UNKNOWN_SIZE_CAP_BYTES = 8 << 30
 _CHUNK_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
 class CorpusFile:
-    """One file of a corpus: where it lies below the base URL, and its checksum."""
+    """One file of a corpus: where it lies below the base URL, its checksum and its size."""
 
     relpath: str  # e.g. "data/task1/raw/train.de.gz", relative to the base URL/dir
     sha256: str
+    size: int | None  # bytes; a download stops past it. None: unknown, capped at UNKNOWN_SIZE_CAP_BYTES
 
 
 @dataclass(frozen=True)
@@ -79,19 +102,19 @@ class CorpusDownloadError(RuntimeError):
 
 
 _MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
-_MULTI30K_SHA256 = {
-    ("train", "en"): "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-    ("train", "de"): "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-    ("train", "fr"): "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
-    ("train", "cs"): "a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077",
-    ("val", "en"): "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-    ("val", "de"): "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-    ("val", "fr"): "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
-    ("val", "cs"): "b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc",
-    ("test_2016_flickr", "en"): "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-    ("test_2016_flickr", "de"): "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-    ("test_2016_flickr", "fr"): "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
-    ("test_2016_flickr", "cs"): "200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1",
+_MULTI30K_FILES = {  # (split, lang) -> (sha256, size in bytes)
+    ("train", "en"): ("d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f", 568929),
+    ("train", "de"): ("726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6", 637044),
+    ("train", "fr"): ("622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c", 604242),
+    ("train", "cs"): ("a65adb8b32e3bc664f21ecba7a6e7f6950fd1f405e135f7c312faabdb6255077", 593827),
+    ("val", "en"): ("14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28", 21650),
+    ("val", "de"): ("f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a", 24681),
+    ("val", "fr"): ("ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9", 23001),
+    ("val", "cs"): ("b63226e05c4bd5dd6a42897d74b86a1b9d2c31498252c572b1ea7f7996927fcc", 22096),
+    ("test_2016_flickr", "en"): ("611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9", 21077),
+    ("test_2016_flickr", "de"): ("9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8", 22890),
+    ("test_2016_flickr", "fr"): ("6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90", 22310),
+    ("test_2016_flickr", "cs"): ("200a4a74cc9560f051924abb9803be008d1908d77f747e9141aeb86dfd2797f1", 22572),
 }
 
 MULTI30K = NamedCorpus(
@@ -100,8 +123,8 @@ MULTI30K = NamedCorpus(
     languages=("en", "de", "fr", "cs"),
     splits=("train", "val", "test_2016_flickr"),
     files={
-        (split, lang): CorpusFile(f"data/task1/raw/{split}.{lang}.gz", sha256)
-        for (split, lang), sha256 in _MULTI30K_SHA256.items()
+        (split, lang): CorpusFile(f"data/task1/raw/{split}.{lang}.gz", sha256, size)
+        for (split, lang), (sha256, size) in _MULTI30K_FILES.items()
     },
     citation=(
         "Elliott et al. (2016), Multi30K: Multilingual English-German Image Descriptions (en, de); "
@@ -152,11 +175,8 @@ def corpus_path(
 
     cache_root = Path(cache_dir if cache_dir is not None else data_home()) / corpus.name
     dest = cache_root / file.relpath
-    if dest.exists():
-        if sha256_of(dest) == file.sha256:
-            return dest
-        log.warning("cached %s fails its checksum; downloading it again", dest)
-        dest.unlink()
+    if _is_cached(dest, file):  # the common case needs no lock: dest only ever appears complete
+        return dest
 
     if mirror is not None:
         url = _join(mirror, file.relpath)
@@ -167,7 +187,7 @@ def corpus_path(
             ". Without network access, point NMT_MIRROR at a local copy laid out like upstream "
             f"(e.g. NMT_MIRROR=../shared/data/{corpus.name}) or put the files under {cache_root}."
         )
-    _download(url, dest, file.sha256, retries=retries, hint=hint)
+    _download(url, dest, file, retries=retries, hint=hint)
     return dest
 
 
@@ -216,7 +236,10 @@ def _from_local_mirror(root: Path, file: CorpusFile) -> Path:
         raise CorpusDownloadError(
             f"{path} not found: the mirror {root} must be laid out like upstream ({file.relpath})"
         )
-    got = sha256_of(path)
+    try:
+        got = sha256_of(path)
+    except OSError as exc:
+        raise CorpusDownloadError(f"cannot read {path} in the mirror {root}: {exc.strerror or exc}") from None
     if got != file.sha256:
         raise CorpusDownloadError(
             f"{path} in the mirror {root} is corrupt: sha256 expected {file.sha256}, got {got}; "
@@ -232,18 +255,106 @@ class _Interrupted(ConnectionError):
     """A response that ended early or answered the wrong byte range: worth retrying."""
 
 
-def _download(url: str, dest: Path, sha256: str, *, retries: int, hint: str) -> None:
-    """Fetch ``url`` into ``dest`` through ``dest.part``, retrying, then verify and move."""
+class _TooLarge(Exception):
+    """The server sends more than the file's size limit: not retried (it would do it again)."""
+
+
+def _is_cached(dest: Path, file: CorpusFile) -> bool:
+    """Whether ``dest`` holds ``file``'s exact bytes."""
+    try:
+        return dest.is_file() and sha256_of(dest) == file.sha256
+    except FileNotFoundError:  # a corrupt copy, deleted by a process about to download it again
+        return False
+    except OSError as exc:
+        raise CorpusDownloadError(f"cannot read the cached {dest}: {exc.strerror or exc}") from None
+
+
+def _download(url: str, dest: Path, file: CorpusFile, *, retries: int, hint: str) -> None:
+    """Fetch ``url`` into ``dest``, holding ``dest``'s lock, unless the process we waited for did.
+
+    Errors of the local disk (full, read-only, a file where a folder should
+    be) become a ``CorpusDownloadError`` naming the URL and ``dest``, like
+    network errors do.
+    """
     if retries < 0:
         raise ValueError(f"retries must be >= 0, got {retries}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)  # safe when another process makes it too
+        waiting = f"waiting for another process to finish downloading {dest}"
+        with _exclusive(dest.with_name(dest.name + ".lock"), waiting=waiting):
+            if _is_cached(dest, file):
+                return  # the process we waited for got it
+            if dest.exists():
+                log.warning("cached %s fails its checksum; downloading it again", dest)
+                dest.unlink()
+            _fetch_verified(url, dest, file, retries=retries, hint=hint)
+    except OSError as exc:  # network errors were handled below: this is the local disk
+        raise CorpusDownloadError(f"could not download {url} into {dest}: {exc}") from None
+
+
+@contextmanager
+def _exclusive(lock_path: Path, *, waiting: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` for the ``with`` block; log ``waiting`` if it is taken.
+
+    The lock file is created if missing and deleted on the way out while
+    still locked. A waiter blocked on the old file then wakes up holding a
+    file no longer at ``lock_path``, one that a newcomer would not see (it
+    creates a new one): so a lock counts only while its file is the one at
+    ``lock_path``, otherwise we try again on what is there now.
+    """
+    logged = False
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not logged:
+                    log.info("%s", waiting)
+                    logged = True
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if its holder dies
+            if _same_file(fd, lock_path):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is the file now at ``path``."""
+    try:
+        at_path = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+
+def _fetch_verified(url: str, dest: Path, file: CorpusFile, *, retries: int, hint: str) -> None:
+    """Fetch ``url`` into ``dest.part``, retrying, then verify it and move it to ``dest``."""
     part = dest.with_name(dest.name + ".part")
+    limit = file.size if file.size is not None else UNKNOWN_SIZE_CAP_BYTES
+    # Only the lock's holder writes the .part, so one found now was left by a writer that died
+    # or gave up: resume it if it can still be the start of the file, else start over.
+    if part.exists() and part.stat().st_size >= limit:
+        part.unlink()
     for attempt in range(retries + 1):
         if attempt:
             time.sleep(BACKOFF_S * 2 ** (attempt - 1))
         try:
-            _fetch(url, part, label=dest.name)
+            _fetch(url, part, label=dest.name, limit=limit)
             break
+        except _TooLarge:
+            what = "its registered size" if file.size is not None else "the cap for a file of unknown size"
+            raise CorpusDownloadError(
+                f"refused {url}: the server sends more than {limit} bytes ({what}); nothing was kept"
+            ) from None
         except urllib.error.HTTPError as exc:  # before URLError: it is a subclass
             reason = f"HTTP {exc.code} {exc.reason}"
             exc.close()
@@ -258,20 +369,21 @@ def _download(url: str, dest: Path, sha256: str, *, retries: int, hint: str) -> 
         )
 
     got = sha256_of(part)
-    if got != sha256:
+    if got != file.sha256:
         part.unlink()
         raise CorpusDownloadError(
-            f"downloaded {url} is corrupt: sha256 expected {sha256}, got {got}; "
+            f"downloaded {url} is corrupt: sha256 expected {file.sha256}, got {got}; "
             "the partial file was deleted"
         )
     os.replace(part, dest)  # atomic: readers never see a half-written file at dest
 
 
-def _fetch(url: str, part: Path, *, label: str) -> None:
+def _fetch(url: str, part: Path, *, label: str, limit: int) -> None:
     """One attempt: append the rest of ``url`` to ``part``, or rewrite it whole.
 
     Raises ``_Interrupted`` when fewer bytes arrive than the server promised:
-    the next attempt resumes from what was kept.
+    the next attempt resumes from what was kept. Raises ``_TooLarge``, with
+    ``part`` deleted, as soon as the file would grow past ``limit`` bytes.
     """
     offset = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(url)
@@ -287,7 +399,7 @@ def _fetch(url: str, part: Path, *, label: str) -> None:
         # no Range header, so this recurses at most once.
         exc.close()
         part.unlink()
-        return _fetch(url, part, label=label)
+        return _fetch(url, part, label=label, limit=limit)
 
     with response:
         status = response.status or 200  # file:// responses carry no status
@@ -297,25 +409,26 @@ def _fetch(url: str, part: Path, *, label: str) -> None:
         if total is None and offset:
             part.unlink()  # a 206 we cannot place: start over cleanly
             raise _Interrupted(f"unusable Content-Range {response.headers.get('Content-Range')!r}")
-        with open(part, "ab" if offset else "wb") as out, tqdm(
-            total=total,
-            initial=offset,
-            desc=label,
-            unit="B",
-            unit_scale=True,
-            unit_divisor=1024,
-            file=sys.stderr,
-            disable=not sys.stderr.isatty(),
-            leave=False,
-        ) as bar:
-            # http.client's read(n) returns b"" when the connection drops
-            # early instead of raising, hence the size check afterwards.
-            while chunk := response.read(_CHUNK_BYTES):
-                out.write(chunk)
-                bar.update(len(chunk))
-    size = part.stat().st_size
+        size = offset  # bytes of the file on disk so far
+        if total is None or total <= limit:  # else refuse before writing a byte
+            with open(part, "ab" if offset else "wb") as out, _progress_bar(label, offset, total) as bar:
+                # http.client's read(n) returns b"" when the connection drops
+                # early instead of raising, hence the size check afterwards.
+                while size <= limit and (chunk := response.read(_CHUNK_BYTES)):
+                    out.write(chunk)
+                    bar.update(len(chunk))
+                    size += len(chunk)
+    if size > limit or (total is not None and total > limit):
+        part.unlink(missing_ok=True)
+        raise _TooLarge()
     if total is not None and size < total:
         raise _Interrupted(f"connection closed after {size} of {total} bytes")
+
+
+def _progress_bar(label: str, offset: int, total: int | None) -> tqdm:
+    """A bytes progress bar on stderr, shown only on a terminal and gone once done."""
+    return tqdm(total=total, initial=offset, desc=label, unit="B", unit_scale=True, unit_divisor=1024,
+                file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
 
 
 def _expected_total(response, offset: int) -> int | None:
