@@ -15,17 +15,58 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 log = logging.getLogger("nmt")
 
 
+# Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
+# a typo like --beam 1000 is refused at once instead of running slowly or failing deep in the search.
+MAX_BEAM = 256
+
+
 class CommandError(Exception):
     """A user-facing failure: printed as one line, exit status 1, no traceback."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line, like every other failure (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# --- checks of options shared by several commands ------------------------------------------------
+def check_beam(beam: int | None, option: str = "--beam") -> None:
+    """Refuse a beam size outside 1..MAX_BEAM (None: the model's own decode.beam)."""
+    if beam is not None and not 1 <= beam <= MAX_BEAM:
+        raise CommandError(f"{option} must be between 1 and {MAX_BEAM}, got {beam}")
+
+
+def check_device(device: str) -> None:
+    """Refuse a --device that torch could not use on this machine, before anything is loaded."""
+    import torch
+
+    from .config import DEVICE
+
+    if not DEVICE.test(device):
+        raise CommandError(f"--device must be {DEVICE.says}, got {device!r}")
+    if device.startswith("cuda"):
+        index, count = int(device.partition(":")[2] or 0), torch.cuda.device_count()
+        if index >= count:
+            raise CommandError(f"--device {device}: this machine has {count} CUDA device(s)")
+
+
+def require_model_dir(model_dir: str) -> None:
+    """Refuse a --model that is not a directory (commands that do not load a Translator)."""
+    if not Path(model_dir).is_dir():
+        raise CommandError(f"model directory {model_dir} does not exist")
 
 
 # --- train -------------------------------------------------------------------------------------
@@ -35,6 +76,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from .training.trainer import train
 
     out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {out} is a file: give a directory to train into")
     config_path = args.config
     if args.resume:
         if config_path is None:  # the run's own settings (a CONFIG given replaces them)
@@ -82,6 +125,7 @@ def add_engine_options(p: argparse.ArgumentParser, workers_default: str = "one p
 
 def check_engine_options(args: argparse.Namespace) -> None:
     """Refuse bad engine options before anything is loaded."""
+    check_device(args.device)
     for name in ("workers", "threads"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             raise CommandError(f"--{name} must be at least 1, got {getattr(args, name)}")
@@ -90,9 +134,10 @@ def check_engine_options(args: argparse.Namespace) -> None:
 
 
 def load_translator(args: argparse.Namespace):
-    """The Translator that the engine options describe."""
+    """The Translator that the engine and beam options describe."""
     from .translator import Translator
 
+    check_beam(args.beam)
     check_engine_options(args)
     return Translator.load(args.model, device=args.device, weights=args.weights, engine=args.engine,
                            precision=args.precision, workers=args.workers, threads=args.threads)
@@ -111,17 +156,13 @@ def cmd_translate(args: argparse.Namespace) -> int:
         sampling = Sampling(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
     elif (args.temperature, args.top_k, args.seed) != (1.0, 0, None):
         raise CommandError("--temperature, --top-k and --seed apply to --sample only")
-    translator = load_translator(args)
-    source = open(args.input, "rb") if args.input else sys.stdin.buffer
-    target = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
+    with contextlib.ExitStack() as files:
+        # A missing input fails before the model loads; the output is not emptied if loading fails.
+        source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
+        translator = load_translator(args)
+        target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         translate_stream(translator, source, target, beam=args.beam, sampling=sampling,
                          name=args.input or "<stdin>", chunk_lines=args.chunk)
-    finally:
-        if args.input:
-            source.close()
-        if args.output:
-            target.close()
     return 0
 
 
@@ -145,6 +186,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     sources, references = list(read_lines(src_path)), list(read_lines(ref_path))
     if len(sources) != len(references):
         raise CommandError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
+    if not sources:
+        raise CommandError(f"{src_path} and {ref_path} are empty: no sentences to evaluate")
     translator = load_translator(args)
     truncated = sum(translator.encode_source(s)[1] for s in sources)
     if truncated:
@@ -167,8 +210,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from .export_ctranslate2 import export_ctranslate2
 
-    if not Path(args.model).is_dir():
-        raise CommandError(f"model directory {args.model} does not exist")
+    require_model_dir(args.model)
     out = export_ctranslate2(args.model, args.out, quantization=args.quantization, weights=args.weights,
                              force=args.force)
     print(f"exported to {out}; translate with: nmt translate --model {out} --engine ctranslate2", file=sys.stderr)
@@ -181,6 +223,7 @@ def cmd_average(args: argparse.Namespace) -> int:
 
     if args.last < 1:
         raise CommandError(f"--last must be at least 1, got {args.last}")
+    require_model_dir(args.model)
     names = list_checkpoints(args.model)[-args.last:]
     if not names:
         raise CommandError(f"no checkpoints in {Path(args.model) / CHECKPOINTS}")
@@ -201,6 +244,7 @@ def cmd_average(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .server import BatchingConfig, ConnectionOptions, ServerLimits, access_policy, serve
 
+    check_beam(args.max_beam, "--max-beam")
     # The dataclasses check every value (ValueError: one line for the user, see main).
     limits = ServerLimits(max_sentences=args.max_sentences, max_chars=args.max_chars, max_beam=args.max_beam,
                           max_body_bytes=args.max_body_bytes, max_attention_sentences=args.max_attention_sentences,
@@ -238,6 +282,8 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from .plots import plot_attention
     from .translator import Translator
 
+    check_beam(args.beam)
+    check_device(args.device)
     translator = Translator.load(args.model, device=args.device)
     for path in plot_attention(translator, args.sentence, args.out_dir, beam=args.beam):
         print(path)
@@ -253,7 +299,7 @@ def cmd_positions(args: argparse.Namespace) -> int:
 
 # --- the parser ---------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nmt", description="Transformer neural machine translation.")
+    parser = Parser(prog="nmt", description="Transformer neural machine translation.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -385,6 +431,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def describe_error(err: Exception) -> str:
+    """One line for the user: our own messages as they are, anything unexpected with its type."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"{err.filename}: {err.strerror}"  # as cat says it, without Python's "[Errno 2]"
+    elif isinstance(err, (CommandError, ValueError, OSError, RuntimeError, ImportError)):
+        text = str(err)
+    else:  # a bug, or a library's own failure we have not put into words
+        text = f"{type(err).__name__}: {err} (run with -v for the traceback)"
+    return " ".join(text.split())  # a library's multi-line message still makes one line
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -400,9 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # one line for the user; -v shows the traceback
         if args.verbose:
             raise
-        known = isinstance(err, (CommandError, ValueError, OSError, RuntimeError, ImportError))
-        print(f"nmt {args.command}: error: {err if known else f'{type(err).__name__}: {err}'}"
-              + ("" if known else " (run with -v for the traceback)"), file=sys.stderr)
+        print(f"nmt {args.command}: error: {describe_error(err)}", file=sys.stderr)
         return 1
 
 

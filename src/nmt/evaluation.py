@@ -24,6 +24,8 @@ def score_translations(hypotheses: list[str], references: list[str]) -> Scores:
     """BLEU (cased and lower-cased) and chrF of hypotheses against one reference each."""
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references")
+    if not hypotheses:  # sacreBLEU would fail with an IndexError
+        raise ValueError("no sentences to score")
     bleu = sacrebleu.metrics.BLEU()
     bleu_lc = sacrebleu.metrics.BLEU(lowercase=True)
     chrf = sacrebleu.metrics.CHRF()
