@@ -312,9 +312,9 @@ def test_nmt_serve_options_reach_the_server(monkeypatch):
 @pytest.mark.parametrize("options, message", [
     (["--workers", "0"], "--workers must be at least 1"),
     (["--threads", "-2", "--engine", "ctranslate2"], "--threads must be at least 1"),
-    (["--deadline", "0"], "must be positive"),
+    (["--deadline", "0"], "server limit deadline_s must be > 0, got 0"),
     (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
-    (["--header-timeout", "-1"], "must be positive"),
+    (["--header-timeout", "-1"], "connection limit header_timeout_s must be > 0, got -1"),
 ])
 def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options, message):
     import nmt.server

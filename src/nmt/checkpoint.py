@@ -203,7 +203,7 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, torch.Tensor]:
         raise ValueError("no checkpoints to average")
     total: dict[str, torch.Tensor] = {}
     for path in paths:
-        tensors = load_file(str(path))
+        tensors = read_weights(path)
         if total and set(tensors) != set(total):
             raise ValueError(f"{path}: tensor names differ from {paths[0]}")
         for key, value in tensors.items():

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from .checkpoint import load_model_dir
-from .model_dir import MODEL_CONFIG, RUN_CONFIG
+from .model_dir import MODEL_CONFIG, RUN_CONFIG, read_run_config
 from .model import Transformer
 from .model.embedding import sinusoidal_encoding
 from .tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
@@ -151,6 +151,7 @@ def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, *, quantizati
             raise FileExistsError(f"{out_dir} already exists: choose another --out, or --force to replace it")
         if not is_ctranslate2_dir(out_dir):  # --force replaces an earlier export, never anything else
             raise FileExistsError(f"{out_dir} exists and is not a CTranslate2 export: --force will not replace it")
+    read_run_config(model_dir)  # copied into the export: a bad one is refused now, not at translation
     model = load_model_dir(model_dir, weights=weights)
     src_tok, tgt_tok = load_tokenizers(model_dir)
     spec = ctranslate2_spec(model, vocabulary(src_tok), vocabulary(tgt_tok))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,10 +36,9 @@ class ConnectionOptions:
     graceful_timeout_s: float = 5.0  # at shutdown, how long requests in progress may take before they are cancelled
 
     def __post_init__(self):
-        numbers = [self.header_timeout_s, self.keep_alive_s, self.max_header_bytes, self.backlog,
-                   self.graceful_timeout_s, self.max_connections or 1]
-        if not all(n > 0 for n in numbers):
-            raise ValueError(f"every connection limit must be positive, got {self}")
+        for name, value in asdict(self).items():
+            if value is not None and not value > 0:  # max_connections=None: no limit
+                raise ValueError(f"connection limit {name} must be > 0, got {value}")
 
 
 class HeaderTimeoutProtocol(H11Protocol):

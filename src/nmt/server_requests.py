@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastapi import Request
@@ -38,10 +38,9 @@ class ServerLimits:
     deadline_s: float = 30.0  # from the body received to the answer; past it the work is dropped
 
     def __post_init__(self):
-        numbers = [self.max_sentences, self.max_chars, self.max_beam, self.max_body_bytes,
-                   self.max_attention_sentences, self.max_attention_cells, self.body_timeout_s, self.deadline_s]
-        if not all(n > 0 for n in numbers):
-            raise ValueError(f"every server limit must be positive, got {self}")
+        for name, value in asdict(self).items():
+            if not value > 0:
+                raise ValueError(f"server limit {name} must be > 0, got {value}")
 
 
 class TranslateRequest(BaseModel):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,10 +76,12 @@ class Sampling:
     seed: int | None = None
 
     def __post_init__(self):
-        if not self.temperature > 0:
-            raise ValueError(f"sampling temperature must be > 0, got {self.temperature}")
+        if not 0 < self.temperature < math.inf:
+            raise ValueError(f"sampling temperature must be > 0 and finite, got {self.temperature}")
         if self.top_k < 0:
             raise ValueError(f"sampling top_k must be >= 0 (0 keeps every token), got {self.top_k}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:  # what a torch generator takes
+            raise ValueError(f"sampling seed must be in [0, 2**63), got {self.seed}")
 
 
 class Translator:
@@ -198,6 +201,9 @@ class Translator:
         beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
         if beam < 1 or n_best < 1 or n_best > beam:
             raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
+        if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step
+            raise ValueError(f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the "
+                             "target vocabulary")
         search = Search(beam=beam, n_best=n_best, return_attention=return_attention,
                         length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty)
         if sampling is not None:

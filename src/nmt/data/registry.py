@@ -195,6 +195,8 @@ def parallel_files(
     name: str, split: str, src_lang: str, tgt_lang: str, **kwargs
 ) -> tuple[Path, Path]:
     """Paths to the aligned source and target files of one split; see ``corpus_path``."""
+    for lang in (src_lang, tgt_lang):  # a bad name is refused before anything is fetched
+        _lookup(name, split, lang)
     return (
         corpus_path(name, split, src_lang, **kwargs),
         corpus_path(name, split, tgt_lang, **kwargs),
