@@ -1,3 +1,4 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -172,3 +173,28 @@ def test_tiny_model_learns_to_reverse_a_fixed_batch():
         if loss.item() < 0.01:
             break
     assert loss.item() < 0.05, loss.item()
+
+
+@pytest.mark.parametrize("preset, overrides", [
+    ("reference", {}), ("small", {}), ("base", {}), ("big", {}),
+    ("small", {"d_ff": 768}),  # d_ff = 3 * d_model: the shape of a fused [W_Q; W_K; W_V]
+])
+def test_every_projection_starts_at_the_xavier_scale(preset, overrides):
+    torch.manual_seed(0)
+    config = ModelConfig.preset(preset, src_vocab_size=64, tgt_vocab_size=64, encoder_layers=1, decoder_layers=1,
+                                **overrides)
+    model = Transformer(config)
+    d, d_ff = config.d_model, config.d_ff
+
+    def assert_xavier(weight, fan_in, fan_out, name):
+        expected = (2.0 / (fan_in + fan_out)) ** 0.5  # the std of Xavier-uniform
+        assert abs(weight.std().item() / expected - 1) < 0.05, (name, weight.std().item(), expected)
+
+    for name, module in model.named_modules():
+        if hasattr(module, "in_proj"):  # attention: W_Q, W_K, W_V each as a d x d matrix, and W_O
+            for block in module.in_proj.weight.chunk(3, dim=0):
+                assert_xavier(block, d, d, name + ".in_proj")
+            assert_xavier(module.out_proj.weight, d, d, name + ".out_proj")
+        if hasattr(module, "w_1"):
+            assert_xavier(module.w_1.weight, d, d_ff, name + ".w_1")
+            assert_xavier(module.w_2.weight, d_ff, d, name + ".w_2")

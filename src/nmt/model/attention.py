@@ -53,6 +53,14 @@ class MultiHeadAttention(nn.Module):
         self.q_proj: nn.Module | None = None
         self.kv_proj: nn.Module | None = None
 
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for W_Q, W_K and W_V each on its own (as three d x d matrices) and W_O; zero biases."""
+        for block in self.in_proj.weight.data.chunk(3, dim=0):
+            nn.init.xavier_uniform_(block)
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.zeros_(self.in_proj.bias)
+        nn.init.zeros_(self.out_proj.bias)
+
     def _split_heads(self, x: torch.Tensor, parts: int) -> torch.Tensor:
         # (batch, len, parts * d_model) -> (parts, batch, heads, len, d_head)
         b, t, _ = x.shape

@@ -20,6 +20,12 @@ class FeedForward(nn.Module):
         self.w_2 = nn.Linear(d_ff, d_model)
         self.activation = F.relu if activation == "relu" else F.gelu
 
+    def reset_parameters(self) -> None:
+        """Xavier-uniform for W_1 and W_2, zero biases."""
+        for linear in (self.w_1, self.w_2):
+            nn.init.xavier_uniform_(linear.weight)
+            nn.init.zeros_(linear.bias)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w_2(self.activation(self.w_1(x)))
 

@@ -10,7 +10,8 @@ from torch import nn
 from .cache import DecoderCache, LayerCache
 from .config import ModelConfig
 from .embedding import PositionalEncoding, TokenEmbedding
-from .layers import DecoderLayer, EncoderLayer
+from .attention import MultiHeadAttention
+from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .masks import causal_mask, decoder_self_mask, padding_mask
 
 
@@ -60,16 +61,10 @@ class Transformer(nn.Module):
             self.output.weight = self.tgt_embed.weight
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform for every projection (each of W_Q, W_K, W_V on its own), zero biases."""
+        """Every attention and feed-forward block initialises its own projections (Xavier-uniform)."""
         for module in self.modules():
-            if isinstance(module, nn.Linear) and module is not self.output:
-                if module.out_features == 3 * module.in_features:  # fused [W_Q; W_K; W_V]
-                    for block in module.weight.data.chunk(3, dim=0):
-                        nn.init.xavier_uniform_(block)
-                else:
-                    nn.init.xavier_uniform_(module.weight)
-                if module.bias is not None:
-                    nn.init.zeros_(module.bias)
+            if isinstance(module, (MultiHeadAttention, FeedForward)):
+                module.reset_parameters()
         # An untied output matrix starts like the embeddings: N(0, d^-1/2).
         nn.init.normal_(self.output.weight, std=self.config.d_model ** -0.5)
 
