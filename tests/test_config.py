@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -254,3 +255,27 @@ def test_every_shipped_config_loads_and_builds_a_model_config(path):
     model = config.model.build(config.tokenizer.vocab_size, config.tokenizer.vocab_size, joint_vocabulary=joint)
     assert model.d_model % model.num_heads == 0
     assert config.data.src_lang != config.data.tgt_lang
+
+
+def test_model_section_overrides_every_model_config_field():
+    """One source of truth: each ModelConfig field the vocabulary does not fix is a config override."""
+    from nmt.model.config import ModelConfig
+
+    from_vocabulary = {"src_vocab_size", "tgt_vocab_size", "pad_id"}
+    model_fields = {f.name for f in dataclasses.fields(ModelConfig)} - from_vocabulary
+    assert {f.name for f in dataclasses.fields(ModelSection)} - {"preset"} == model_fields
+
+
+def test_saved_config_without_a_key_added_since_still_loads(tmp_path):
+    path = tmp_path / "config.yaml"
+    ExperimentConfig().save(path)
+    path.write_text(path.read_text().replace("  layer_norm_eps: null\n", ""))  # saved before the key existed
+    assert load_config(path, complete=True).model.layer_norm_eps is None
+
+
+def test_exponent_without_a_dot_is_a_number_in_files_and_overrides(tmp_path):
+    # PyYAML (YAML 1.1) reads 1e-5 as a string; users and every other YAML reader mean a number.
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  peak_lr: 5e-4\n  schedule: inverse_sqrt\n")
+    config = load_config(path, ["model.layer_norm_eps=1e-5", "train.adam_eps=1E-8"])
+    assert (config.train.peak_lr, config.model.layer_norm_eps, config.train.adam_eps) == (5e-4, 1e-5, 1e-8)

@@ -78,6 +78,7 @@ class ModelSection:
     norm_position: str | None = None  # post (paper) | pre
     sharing: str | None = None  # none | tgt_out | all (all needs tokenizer.joint)
     positional_base: float | None = None  # base of the sinusoidal positions
+    layer_norm_eps: float | None = None  # epsilon inside every LayerNorm (ModelConfig's default: 1e-6)
 
     RULES: ClassVar[dict[str, Rule]] = {"preset": one_of(*PRESETS)}  # ModelConfig checks the rest
 
@@ -232,7 +233,7 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
 
 # Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
 # gets its default. A new field goes here, or every existing model directory stops loading.
-ADDED_SINCE_SAVED: frozenset[str] = frozenset()
+ADDED_SINCE_SAVED: frozenset[str] = frozenset({"model.layer_norm_eps"})
 
 
 def missing_keys(values: dict[str, Any]) -> list[str]:
@@ -255,15 +256,20 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
         if not isinstance(values[section], dict):
             raise ConfigError(f"section {section!r} must be a mapping")
         try:
-            values[section][name] = yaml.safe_load(raw) if raw.strip() else None
+            values[section][name] = yaml.load(raw, Loader=ConfigLoader) if raw.strip() else None  # noqa: S506
         except yaml.YAMLError as err:
             raise ConfigError(f"override {item!r}: the value is not valid YAML ({getattr(err, 'problem', err)})") \
                 from None
     return values
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (plain YAML keeps the last, silently)."""
+class ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that reads 1e-5 as a number and refuses a key given twice in one mapping.
+
+    PyYAML follows YAML 1.1, where a float needs a dot (1.0e-5) and `1e-5` is a string; every
+    other YAML reader (and every user) takes it for a number. And plain YAML keeps the last of
+    two equal keys, silently.
+    """
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen = []  # a list, not a set: YAML keys may be unhashable (the parent class refuses those)
@@ -273,6 +279,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise yaml.constructor.ConstructorError(None, None, f"key {key!r} is given twice", key_node.start_mark)
             seen.append(key)
         return super().construct_mapping(node, deep=deep)
+
+
+# YAML 1.2's floats, exponent without a dot included (the resolver PyYAML ships is 1.1's).
+ConfigLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?$"),
+    list("-+0123456789."))
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -286,7 +299,7 @@ def read_yaml(path: str | Path) -> Any:
     except OSError as err:
         raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        return yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         position = getattr(err, "position", None)  # a ReaderError (a control character) has no mark
