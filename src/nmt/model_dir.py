@@ -13,7 +13,10 @@ the same way everywhere (naming the file and key) instead of being parsed loosel
 
 from __future__ import annotations
 
+import json
+import logging
 from pathlib import Path
+from typing import Any
 
 from .config import DecodeConfig, ExperimentConfig, load_config
 from .tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
@@ -26,6 +29,8 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 TOKENIZER_FILES = (JOINT_FILE, SRC_FILE, TGT_FILE)
 
+log = logging.getLogger(__name__)
+
 
 def read_run_config(model_dir: str | Path) -> ExperimentConfig | None:
     """The config a run saved, checked like any config and refused if cut short; None if there is none."""
@@ -37,6 +42,33 @@ def read_decode_config(model_dir: str | Path) -> DecodeConfig:
     """The decoding defaults a model was trained with (the library's defaults without a config.yaml)."""
     config = read_run_config(model_dir)
     return config.decode if config is not None else DecodeConfig()
+
+
+def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:
+    """All records of a model directory's metrics log.
+
+    A last line cut short (the process was killed while appending it) is skipped with a
+    warning; a bad line anywhere else is an error naming the file and line.
+    """
+    path = Path(model_dir) / METRICS
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found: train a model into {model_dir} first")
+    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
+                raise ValueError("not a record with a step")
+        except ValueError as err:
+            if number == len(lines):  # no newline after it: a torn append
+                log.warning("%s:%d: skipping a metrics record cut short (%s)", path, number, err)
+                continue
+            raise ValueError(f"{path}:{number}: not a metrics record ({err})") from None
+        records.append(record)
+    return records
 
 
 def holds_training_run(model_dir: str | Path) -> bool:

@@ -23,7 +23,8 @@ from matplotlib.figure import Figure
 
 from .model.embedding import sinusoidal_encoding
 from .tokenizer import BOS_ID
-from .training.metrics import METRICS_FILE, read_metrics
+from .model_dir import METRICS as METRICS_FILE
+from .model_dir import read_metrics
 from .translator import Translator
 
 DPI = 120

@@ -1,18 +1,18 @@
-"""Metrics records: one JSON object a line in <model_dir>/metrics.jsonl, and TensorBoard when installed."""
+"""Metrics records: one JSON object a line in <model_dir>/metrics.jsonl, and TensorBoard when installed.
+
+Reading the file back is nmt.model_dir.read_metrics (plots and resume use it).
+"""
 
 from __future__ import annotations
 
 import json
-import logging
 import math
 from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write_text
 from ..model_dir import METRICS as METRICS_FILE
-
-log = logging.getLogger(__name__)
-
+from ..model_dir import read_metrics
 
 
 class MetricsLog:
@@ -57,30 +57,3 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float):
         return round(value, 6) if math.isfinite(value) else str(value)
     return value
-
-
-def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:
-    """All records of a model directory's metrics log.
-
-    A last line cut short (the process was killed while appending it) is skipped with a
-    warning; a bad line anywhere else is an error naming the file and line.
-    """
-    path = Path(model_dir) / METRICS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found: train a model into {model_dir} first")
-    lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
-                raise ValueError("not a record with a step")
-        except ValueError as err:
-            if number == len(lines):  # no newline after it: a torn append
-                log.warning("%s:%d: skipping a metrics record cut short (%s)", path, number, err)
-                continue
-            raise ValueError(f"{path}:{number}: not a metrics record ({err})") from None
-        records.append(record)
-    return records
