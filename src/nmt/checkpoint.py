@@ -211,6 +211,24 @@ def average_checkpoints(paths: list[str | Path]) -> dict[str, torch.Tensor]:
     return {key: (value / len(paths)).float() for key, value in total.items()}
 
 
+def average_last_checkpoints(model_dir: str | Path, last: int) -> tuple[Transformer, list[str]]:
+    """The model with the mean weights of the newest `last` checkpoints, and their names.
+
+    Loaded as strictly as any checkpoint (every parameter given once, shapes equal), so a
+    checkpoint from another model shape is refused rather than half applied.
+    """
+    if last < 1:
+        raise ValueError(f"need at least one checkpoint to average, got last={last}")
+    names = list_checkpoints(model_dir)[-last:]
+    folder = Path(model_dir) / CHECKPOINTS
+    if not names:
+        raise ValueError(f"no checkpoints in {folder}")
+    paths = [folder / f"{name}.safetensors" for name in names]
+    model = load_model_dir(model_dir, weights=paths[-1])
+    apply_weights(model, average_checkpoints(paths), f"the mean of {', '.join(names)}")
+    return model, names
+
+
 # --- whole models ------------------------------------------------------------------
 def save_model_dir(model: Transformer, model_dir: str | Path, weights_name: str = WEIGHTS) -> None:
     """The config and the translation weights: what `load_model_dir` needs."""

@@ -219,24 +219,16 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # --- average ------------------------------------------------------------------------------------
 def cmd_average(args: argparse.Namespace) -> int:
-    from .checkpoint import CHECKPOINTS, average_checkpoints, list_checkpoints, load_model_dir, save_weights
+    from .checkpoint import average_last_checkpoints, save_weights
 
     if args.last < 1:
         raise CommandError(f"--last must be at least 1, got {args.last}")
     require_model_dir(args.model)
-    names = list_checkpoints(args.model)[-args.last:]
-    if not names:
-        raise CommandError(f"no checkpoints in {Path(args.model) / CHECKPOINTS}")
-    paths = [Path(args.model) / CHECKPOINTS / f"{n}.safetensors" for n in names]
-    averaged = average_checkpoints(paths)
-    model = load_model_dir(args.model, weights=paths[-1])
-    missing = set(model.state_dict()) - set(averaged)
-    model.load_state_dict(averaged, strict=False)  # tied matrices are stored once: `missing` are their aliases
+    model, names = average_last_checkpoints(args.model, args.last)
     out = Path(args.output) if args.output else Path(args.model) / "model.averaged.safetensors"
     save_weights(model, out)
-    print(f"averaged {len(paths)} checkpoints ({', '.join(names)}) into {out}"
-          + (f" (tied aliases: {len(missing)})" if missing else "")
-          + f"; use it with --weights {out}", file=sys.stderr)
+    print(f"averaged {len(names)} checkpoints ({', '.join(names)}) into {out}; use it with --weights {out}",
+          file=sys.stderr)
     return 0
 
 
