@@ -36,27 +36,27 @@ _CHECKPOINT_FILE = re.compile(r"^step_(\d+)\.(?:safetensors|state\.pt)$")
 log = logging.getLogger(__name__)
 
 
-def weight_tensors(model: torch.nn.Module) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """The tensors to store, each shared matrix once, and {alias: stored name} for the others.
+def tied_aliases(state: dict[str, torch.Tensor]) -> dict[str, str]:
+    """{alias: stored name} for each matrix a state dict holds under several names (tied embeddings).
 
-    A tied matrix (shared embeddings) is stored under the first of its names in sorted order.
+    The stored name is the first of a matrix's names in sorted order; the aliases are sorted too.
     """
-    state = model.state_dict()
     groups: dict[tuple, list[str]] = {}
     for name, tensor in state.items():
         key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tensor.dtype)
         groups.setdefault(key, []).append(name)
-    tensors, aliases = {}, {}
+    aliases = {}
     for names in groups.values():
         kept, *others = sorted(names)
-        tensors[kept] = state[kept].detach().contiguous()
         aliases.update({other: kept for other in others})
-    return tensors, dict(sorted(aliases.items()))
+    return dict(sorted(aliases.items()))
 
 
 def save_weights(model: torch.nn.Module, path: str | Path) -> None:
     """Weights as safetensors; shared matrices (tied embeddings) are stored once."""
-    tensors, aliases = weight_tensors(model)
+    state = model.state_dict()
+    aliases = tied_aliases(state)
+    tensors = {name: t.detach().contiguous() for name, t in state.items() if name not in aliases}
     # One metadata entry, not one per alias: safetensors writes a metadata map in a random order
     # per process, and equal weights must give byte-identical files.
     metadata = {TIED_METADATA: " ".join(f"{a}={k}" for a, k in aliases.items())} if aliases else None
@@ -76,13 +76,13 @@ def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
 
 def apply_weights(model: torch.nn.Module, tensors: dict[str, torch.Tensor], source: str | Path) -> None:
     """Copy `tensors` into `model`; every parameter must be given once (tied aliases need not be)."""
-    _, aliases = weight_tensors(model)
-    expected = set(model.state_dict()) - set(aliases)
-    missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - set(model.state_dict()))
+    state = model.state_dict()
+    expected = set(state) - set(tied_aliases(state))
+    missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - set(state))
     if missing or unexpected:
         raise ValueError(f"{source}: weights do not fit the model (missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]})")
-    wrong = [f"{k} {tuple(tensors[k].shape)} != {tuple(v.shape)}" for k, v in model.state_dict().items()
+    wrong = [f"{k} {tuple(tensors[k].shape)} != {tuple(v.shape)}" for k, v in state.items()
              if k in tensors and tensors[k].shape != v.shape]
     if wrong:
         raise ValueError(f"{source}: weights do not fit the model (shapes: {'; '.join(wrong[:3])})")
