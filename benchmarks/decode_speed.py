@@ -22,7 +22,7 @@ import json
 import torch
 
 from common import load_multi30k, median, timed
-from nmt.decoding import max_output_length
+from nmt.decoding import SearchLimits
 from nmt.translator import Translator
 
 
@@ -106,7 +106,7 @@ def reference_greedy(model, src: torch.Tensor, max_len_a: float = 1.5, max_len_b
     """
     prefix = torch.full((src.size(0), 1), 2, dtype=torch.long)  # [START]
     ended = torch.zeros(src.size(0), dtype=torch.bool)
-    limits = max_output_length((src != 0).sum(1), max_len_a, max_len_b, 512)  # (batch,)
+    limits = SearchLimits(max_len_a, max_len_b).max_steps((src != 0).sum(1))  # (batch,)
     for step in range(1, int(limits.max()) + 1):
         logits = model(src, prefix)  # (batch, steps, vocab): every position, every step
         logits[:, -1, 0] = float("-inf")  # never padding

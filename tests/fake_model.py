@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt.decoding import SearchLimits
 from nmt.model import Decoded, Encoded, ModelConfig, Transformer, padding_mask
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -39,6 +40,7 @@ class ScriptedModel:
 
     def __init__(self, table: dict[tuple[int, ...], dict[int, float]], vocab_size: int = 8):
         self.table, self.vocab_size = table, vocab_size
+        self.config = ModelConfig(src_vocab_size=vocab_size, tgt_vocab_size=vocab_size)  # the special-token ids
 
     def log_probs(self, prefix: tuple[int, ...]) -> torch.Tensor:
         probs = torch.zeros(self.vocab_size)
@@ -63,6 +65,7 @@ class ScriptedModel:
         if cache is not None:
             full = cache.tokens = torch.cat([cache.tokens, tgt_in], dim=1)
             cache.length += tgt_in.size(1)
+        self.fed_first = int(full[0, 0])  # the start token the search chose
         start = full.size(1) - tgt_in.size(1)
         rows = [[self.log_probs(tuple(row[1 : j + 1])) for j in range(start, len(row))] for row in full.tolist()]
         return Decoded(torch.stack([torch.stack(r) for r in rows]))  # (batch, new_len, vocab)
@@ -84,6 +87,7 @@ class EosBiased:
 
     def __init__(self, model: Transformer, bias: float):
         self.model, self.bias = model, bias
+        self.config = model.config
 
     def encode(self, src, need_weights=False):
         return self.model.encode(src, need_weights)
@@ -102,7 +106,7 @@ class EosBiased:
 
 def tiny_model(seed: int = 2, eos_bias: float = 2.5) -> EosBiased:
     """A seeded random 2+2-layer model; with these defaults and `source_batch(LENGTHS)` under
-    MAX_LEN, some outputs end with EOS at different lengths and some hit the limit."""
+    LIMITS, some outputs end with EOS at different lengths and some hit the limit."""
     torch.manual_seed(seed)
     config = ModelConfig(src_vocab_size=24, tgt_vocab_size=24, encoder_layers=2, decoder_layers=2, d_model=32,
                          num_heads=4, d_ff=64, dropout=0.0)
@@ -110,7 +114,7 @@ def tiny_model(seed: int = 2, eos_bias: float = 2.5) -> EosBiased:
 
 
 LENGTHS = [2, 3, 4, 5, 6, 7, 8, 9]  # source lengths of the standard test batch (2 = just BOS EOS)
-MAX_LEN = dict(max_len_a=1.0, max_len_b=2)  # allows len(source) + 2 steps
+LIMITS = SearchLimits(max_len_a=1.0, max_len_b=2)  # allows len(source) + 2 steps
 
 
 def source_batch(lengths: list[int] = LENGTHS, seed: int = 1, vocab: int = 24) -> torch.Tensor:
@@ -138,5 +142,5 @@ def teacher_forced_log_prob(model, src_row: torch.Tensor, tokens: list[int], end
 
 
 def ended(tokens: list[int], src_row: torch.Tensor) -> bool:
-    """Whether an output stopped at EOS rather than at the MAX_LEN limit."""
-    return len(tokens) < int((src_row != PAD).sum()) + MAX_LEN["max_len_b"]
+    """Whether an output stopped at EOS rather than at the LIMITS limit."""
+    return len(tokens) < int((src_row != PAD).sum()) + LIMITS.max_len_b

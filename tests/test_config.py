@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from nmt.config import ConfigError, ExperimentConfig, ModelSection, TrainConfig, load_config, parse_duration
+from nmt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 
 def test_defaults_and_overrides_parse_as_yaml(tmp_path):
@@ -240,6 +241,8 @@ def test_durations():
 def test_separate_vocabularies_never_share_embeddings_across_languages():
     assert ModelSection().build(100, 100, joint_vocabulary=False).sharing == "tgt_out"  # same size, still apart
     assert ModelSection().build(100, 100, joint_vocabulary=True).sharing == "all"  # the preset's default
+    built = ModelSection().build(100, 100, joint_vocabulary=True)
+    assert (built.pad_id, built.bos_id, built.eos_id) == (PAD_ID, BOS_ID, EOS_ID)  # the tokenizer's, saved with it
     with pytest.raises(ConfigError, match="tokenizer.joint"):
         ModelSection(sharing="all").build(100, 120, joint_vocabulary=False)
 
@@ -261,7 +264,7 @@ def test_model_section_overrides_every_model_config_field():
     """One source of truth: each ModelConfig field the vocabulary does not fix is a config override."""
     from nmt.model.config import ModelConfig
 
-    from_vocabulary = {"src_vocab_size", "tgt_vocab_size", "pad_id"}
+    from_vocabulary = {"src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id"}
     model_fields = {f.name for f in dataclasses.fields(ModelConfig)} - from_vocabulary
     assert {f.name for f in dataclasses.fields(ModelSection)} - {"preset"} == model_fields
 

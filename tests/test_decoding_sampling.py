@@ -3,7 +3,7 @@ from collections import Counter
 import pytest
 import torch
 
-from fake_model import A, B, BOS, C, EOS, MAX_LEN, ScriptedModel, source_batch, tiny_model
+from fake_model import A, B, BOS, C, EOS, LIMITS, ScriptedModel, source_batch, tiny_model
 from nmt.decoding import greedy_search, sample, sampling_distribution
 
 THREE_WAY = {(): {A: 0.5, B: 0.3, C: 0.2}}  # then EOS
@@ -17,13 +17,13 @@ def first_tokens(**kwargs) -> Counter:
 
 def test_top_1_is_greedy():
     model, src = tiny_model(), source_batch()
-    sampled = sample(model, src, top_k=1, generator=torch.Generator().manual_seed(0), **MAX_LEN)
-    assert [h.tokens for h in sampled] == [h.tokens for h in greedy_search(model, src, **MAX_LEN)]
+    sampled = sample(model, src, top_k=1, generator=torch.Generator().manual_seed(0), limits=LIMITS)
+    assert [h.tokens for h in sampled] == [h.tokens for h in greedy_search(model, src, limits=LIMITS)]
 
 
 def test_seeded_generator_reproduces_samples():
     model, src = tiny_model(), source_batch()
-    draws = [sample(model, src, generator=torch.Generator().manual_seed(seed), **MAX_LEN) for seed in (7, 7, 8)]
+    draws = [sample(model, src, generator=torch.Generator().manual_seed(seed), limits=LIMITS) for seed in (7, 7, 8)]
     tokens = [[h.tokens for h in d] for d in draws]
     assert tokens[0] == tokens[1] and tokens[0] != tokens[2]
 

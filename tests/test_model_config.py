@@ -31,6 +31,15 @@ def test_unknown_keys_list_the_valid_ones():
     assert "d_model" in str(err.value)
 
 
+def test_model_json_from_before_the_special_ids_loads_with_the_ids_it_was_trained_with(tmp_path):
+    """model.json files written before bos_id/eos_id existed were trained with [START]=2, [END]=3."""
+    values = ModelConfig().to_dict()
+    del values["bos_id"], values["eos_id"]
+    (tmp_path / "model.json").write_text(json.dumps(values))
+    config = ModelConfig.load(tmp_path / "model.json")
+    assert (config.pad_id, config.bos_id, config.eos_id) == (0, 2, 3)
+
+
 def test_dict_round_trip():
     c = ModelConfig.preset("small", src_vocab_size=100, tgt_vocab_size=120, sharing="tgt_out")
     assert ModelConfig.from_dict(c.to_dict()) == c
@@ -52,6 +61,9 @@ def test_dict_round_trip():
     ("positional_base", float("nan"), "positional_base must be a finite number"),
     ("pad_id", -1, "pad_id must be a row of both vocabularies"),
     ("pad_id", 8192, "pad_id must be a row of both vocabularies"),
+    ("eos_id", 8192, "eos_id must be a row of the target vocabulary"),
+    ("bos_id", -1, "bos_id must be a row of the target vocabulary"),
+    ("eos_id", 2, "pad_id, bos_id and eos_id must differ, got 0, 2, 2"),
     ("activation", "tanh", "activation must be one of relu | gelu, got 'tanh'"),
     ("norm_position", "middle", "norm_position must be one of post | pre"),
     ("sharing", "some", "sharing must be one of none | tgt_out | all"),

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from nmt.decoding import SearchLimits, beam_search
 from nmt.model import ModelConfig, Transformer
 from nmt.precision import PrecisionError, check_precision, prepare_for_inference
 from nmt.translator import Translator
@@ -38,14 +39,13 @@ def test_int8_log_probs_stay_close_to_fp32_and_every_linear_layer_is_quantized(s
 
 def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources):
     """Cross-attention keys/values come from the split, quantized projections on both paths."""
-    from nmt.decoding import beam_search
 
     translator = Translator.load(tiny_model_dir, precision="int8")
     src = torch.nn.utils.rnn.pad_sequence([torch.tensor(translator.encode_source(s)[0]) for s in sources],
                                           batch_first=True)
     with torch.inference_mode():
-        cached = beam_search(translator.model, src, beam_size=3, max_len_b=5)
-        uncached = beam_search(translator.model, src, beam_size=3, max_len_b=5, use_cache=False)
+        cached = beam_search(translator.model, src, beam_size=3, limits=SearchLimits(max_len_b=5))
+        uncached = beam_search(translator.model, src, beam_size=3, limits=SearchLimits(max_len_b=5), use_cache=False)
     assert [h[0].tokens for h in cached] == [h[0].tokens for h in uncached]
 
 

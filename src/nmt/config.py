@@ -20,7 +20,7 @@ import yaml
 from .config_checks import FRACTION, NOT_EMPTY, ConfigError, Rule, above, at_least, check_fields, check_type, one_of
 from .files import atomic_write_text
 from .model.config import PRESETS, ModelConfig
-from .tokenizer import TokenizerConfig
+from .tokenizer import BOS_ID, EOS_ID, PAD_ID, TokenizerConfig
 
 
 # A torch device this code knows how to use (distributed.py and the Translator: CPU or CUDA).
@@ -90,9 +90,8 @@ class ModelSection:
         except ValueError as err:
             raise ConfigError(f"model.{err}") from None
 
-    def build(self, src_vocab_size: int, tgt_vocab_size: int, *, joint_vocabulary: bool,
-              pad_id: int = 0) -> ModelConfig:
-        """The ModelConfig for these vocabularies: preset, then overrides."""
+    def build(self, src_vocab_size: int, tgt_vocab_size: int, *, joint_vocabulary: bool) -> ModelConfig:
+        """The ModelConfig for these vocabularies (special-token ids as the tokenizer gives them): preset, then overrides."""
         overrides = {k: v for k, v in dataclasses.asdict(self).items() if k != "preset" and v is not None}
         if not joint_vocabulary:
             if overrides.get("sharing") == "all":
@@ -100,7 +99,7 @@ class ModelSection:
             # Two vocabularies: row i means different pieces on each side, so only target and output tie.
             overrides.setdefault("sharing", "tgt_out")
         return ModelConfig.preset(self.preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                                  pad_id=pad_id, **overrides)
+                                  pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, **overrides)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import DecodeConfig
-from .decoding import Hypothesis, beam_search, greedy_search, sample
+from .decoding import Hypothesis, SearchLimits, beam_search, greedy_search, sample
 from .model import Transformer
 from .precision import autocast_for, prepare_for_inference
 
@@ -41,6 +41,11 @@ class Search:
     temperature: float | None = None  # set: sample instead of searching
     top_k: int = 0
     seed: int | None = None
+
+
+def search_limits(decode: DecodeConfig) -> SearchLimits:
+    """The output length limits a model directory's decode section asks for."""
+    return SearchLimits(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
 
 
 def available_cores() -> int:
@@ -169,8 +174,8 @@ class TorchEngine:
         pad_id = self.model.config.pad_id
         src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(s) for s in batch_ids], batch_first=True,
                                               padding_value=pad_id).to(self.device)
-        limits = dict(max_len_a=self.decode.max_len_a, max_len_b=self.decode.max_len_b,
-                      return_attention=search.return_attention, pad_id=pad_id)
+        limits = search_limits(self.decode)
+        attention = search.return_attention
         with autocast_for(self.precision, self.device):
             if search.temperature is not None:
                 # One generator per batch, seeded by the batch's place: the same draws whichever
@@ -179,8 +184,8 @@ class TorchEngine:
                 if search.seed is not None:
                     generator = torch.Generator(self.device).manual_seed(search.seed * 100_003 + batch_index)
                 return [[h] for h in sample(self.model, src, temperature=search.temperature, top_k=search.top_k,
-                                            generator=generator, **limits)]
+                                            generator=generator, limits=limits, return_attention=attention)]
             if search.beam == 1:
-                return [[h] for h in greedy_search(self.model, src, **limits)]
+                return [[h] for h in greedy_search(self.model, src, limits=limits, return_attention=attention)]
             return beam_search(self.model, src, beam_size=search.beam, n_best=search.n_best,
-                               length_penalty=search.length_penalty, **limits)
+                               length_penalty=search.length_penalty, limits=limits, return_attention=attention)

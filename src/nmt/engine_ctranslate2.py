@@ -26,15 +26,14 @@ from pathlib import Path
 import torch
 
 from .config import DecodeConfig
-from .decoding import Hypothesis, gnmt_length_penalty, max_output_length
-from .engine import Search, available_cores, check_counts, cut_batches
+from .decoding import Hypothesis, gnmt_length_penalty
+from .engine import Search, available_cores, check_counts, cut_batches, search_limits
 from .export_ctranslate2 import (CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2,
                                  vocabulary)
 from .tokenizer import EOS, SubwordTokenizer
 
 log = logging.getLogger(__name__)
 
-MAX_LEN_CAP = 512  # max_len_cap of nmt's searches
 COMPUTE_TYPES = {"fp32": "float32", "int8": "int8_float32", "bf16": "bfloat16"}
 
 
@@ -104,8 +103,7 @@ class CTranslate2Engine:
         if search.temperature is not None:
             raise ValueError("the ctranslate2 engine does not sample here: use the torch engine")
         lengths = [len(s) for s in ids]
-        limit = max_output_length(torch.tensor(lengths), self.decode.max_len_a, self.decode.max_len_b,
-                                  MAX_LEN_CAP).tolist()
+        limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
         alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
         options = dict(beam_size=search.beam, num_hypotheses=search.beam, length_penalty=0.0, return_scores=True,
                        return_end_token=True, min_decoding_length=0, max_input_length=0)

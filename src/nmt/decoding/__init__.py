@@ -8,10 +8,10 @@ This package imports only nmt.model.
 from .beam import beam_search, beam_step
 from .greedy import greedy_search
 from .hypothesis import Hypothesis
-from .penalties import gnmt_length_penalty, max_output_length
+from .penalties import SearchLimits, gnmt_length_penalty
 from .sampling import sample, sampling_distribution
 
 __all__ = [
     "Hypothesis", "greedy_search", "beam_search", "beam_step", "sample", "sampling_distribution",
-    "gnmt_length_penalty", "max_output_length",
+    "gnmt_length_penalty", "SearchLimits",
 ]

@@ -16,8 +16,8 @@ import torch
 from nmt.model import Transformer
 
 from .hypothesis import Hypothesis
-from .penalties import max_output_length
-from .state import SearchState
+from .penalties import SearchLimits
+from .state import SearchState, Step
 
 
 def beam_step(beam_scores: torch.Tensor, log_probs: torch.Tensor,
@@ -73,14 +73,9 @@ def beam_search(
     beam_size: int = 5,
     n_best: int = 1,
     length_penalty: float = 0.6,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-    max_len_cap: int = 512,
+    limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
-    bos_id: int = 2,
-    eos_id: int = 3,
-    pad_id: int = 0,
 ) -> list[list[Hypothesis]]:
     """Translate a batch with beam search; return up to `n_best` hypotheses per sentence, best first.
 
@@ -89,20 +84,20 @@ def beam_search(
     ranked by log_prob / ((5 + length) / 6) ** alpha; 0.6 is the value Wu et al. (2016)
     found best; 0 ranks by plain log-prob.
     Stopping (fairseq's rule): a sentence is done once it has `beam_size` finished
-    hypotheses, or when it reaches its length limit (see `max_output_length`); there its
+    hypotheses, or when it reaches its length limit (`limits.max_steps`); there its
     live beams are finished without EOS and ranked with the penalty of their own length.
     The first step extends one beam per sentence (the empty prefix), so the k beams start
     distinct; the vocabulary needs at least 2 * beam_size tokens.
-    use_cache, return_attention and the ids as in `greedy_search`. An empty batch gives [].
+    limits, use_cache and return_attention as in `greedy_search`. An empty batch gives [].
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
     batch, k = src.size(0), beam_size
     if batch == 0:
         return []
-    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention,
-                              bos_id=bos_id, pad_id=pad_id)  # one row per sentence until the first step
-    max_len = max_output_length(state.src_lengths, max_len_a, max_len_b, max_len_cap)  # (active,)
+    # One row per sentence until the first step.
+    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention)
+    max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each sentence
     room = torch.full((batch,), k, device=src.device)  # (active,) finished hypotheses still wanted
     scores = torch.zeros(batch, 1, device=src.device)  # (active, beams): one beam, the empty prefix
@@ -110,37 +105,39 @@ def beam_search(
 
     for step in range(1, int(max_len.max()) + 1):
         beams = scores.size(1)  # 1 at the first step, then k: the k best first tokens are all distinct
-        log_probs = state.next_log_probs()  # (active * beams, vocab)
+        now = state.next_step()
+        log_probs = now.log_probs  # (active * beams, vocab)
         cand_scores, cand_beams, cand_tokens = beam_step(scores, log_probs.view(-1, beams, log_probs.size(-1)),
                                                          2 * k)  # (active, 2k)
         cand_rows = cand_beams + beams * torch.arange(sentence.numel(), device=src.device).unsqueeze(1)
-        is_eos = cand_tokens == eos_id
+        is_eos = cand_tokens == state.eos_id
 
         ended = ended_candidates(is_eos[:, :k], cand_scores[:, :k], room)  # (active, k)
         room = room - ended.sum(dim=1)
-        _collect(finished, state, sentence, ended, cand_rows[:, :k], cand_tokens[:, :k], cand_scores[:, :k],
-                 eos_id=eos_id, alpha=length_penalty)
+        _collect(finished, state, now, sentence, ended, cand_rows[:, :k], cand_tokens[:, :k], cand_scores[:, :k],
+                 alpha=length_penalty)
 
         live = live_positions(is_eos, k)  # (active, k)
         scores, rows, tokens = cand_scores.gather(1, live), cand_rows.gather(1, live), cand_tokens.gather(1, live)
         capped = (max_len <= step) & (room > 0)  # at the limit and still short of hypotheses: take the live beams
-        _collect(finished, state, sentence, capped.unsqueeze(1) & scores.isfinite(), rows, tokens, scores,
-                 eos_id=eos_id, alpha=length_penalty)
+        _collect(finished, state, now, sentence, capped.unsqueeze(1) & scores.isfinite(), rows, tokens, scores,
+                 alpha=length_penalty)
 
         done = (room <= 0) | (max_len <= step)  # (active,)
         if not done.any():  # beams move only within their sentence: its encoder output stays put
-            state.advance(tokens.view(-1), rows.view(-1))
+            state.advance(now, tokens.view(-1), rows.view(-1))
             continue
         keep = (~done).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
-        state.advance(tokens[keep].view(-1), rows[keep].view(-1), sentences=keep)  # finished sentences leave
+        state.advance(now, tokens[keep].view(-1), rows[keep].view(-1), sentences=keep)  # finished sentences leave
         scores, sentence, room, max_len = scores[keep], sentence[keep], room[keep], max_len[keep]
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
 
 
-def _collect(finished: list[list[Hypothesis]], state: SearchState, sentence: torch.Tensor, mask: torch.Tensor,
-             rows: torch.Tensor, tokens: torch.Tensor, scores: torch.Tensor, *, eos_id: int, alpha: float) -> None:
+def _collect(finished: list[list[Hypothesis]], state: SearchState, step: Step, sentence: torch.Tensor,
+             mask: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, scores: torch.Tensor, *,
+             alpha: float) -> None:
     """Add the candidates where `mask` (active, n) is True to their sentences' finished lists.
 
     rows, tokens, scores: (active, n) each candidate's state row, token and total log-prob.
@@ -148,6 +145,6 @@ def _collect(finished: list[list[Hypothesis]], state: SearchState, sentence: tor
     if not mask.any():
         return
     owners = sentence.unsqueeze(1).expand_as(mask)[mask].tolist()
-    hypotheses = state.finish(rows[mask], tokens[mask], scores[mask], eos_id=eos_id, alpha=alpha)
+    hypotheses = state.finish(step, rows[mask], tokens[mask], scores[mask], alpha=alpha)
     for owner, hypothesis in zip(owners, hypotheses):
         finished[owner].append(hypothesis)

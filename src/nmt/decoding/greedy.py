@@ -13,7 +13,7 @@ import torch
 from nmt.model import Transformer
 
 from .hypothesis import Hypothesis
-from .penalties import max_output_length
+from .penalties import SearchLimits
 from .state import SearchState
 
 # (rows, vocab) log-probs -> (rows,) chosen token ids
@@ -31,14 +31,9 @@ def one_best_search(
     src: torch.Tensor,
     pick: PickToken,
     *,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-    max_len_cap: int = 512,
+    limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
-    bos_id: int = 2,
-    eos_id: int = 3,
-    pad_id: int = 0,
 ) -> list[Hypothesis]:
     """Extend one hypothesis per sentence with `pick` until EOS or the length limit.
 
@@ -49,9 +44,8 @@ def one_best_search(
     batch = src.size(0)
     if batch == 0:
         return []
-    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention,
-                              bos_id=bos_id, pad_id=pad_id)
-    max_len = max_output_length(state.src_lengths, max_len_a, max_len_b, max_len_cap)  # (active,)
+    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention)
+    max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row
     total = torch.zeros(batch, device=src.device)  # (active,) log-prob so far
     alive = torch.ones(batch, dtype=torch.bool, device=src.device)  # (active,) not finished yet
@@ -59,13 +53,13 @@ def one_best_search(
     step = 0
     while alive.any() and step < int(max_len[alive].max()):
         step += 1
-        log_probs = state.next_log_probs()  # (active, vocab)
-        tokens = pick(log_probs)  # (active,)
-        total = total + log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
-        done = alive & ((tokens == eos_id) | (max_len <= step))  # (active,)
+        now = state.next_step()
+        tokens = pick(now.log_probs)  # (active,)
+        total = total + now.log_probs.gather(1, tokens.unsqueeze(1)).squeeze(1)
+        done = alive & ((tokens == state.eos_id) | (max_len <= step))  # (active,)
         if done.any():
             rows = done.nonzero().squeeze(1)
-            finished = state.finish(rows, tokens[rows], total[rows], eos_id=eos_id)
+            finished = state.finish(now, rows, tokens[rows], total[rows])
             for i, hypothesis in zip(sentence[rows].tolist(), finished):
                 results[i] = hypothesis
             alive &= ~done
@@ -73,10 +67,10 @@ def one_best_search(
         # copies every row, so doing it for each sentence that ends would cost more than it saves.
         if 4 * int((~alive).sum()) >= alive.numel() and alive.any():
             keep = alive.nonzero().squeeze(1)
-            state.advance(tokens[keep], keep, sentences=keep)
+            state.advance(now, tokens[keep], keep, sentences=keep)
             sentence, total, max_len, alive = sentence[keep], total[keep], max_len[keep], alive[keep]
         else:
-            state.advance(tokens)  # finished rows ride along; their tokens are never read
+            state.advance(now, tokens)  # finished rows ride along; their tokens are never read
     return results
 
 
@@ -85,24 +79,18 @@ def greedy_search(
     model: Transformer,
     src: torch.Tensor,
     *,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-    max_len_cap: int = 512,
+    limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
-    bos_id: int = 2,
-    eos_id: int = 3,
-    pad_id: int = 0,
 ) -> list[Hypothesis]:
     """Translate a batch by taking the argmax token at every step.
 
     model: a Transformer in eval mode. src: (batch, src_len) right-padded source ids.
-    At most floor(max_len_a * src_len + max_len_b) steps (capped at max_len_cap) are taken
-    per sentence, EOS included (see `max_output_length`). use_cache=False re-decodes the
-    whole prefix each step: slower, same tokens; a reference for tests. return_attention
-    fills Hypothesis.attention. Returns one Hypothesis per sentence, in input order
-    (an empty batch gives []); score == log_prob.
+    At most `limits.max_steps` steps are taken per sentence, EOS included. use_cache=False
+    re-decodes the whole prefix each step: slower, same tokens; a reference for tests.
+    return_attention fills Hypothesis.attention. The start, end and padding ids are the
+    model's (`model.config`). Returns one Hypothesis per sentence, in input order (an empty
+    batch gives []); score == log_prob.
     """
-    return one_best_search(model, src, pick_argmax, max_len_a=max_len_a, max_len_b=max_len_b,
-                           max_len_cap=max_len_cap, use_cache=use_cache, return_attention=return_attention,
-                           bos_id=bos_id, eos_id=eos_id, pad_id=pad_id)
+    return one_best_search(model, src, pick_argmax, limits=limits, use_cache=use_cache,
+                           return_attention=return_attention)

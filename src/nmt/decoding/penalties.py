@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
-def max_output_length(src_lengths: torch.Tensor, a: float, b: int, cap: int) -> torch.Tensor:
-    """The most decoding steps allowed per sentence: floor(a * src_len + b), clamped to [1, cap].
+@dataclass(frozen=True)
+class SearchLimits:
+    """How many decoding steps a sentence may take: floor(max_len_a * src_len + max_len_b), in [1, max_len_cap].
 
-    src_lengths: (batch,) real (non-padding) source tokens -> (batch,) long.
-    A step emits one token, EOS included, so a sentence stopped at this limit holds
-    max_len tokens and no EOS. At least one step is always taken, even for an empty source.
+    One value for every search (greedy, sampling, beam), so that a limit set by a user reaches
+    each of them whole. The default, 1.5 * src_len + 10, leaves room for a target longer than
+    its source while stopping a model that never says EOS.
     """
-    limit = (src_lengths.to(torch.float64) * a).floor().long() + b
-    return limit.clamp(min=1, max=cap)
+
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    max_len_cap: int = 512  # whatever the source: bounds memory and time for one very long input
+
+    def __post_init__(self) -> None:
+        if self.max_len_a < 0 or self.max_len_b < 0 or self.max_len_cap < 1:
+            raise ValueError(f"search limits need max_len_a >= 0, max_len_b >= 0 and max_len_cap >= 1, got {self}")
+
+    def max_steps(self, src_lengths: torch.Tensor) -> torch.Tensor:
+        """(batch,) real (non-padding) source tokens -> (batch,) long: the steps each sentence may take.
+
+        A step emits one token, EOS included, so a sentence stopped at this limit holds
+        that many tokens and no EOS. At least one step is always taken, even for an empty source.
+        """
+        limit = (src_lengths.to(torch.float64) * self.max_len_a).floor().long() + self.max_len_b
+        return limit.clamp(min=1, max=self.max_len_cap)
 
 
 def gnmt_length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:

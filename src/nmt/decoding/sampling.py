@@ -13,6 +13,7 @@ from nmt.model import Transformer
 
 from .greedy import PickToken, one_best_search
 from .hypothesis import Hypothesis
+from .penalties import SearchLimits
 
 
 def sampling_distribution(log_probs: torch.Tensor, *, temperature: float = 1.0, top_k: int = 0) -> torch.Tensor:
@@ -48,14 +49,9 @@ def sample(
     temperature: float = 1.0,
     top_k: int = 0,
     generator: torch.Generator | None = None,
-    max_len_a: float = 1.5,
-    max_len_b: int = 10,
-    max_len_cap: int = 512,
+    limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
-    bos_id: int = 2,
-    eos_id: int = 3,
-    pad_id: int = 0,
 ) -> list[Hypothesis]:
     """Draw one output per sentence, token by token, from the model's distribution.
 
@@ -67,6 +63,4 @@ def sample(
     Other arguments and the result as in `greedy_search`.
     """
     pick = sampling_pick(temperature=temperature, top_k=top_k, generator=generator)
-    return one_best_search(model, src, pick, max_len_a=max_len_a, max_len_b=max_len_b, max_len_cap=max_len_cap,
-                           use_cache=use_cache, return_attention=return_attention, bos_id=bos_id, eos_id=eos_id,
-                           pad_id=pad_id)
+    return one_best_search(model, src, pick, limits=limits, use_cache=use_cache, return_attention=return_attention)

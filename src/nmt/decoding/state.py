@@ -9,6 +9,7 @@ prefixes, the KV cache, the encoder output and (optionally) the attention histor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -16,6 +17,13 @@ from nmt.model import DecoderCache, Encoded, Transformer
 
 from .hypothesis import Hypothesis
 from .penalties import gnmt_length_penalty
+
+
+class Step(NamedTuple):
+    """What the model says about the next token of every row."""
+
+    log_probs: torch.Tensor  # (rows, vocab)
+    attention: torch.Tensor | None  # (rows, layers, heads, src_len) cross-attention, when collected
 
 
 @dataclass
@@ -27,26 +35,29 @@ class SearchState:
     cache: DecoderCache | None  # None: re-decode the whole prefix every step (the slow reference path)
     prefix: torch.Tensor  # (rows, steps + 1): BOS, then the tokens chosen so far
     src_lengths: torch.Tensor  # (rows,) real source tokens of each row's sentence, to strip padding off attention
-    pad_id: int
     collect_attention: bool = False
     attention: torch.Tensor | None = None  # (rows, layers, heads, steps, src_len) of the steps so far
-    step_attention: torch.Tensor | None = None  # (rows, layers, heads, src_len) of the latest step
 
     @classmethod
-    def start(cls, model: Transformer, src: torch.Tensor, *, use_cache: bool = True, return_attention: bool = False,
-              bos_id: int = 2, pad_id: int = 0) -> SearchState:
+    def start(cls, model: Transformer, src: torch.Tensor, *, use_cache: bool = True,
+              return_attention: bool = False) -> SearchState:
         """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
 
         Beam search grows this to `beam` rows per sentence after the first step, by `advance`.
+        The start and padding ids are the model's own (`model.config`).
         """
         encoded = model.encode(src)
         cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence
-        prefix = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)
-        src_lengths = (src != pad_id).sum(dim=1)
-        return cls(model, encoded, cache, prefix, src_lengths, pad_id, return_attention)
+        prefix = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long, device=src.device)
+        src_lengths = (src != model.config.pad_id).sum(dim=1)
+        return cls(model, encoded, cache, prefix, src_lengths, return_attention)
 
-    def next_log_probs(self) -> torch.Tensor:
-        """(rows, vocab) log-probabilities of the next token after each row's prefix.
+    @property
+    def eos_id(self) -> int:
+        return self.model.config.eos_id
+
+    def next_step(self) -> Step:
+        """The next token's log-probabilities after each row's prefix, and this step's attention.
 
         Only the last position is projected to the vocabulary. Padding is no output token (and a
         PAD inside a prefix would be masked out by the uncached path): its logit is -inf before the
@@ -59,24 +70,25 @@ class SearchState:
         else:
             out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
         logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
-        logits[:, self.pad_id] = float("-inf")
-        log_probs = logits.log_softmax(dim=-1)
+        logits[:, self.model.config.pad_id] = float("-inf")
+        attention = None
         if self.collect_attention:  # the last query's cross-attention, per layer
-            self.step_attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
-        return log_probs
+            attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
+        return Step(logits.log_softmax(dim=-1), attention)
 
-    def advance(self, tokens: torch.Tensor, order: torch.Tensor | None = None, *,
+    def advance(self, step: Step, tokens: torch.Tensor, order: torch.Tensor | None = None, *,
                 sentences: torch.Tensor | None = None) -> None:
         """Keep rows `order` (in that order), then append each kept row's chosen token.
 
+        step: what `next_step` gave for the current rows (its attention joins the history).
         tokens: (len(order),) or (rows,) when order is None (every row kept in place).
         sentences: the sentences that stay in the batch, when finished ones leave it; their
         encoder output and cross-attention keys/values are kept, once per sentence. Rows must
         stay grouped by sentence, in sentence order, the same number of rows for each.
         """
-        if self.collect_attention:  # the history follows its rows, so append before reordering
-            step = self.step_attention.unsqueeze(3)  # (rows, layers, heads, 1, src_len)
-            self.attention = step if self.attention is None else torch.cat([self.attention, step], dim=3)
+        if step.attention is not None:  # the history follows its rows, so append before reordering
+            new = step.attention.unsqueeze(3)  # (rows, layers, heads, 1, src_len)
+            self.attention = new if self.attention is None else torch.cat([self.attention, new], dim=3)
         if order is not None:
             self.prefix = self.prefix[order]
             if self.attention is not None:
@@ -90,18 +102,19 @@ class SearchState:
                 self.cache.select_sentences(sentences)
         self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # (rows, steps + 2)
 
-    def finish(self, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *, eos_id: int,
+    def finish(self, step: Step, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *,
                alpha: float = 0.0) -> list[Hypothesis]:
-        """Hypotheses made of rows `rows` extended by this step's `tokens` (call before `advance`).
+        """Hypotheses made of rows `rows` extended by this `step`'s `tokens` (call before `advance`).
 
         rows, tokens, log_probs: (n,) each; log_probs are the totals including this step.
         A hypothesis whose token is EOS has ended; any other was cut off at the length limit.
         """
+        eos_id = self.eos_id
         sequences = torch.cat([self.prefix[rows, 1:], tokens.unsqueeze(1)], dim=1).tolist()  # drop BOS
         attention = None
-        if self.collect_attention:
-            step = self.step_attention[rows].unsqueeze(3)  # (n, layers, heads, 1, src_len)
-            attention = step if self.attention is None else torch.cat([self.attention[rows], step], dim=3)
+        if step.attention is not None:
+            new = step.attention[rows].unsqueeze(3)  # (n, layers, heads, 1, src_len)
+            attention = new if self.attention is None else torch.cat([self.attention[rows], new], dim=3)
         lengths = self.src_lengths[rows].tolist()
         hypotheses = []
         for i, (sequence, log_prob) in enumerate(zip(sequences, log_probs.tolist())):

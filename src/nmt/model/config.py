@@ -31,6 +31,8 @@ class ModelConfig:
     norm_position: str = "post"  # "post": LayerNorm(x + sublayer(x)) as in the paper; "pre": x + sublayer(LayerNorm(x))
     sharing: str = "all"  # "none": three matrices; "tgt_out": target embedding = output; "all": source = target = output
     pad_id: int = 0  # id of the padding token in both vocabularies
+    bos_id: int = 2  # target start token: the decoder's first input (model.json files older than it: 2)
+    eos_id: int = 3  # target end token: a search stops when it is chosen (model.json files older than it: 3)
     positional_base: float = 10000.0  # b in PE(p, 2i) = sin(p / b^(2i/d))
     layer_norm_eps: float = 1e-6  # LayerNorm epsilon
 
@@ -64,6 +66,11 @@ class ModelConfig:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
         if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
             raise ValueError(f"pad_id must be a row of both vocabularies, got {self.pad_id}")
+        for name in ("bos_id", "eos_id"):
+            if not 0 <= getattr(self, name) < self.tgt_vocab_size:
+                raise ValueError(f"{name} must be a row of the target vocabulary, got {getattr(self, name)}")
+        if len({self.pad_id, self.bos_id, self.eos_id}) < 3:
+            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {self.pad_id}, {self.bos_id}, {self.eos_id}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
         for name, choices in (("activation", ACTIVATIONS), ("norm_position", NORM_POSITIONS),
