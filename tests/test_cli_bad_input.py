@@ -296,7 +296,7 @@ def test_every_command_has_help(capsys):
 def test_set_takes_several_values(files, tmp_path, monkeypatch):
     """`--set a=1 b=2` and a repeated --set reach the training config, every value of them."""
     seen = {}
-    monkeypatch.setattr("nmt.training.trainer.train", lambda config, out, **kwargs: seen.setdefault("c", config))
+    monkeypatch.setattr("nmt.training.run.train", lambda config, out, **kwargs: seen.setdefault("c", config))
     assert main(["train", str(files["config"]), "--out", str(tmp_path / "run"), "--quiet",
                  "--set", "train.max_steps=7", "train.seed=2", "--set", "decode.beam=3"]) == 0
     config = seen["c"]

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from nmt.checkpoint import latest_checkpoint
 from nmt.config import load_config
-from nmt.training.trainer import train
+from nmt.training.run import train
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.valid_every=1000"]
 

@@ -19,7 +19,7 @@ from nmt import checkpoint as checkpoint_module
 from nmt.checkpoint import latest_checkpoint, list_checkpoints
 from nmt.config import load_config
 from nmt.model_dir import read_metrics
-from nmt.training.trainer import train
+from nmt.training.run import train
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss"]
 

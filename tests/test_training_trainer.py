@@ -13,7 +13,8 @@ from nmt.checkpoint import latest_checkpoint, list_checkpoints
 from nmt.config import load_config
 from nmt.training import loss as loss_module
 from nmt.training import trainer as trainer_module
-from nmt.training.trainer import TrainingDiverged, train
+from nmt.training.run import train
+from nmt.training.trainer import TrainingDiverged
 
 
 def train_losses(model_dir):
@@ -131,3 +132,41 @@ def test_early_stopping_after_patience_validations_without_improvement(overrides
                    model_dir, progress_bar=False)
     assert reason == "no improvement in 2 validations (train.patience)"
     assert latest_checkpoint(model_dir)[0].name == "step_00000004.safetensors"  # best at 2, worse at 3 and 4
+
+
+def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
+    """No config file, no tokenizer, no corpus: a tiny model and made-up data handed straight to the loop."""
+    import numpy as np
+
+    from nmt.config import DecodeConfig, TrainConfig
+    from nmt.data.batching import TokenBatchSampler
+    from nmt.data.encoded import EncodedCorpus, RaggedArray
+    from nmt.model import ModelConfig, Transformer
+    from nmt.training.datasets import TrainingData
+    from nmt.training.distributed import Distributed
+    from nmt.training.loss import LossModule
+    from nmt.training.placement import place
+    from nmt.training.run import build_optimizer
+    from nmt.training.trainer import Trainer
+
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    sentences = [[2, *rng.integers(4, 16, size=n).tolist(), 3] for n in rng.integers(1, 6, size=96)]
+    copy_task = EncodedCorpus(RaggedArray.from_sequences(sentences), RaggedArray.from_sequences(sentences))
+    data = TrainingData(None, None, copy_task, copy_task, [], [])  # BLEU off: no tokenizer needed
+    model = Transformer(ModelConfig(src_vocab_size=16, tgt_vocab_size=16, encoder_layers=1, decoder_layers=1,
+                                    d_model=32, num_heads=2, d_ff=64, dropout=0.0))
+    placement = place(model, LossModule(model, 0.0), Distributed(), fsdp=False)
+    cfg = TrainConfig(max_steps=80, valid_every=20, log_every=20, batch_tokens=160, schedule="inverse_sqrt",
+                      peak_lr=3e-3, warmup=10, valid_bleu_sentences=0, best_metric="loss", keep_last=2)
+    sampler = TokenBatchSampler(copy_task.src_lengths(), copy_task.tgt_lengths(), max_tokens=cfg.batch_tokens,
+                                seed=cfg.seed)
+    trainer = Trainer(cfg, DecodeConfig(), tmp_path, data=data, placement=placement,
+                      optimizer=build_optimizer(model, cfg, fused=True), sampler=sampler, progress_bar=False)
+
+    assert trainer.run() == "reached train.max_steps=80"
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    valid = [r["loss"] for r in records if r["kind"] == "valid"]
+    assert len(valid) == 4 and valid[-1] < 0.5 * valid[0]  # it learns to copy
+    assert list_checkpoints(tmp_path) == ["step_00000060", "step_00000080"]
+    assert (tmp_path / "model.safetensors").exists() and (tmp_path / "model.json").exists()

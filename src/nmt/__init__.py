@@ -22,7 +22,7 @@ _PUBLIC = {
     "ExperimentConfig": "nmt.config",
     "ConfigError": "nmt.config",
     "load_config": "nmt.config",
-    "train": "nmt.training.trainer",
+    "train": "nmt.training.run",
 }
 __all__ = [*_PUBLIC, "__version__"]
 

@@ -73,7 +73,7 @@ def require_model_dir(model_dir: str) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from .config import load_config
     from .model_dir import RUN_CONFIG, holds_training_run
-    from .training.trainer import train
+    from .training.run import train
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():

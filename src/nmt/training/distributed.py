@@ -7,7 +7,8 @@ the gradients. The loss is normalised by the real target tokens of the *global* 
 (all ranks, all accumulation steps), so N processes with accumulation A train exactly
 the model that 1 process with accumulation N * A trains. Only rank 0 writes files.
 Backend: nccl on CUDA, gloo on CPU. Without torchrun's variables this is a world of one
-and every collective is a no-op.
+and every collective is a no-op. How the model is held across the ranks (replicas or
+shards) is placement.py's.
 """
 
 from __future__ import annotations
@@ -100,74 +101,3 @@ def parameter_fingerprint(model: torch.nn.Module) -> list[float]:
     with torch.no_grad():
         flat = torch.cat([p.detach().double().flatten().cpu() for p in model.parameters()])
     return [flat.sum().item(), flat.square().sum().item()]
-
-
-# --- replicas (DDP) or shards (FSDP) -------------------------------------------------------
-def _full_options():
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-    return StateDictOptions(full_state_dict=True, cpu_offload=True)
-
-
-def wrap_for_training(step_module: torch.nn.Module, model: torch.nn.Module, dist_: Distributed, *,
-                      fsdp: bool) -> torch.nn.Module:
-    """DDP (every rank holds the whole model) or FSDP2 (each rank holds 1/N of every parameter,
-    gradient and optimizer state; a layer's weights are gathered just before it runs).
-
-    With FSDP each encoder and decoder layer is its own shard group and the step module
-    (embeddings, output projection, final norms) the root; build the optimizer after this.
-    """
-    if not dist_.active:
-        return step_module
-    if fsdp:
-        from torch.distributed.fsdp import fully_shard
-
-        for layer in [*model.encoder_layers, *model.decoder_layers]:
-            fully_shard(layer)
-        fully_shard(step_module)
-        return step_module
-    device_ids = [dist_.device.index] if dist_.device.type == "cuda" else None
-    return torch.nn.parallel.DistributedDataParallel(step_module, device_ids=device_ids)
-
-
-@contextmanager
-def gradient_sync(step_module: torch.nn.Module, enabled: bool):
-    """Skip the gradient all-reduce / reduce-scatter on all but the last micro-batch of a step."""
-    if isinstance(step_module, torch.nn.parallel.DistributedDataParallel) and not enabled:
-        with step_module.no_sync():
-            yield
-    elif hasattr(step_module, "set_requires_gradient_sync"):  # an FSDP2 module
-        step_module.set_requires_gradient_sync(enabled)
-        yield
-    else:
-        yield
-
-
-def full_model_state(step_module: torch.nn.Module, prefix: str = "model.") -> dict[str, torch.Tensor]:
-    """The whole model's weights on CPU, gathered from FSDP shards (a collective: every rank calls it)."""
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-    state = get_model_state_dict(step_module, options=_full_options())
-    return {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}
-
-
-def full_optimizer_state(step_module: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
-    """The optimizer state keyed by parameter names, gathered from FSDP shards (a collective)."""
-    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-    return get_optimizer_state_dict(step_module, optimizer, options=_full_options())
-
-
-def load_full_state(step_module: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    model_state: dict[str, torch.Tensor], optimizer_state: dict, prefix: str = "model.") -> None:
-    """Scatter full weights and optimizer state (present on every rank) into the FSDP shards."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
-
-    # A shared matrix (tied embeddings) is one parameter under several names: load it once,
-    # under the name named_parameters() gives it, and let the aliases follow.
-    canonical = {name for name, _ in step_module.named_parameters()}
-    state = {prefix + k: v for k, v in model_state.items() if prefix + k in canonical}
-    if missing := canonical - set(state):
-        raise ValueError(f"checkpoint lacks parameters {sorted(missing)[:5]}")
-    set_model_state_dict(step_module, state, options=StateDictOptions(full_state_dict=True, strict=False))
-    set_optimizer_state_dict(step_module, optimizer, optimizer_state, options=StateDictOptions(full_state_dict=True))

@@ -24,19 +24,13 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..checkpoint import CHECKPOINTS, apply_weights, load_newest_checkpoint, save_checkpoint, save_model_dir
-from ..config import ExperimentConfig, parse_duration
-from ..files import remove_stale_temp_files
-from ..model_dir import RUN_CONFIG
+from ..checkpoint import CHECKPOINTS, load_newest_checkpoint, save_checkpoint, save_model_dir
+from ..config import DecodeConfig, TrainConfig, parse_duration
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
-from .datasets import TrainingData, load_training_data
-from .distributed import (
-    Distributed, full_model_state, full_optimizer_state, gradient_sync, load_full_state, parameter_fingerprint,
-    wrap_for_training,
-)
-from .loss import LossModule
+from .datasets import TrainingData
 from .metrics import MetricsLog
+from .placement import Replicas, Shards
 from .schedule import inverse_sqrt_lr, noam_lr
 from .signals import stop_on_signals
 from .validation import validate
@@ -62,54 +56,31 @@ class Progress:
 
 
 class Trainer:
-    """Owns the model, optimizer and progress of one training run (see module docstring)."""
+    """Runs the training loop over parts built elsewhere (see run.py's `build_trainer`).
 
-    def __init__(self, config: ExperimentConfig, model_dir: str | Path, data: TrainingData | None = None,
-                 *, progress_bar: bool = True, dist: Distributed | None = None):
-        self.config, self.model_dir = config, Path(model_dir)
-        cfg = config.train
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        self.dist = dist or Distributed.from_environment(cfg.device)
+    train, decode: the experiment's sections this loop reads; model_dir: where checkpoints,
+    metrics and the best weights go; data: encoded splits and tokenizers; placement: the model
+    as the processes hold it (replicas or shards, with the module whose loss the step minimises);
+    optimizer: over the model's parameters, built after the placement; sampler: the training
+    batches of this rank. A Trainer builds nothing, so a test can hand it a tiny model and data.
+    """
+
+    def __init__(self, train: TrainConfig, decode: DecodeConfig, model_dir: str | Path, *, data: TrainingData,
+                 placement: Replicas | Shards, optimizer: torch.optim.Optimizer, sampler: TokenBatchSampler,
+                 progress_bar: bool = True):
+        self.train_config, self.decode_config, self.model_dir = train, decode, Path(model_dir)
+        self.data, self.placement, self.optimizer, self.sampler = data, placement, optimizer, sampler
+        self.model, self.dist = placement.model, placement.dist
         self.device = self.dist.device
-        with self.dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
-            if self.dist.is_main:
-                self.model_dir.mkdir(parents=True, exist_ok=True)
-                for folder in (self.model_dir, self.model_dir / CHECKPOINTS):  # writers killed mid-write
-                    for path in remove_stale_temp_files(folder):
-                        log.info("removed %s, left by a process killed while writing it", path)
-            self.data = data or load_training_data(config.data, config.tokenizer, self.model_dir)
-        torch.manual_seed(cfg.seed)
-        model_config = config.model.build(self.data.src_tokenizer.vocab_size, self.data.tgt_tokenizer.vocab_size,
-                                          joint_vocabulary=self.data.src_tokenizer is self.data.tgt_tokenizer)
-        self.model = Transformer(model_config).to(self.device)
-        self.fsdp = cfg.fsdp and self.dist.active
-        # Under FSDP the training model holds shards only; rank 0 validates and saves a plain copy.
-        self.plain_model = Transformer(model_config).to(self.device) if self.fsdp and self.dist.is_main else None
-        self.step_module = wrap_for_training(LossModule(self.model, cfg.label_smoothing), self.model, self.dist,
-                                             fsdp=self.fsdp)
-        if self.dist.active:  # same initial weights everywhere (seeded, and DDP broadcasts rank 0's); own dropout
-            torch.manual_seed(cfg.seed + 1000 * self.dist.rank)
-        if cfg.compile:  # the stacks, not the loss: dropping padding rows has a data-dependent shape
-            self.model.encode = torch.compile(self.model.encode, dynamic=True)
-            self.model.decode = torch.compile(self.model.decode, dynamic=True)
-        # One kernel for the whole Adam update (2x faster on CPU too); FSDP's sharded tensors use the default.
-        fused = self.device.type in ("cpu", "cuda") and not self.fsdp
-        optimizer_cls = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
-        self.optimizer = optimizer_cls(self.model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
-                                       weight_decay=cfg.weight_decay, fused=fused)
-        self.sampler = TokenBatchSampler(self.data.train.src_lengths(), self.data.train.tgt_lengths(),
-                                         max_tokens=cfg.batch_tokens, seed=cfg.seed,
-                                         num_shards=self.dist.world_size, shard_index=self.dist.rank)
         self.progress = Progress()
         self.saved_step = 0  # the step of the newest checkpoint on disk (0: none)
         self.metrics = MetricsLog(self.model_dir, enabled=self.dist.is_main)
         self.progress_bar = progress_bar and self.dist.is_main
-        self.max_time = parse_duration(cfg.max_time)
+        self.max_time = parse_duration(train.max_time)
 
     # --- the schedule -----------------------------------------------------------------
     def learning_rate(self, step: int) -> float:
-        cfg = self.config.train
+        cfg = self.train_config
         if cfg.schedule == "noam":  # TrainConfig allows only these two
             return noam_lr(step, d_model=self.model.config.d_model, warmup=cfg.warmup, scale=cfg.lr_scale)
         return inverse_sqrt_lr(step, peak_lr=cfg.peak_lr, warmup=cfg.warmup)
@@ -117,7 +88,7 @@ class Trainer:
     # --- one optimizer step -------------------------------------------------------------
     def train_step(self, batches: list[Batch]) -> dict[str, float] | None:
         """Forward/backward over the batches of one step; None when the step was skipped."""
-        cfg = self.config.train
+        cfg = self.train_config
         # Real target tokens of the global batch: every rank's accumulation steps together.
         (normaliser,) = self.dist.sum([float(sum(b.num_tgt_tokens for b in batches))])
         # DDP averages gradients over ranks; scaling by world_size turns that mean into the global sum.
@@ -127,9 +98,10 @@ class Trainer:
         for i, batch in enumerate(batches):
             batch = batch.to(self.device, non_blocking=True)
             last = i == len(batches) - 1  # DDP synchronises gradients on the last micro-batch only
-            with gradient_sync(self.step_module, enabled=last):
+            with self.placement.gradient_sync(enabled=last):
                 with autocast:
-                    loss, nll, correct = self.step_module(batch.src, batch.tgt_in, batch.tgt_out, local_normaliser)
+                    loss, nll, correct = self.placement.step_module(batch.src, batch.tgt_in, batch.tgt_out,
+                                                                    local_normaliser)
                 loss.backward()
             totals += torch.stack([loss.detach() / self.dist.world_size, nll, correct]).double().cpu()
         loss_sum, nll_sum, correct = self.dist.sum(totals.tolist())
@@ -158,25 +130,15 @@ class Trainer:
         """
         rng = self.dist.gather((torch.get_rng_state(),
                                 torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None))
-        optimizer = full_optimizer_state(self.step_module, self.optimizer) if self.fsdp else self.optimizer.state_dict()
-        return {"progress": asdict(self.progress), "optimizer": optimizer, "fsdp": self.fsdp,
+        return {"progress": asdict(self.progress), "optimizer": self.placement.optimizer_state(self.optimizer),
+                "fsdp": self.placement.sharded,
                 "rng_cpu": [cpu for cpu, _ in rng], "rng_cuda": [cuda for _, cuda in rng if cuda is not None]}
-
-    def whole_model(self) -> Transformer | None:
-        """A Transformer holding all current weights (rank 0; None elsewhere). A collective under FSDP."""
-        if not self.fsdp:
-            return self.model if self.dist.is_main else None
-        state = full_model_state(self.step_module)
-        if self.plain_model is None:
-            return None
-        self.plain_model.load_state_dict(state)
-        return self.plain_model
 
     def save(self) -> None:
         state = self.state_dict()  # collectives: every rank takes part
-        model = self.whole_model()
+        model = self.placement.whole_model()
         if self.dist.is_main:
-            save_checkpoint(self.model_dir, self.progress.step, model, state, self.config.train.keep_last)
+            save_checkpoint(self.model_dir, self.progress.step, model, state, self.train_config.keep_last)
         self.saved_step = self.progress.step
         self.dist.barrier()
 
@@ -194,16 +156,10 @@ class Trainer:
             rng_cpu, rng_cuda, optimizer = state["rng_cpu"], state["rng_cuda"], state["optimizer"]
         except (KeyError, TypeError) as err:
             raise ValueError(f"{source}.state.pt: not a training state of this version ({err})") from None
-        if state.get("fsdp", False) != self.fsdp:
+        if state.get("fsdp", False) != self.placement.sharded:
             raise ValueError(f"{source}.state.pt was written {'with' if state.get('fsdp') else 'without'} "
                              "train.fsdp; resume it the same way")
-        if self.fsdp:
-            plain = Transformer(self.model.config)
-            apply_weights(plain, weights, f"{source}.safetensors")
-            load_full_state(self.step_module, self.optimizer, plain.state_dict(), optimizer)
-        else:
-            apply_weights(self.model, weights, f"{source}.safetensors")
-            self.optimizer.load_state_dict(optimizer)
+        self.placement.load(weights, self.optimizer, optimizer, f"{source}.safetensors")
         self.progress, self.saved_step = progress, progress.step
         if len(rng_cpu) != self.dist.world_size:
             log.warning("checkpoint was written by %d processes, now %d: dropout noise will differ from an "
@@ -219,7 +175,7 @@ class Trainer:
     # --- validation -----------------------------------------------------------------------
     def validate_and_keep_best(self) -> bool:
         """Validate (rank 0; the others wait), write the record, save the best weights as model.safetensors."""
-        model = self.whole_model()  # a collective under FSDP
+        model = self.placement.whole_model()  # a collective under FSDP
         if not self.dist.is_main:
             self.dist.barrier()
             return False
@@ -228,9 +184,9 @@ class Trainer:
         return improved
 
     def _validate(self, model: Transformer) -> bool:
-        cfg = self.config.train
+        cfg = self.train_config
         result = validate(model, self.data, batch_tokens=cfg.batch_tokens, device=self.device,
-                          bleu_sentences=cfg.valid_bleu_sentences, decode=self.config.decode)
+                          bleu_sentences=cfg.valid_bleu_sentences, decode=self.decode_config)
         self.metrics.write("valid", self.progress.step, **result)
         metric = cfg.best_metric  # "bleu" or "loss" (checked by TrainConfig)
         value = result[metric] if metric == "bleu" else -result[metric]  # higher is better
@@ -246,7 +202,7 @@ class Trainer:
 
     # --- the loop ---------------------------------------------------------------------------
     def should_stop(self) -> str | None:
-        cfg, p = self.config.train, self.progress
+        cfg, p = self.train_config, self.progress
         if cfg.max_steps is not None and p.step >= cfg.max_steps:
             return f"reached train.max_steps={cfg.max_steps}"
         if cfg.max_epochs is not None and p.epoch >= cfg.max_epochs:
@@ -264,13 +220,13 @@ class Trainer:
             yield from iterate_batches(self.data.train.src, self.data.train.tgt, self.sampler, epoch=p.epoch,
                                        start=p.batch_in_epoch, pin_memory=self.device.type == "cuda")
             p.epoch, p.batch_in_epoch = p.epoch + 1, 0
-            if self.config.train.max_epochs is not None and p.epoch >= self.config.train.max_epochs:
+            if self.train_config.max_epochs is not None and p.epoch >= self.train_config.max_epochs:
                 return
 
     def next_pieces(self, stream) -> list[Batch]:
         """The `accumulate` batches of the next step (fewer, or none, when the last epoch ends)."""
         pieces = []
-        for _ in range(self.config.train.accumulate):
+        for _ in range(self.train_config.accumulate):
             item = next(stream, None)
             if item is None:
                 break
@@ -280,7 +236,7 @@ class Trainer:
 
     def run(self) -> str:
         """Train until a stop condition; returns why training stopped."""
-        cfg, p = self.config.train, self.progress
+        cfg, p = self.train_config, self.progress
         self.model.train()
         bar = tqdm(total=cfg.max_steps, initial=p.step, unit="step", dynamic_ncols=True,
                    disable=not self.progress_bar or None, desc="train")
@@ -323,7 +279,7 @@ class Trainer:
             bar.close()
             p.elapsed = elapsed_before + time.perf_counter() - clock_start
             self.finish(validate=not self.dist.any(stop_requested.is_set()))
-        self.check_replicas_agree()
+        self.placement.check_agree()
         self.metrics.close()
         reason = reason or "stopped with the other processes"
         log.info("training stopped: %s", reason)
@@ -332,22 +288,11 @@ class Trainer:
     def report_bad_step(self, consecutive: int) -> None:
         log.warning("step %d: non-finite loss or gradient, step skipped", self.progress.step + 1)
         self.metrics.write("skipped", self.progress.step, consecutive=consecutive)
-        if consecutive >= self.config.train.max_bad_steps:
+        if consecutive >= self.train_config.max_bad_steps:
             raise TrainingDiverged(
                 f"{consecutive} consecutive steps had a non-finite loss or gradient; stopped. "
                 f"The last good checkpoint in {self.model_dir / 'checkpoints'} is intact: "
                 "lower the learning rate (train.lr_scale / train.peak_lr) and resume.")
-
-    def check_replicas_agree(self) -> None:
-        """Under DDP every rank must end with the same parameters; say so, or fail loudly."""
-        if not self.dist.active:
-            return
-        if self.fsdp:
-            return  # each rank holds a different shard by design
-        prints = self.dist.gather(parameter_fingerprint(self.model))
-        if any(f != prints[0] for f in prints):
-            raise RuntimeError(f"processes ended with different parameters: {prints}")
-        log.info("all %d processes hold identical parameters", self.dist.world_size)
 
     def log_window(self, window: dict, lr: float, bar) -> None:
         tokens = max(window["tokens"], 1)
@@ -369,21 +314,3 @@ class Trainer:
         if validate:
             self.validate_and_keep_best()
         self.save()
-
-
-def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = False, progress_bar: bool = True) -> str:
-    """Train a model into `model_dir` (see Trainer); returns why training stopped.
-
-    Under torchrun (WORLD_SIZE > 1) this process joins the process group and trains its shard.
-    """
-    model_dir = Path(model_dir)
-    dist = Distributed.from_environment(config.train.device)
-    try:
-        trainer = Trainer(config, model_dir, progress_bar=progress_bar, dist=dist)
-        if resume:
-            trainer.resume()
-        if dist.is_main:
-            config.save(model_dir / RUN_CONFIG)
-        return trainer.run()
-    finally:
-        dist.close()
