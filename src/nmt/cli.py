@@ -106,21 +106,39 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 # --- translate ----------------------------------------------------------------------------------
-def add_engine_options(p: argparse.ArgumentParser, workers_default: str = "one per core; the torch engine uses "
-                                                                       "fewer for few sentences") -> None:
+def model_options() -> argparse.ArgumentParser:
+    """The option of every command that reads a model directory."""
+    parent = Parser(add_help=False)
+    parent.add_argument("--model", required=True, help="model directory")
+    return parent
+
+
+def beam_options() -> argparse.ArgumentParser:
+    """The search width, for the commands that translate with the model's defaults."""
+    parent = Parser(add_help=False)
+    parent.add_argument("--beam", type=int, default=None,
+                        help="beam size (default: the model's decode.beam; 1 = greedy)")
+    return parent
+
+
+def engine_options(workers_default: str = "one per core; the torch engine uses fewer for few sentences"
+                   ) -> argparse.ArgumentParser:
     """The options that choose how a model translates (translate, evaluate, serve)."""
-    p.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
+    parent = Parser(add_help=False)
+    g = parent.add_argument_group("engine")
+    g.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
                    help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
                         "model directory converted at load (needs the ctranslate2 extra)")
-    p.add_argument("--precision", choices=("fp32", "int8", "bf16"), default=None,
+    g.add_argument("--precision", choices=("fp32", "int8", "bf16"), default=None,
                    help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
                         "torch engine, CPUs with AMX (default: bf16 on CUDA, fp32 on CPU); refused where the "
                         "device does not run it well")
-    p.add_argument("--workers", type=int, default=None,
+    g.add_argument("--workers", type=int, default=None,
                    help=f"batches translated in parallel (default: {workers_default})")
-    p.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / workers)")
-    p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    g.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / workers)")
+    g.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
+    g.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    return parent
 
 
 def check_engine_options(args: argparse.Namespace) -> None:
@@ -171,6 +189,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data.corpus import read_lines
     from .data.registry import parallel_files
     from .evaluation import score_translations
+    from .translation_io import translate_sentences
 
     if args.test:
         try:
@@ -189,11 +208,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not sources:
         raise CommandError(f"{src_path} and {ref_path} are empty: no sentences to evaluate")
     translator = load_translator(args)
-    truncated = sum(translator.encode_source(s)[1] for s in sources)
-    if truncated:
-        log.warning("%d source sentences are longer than %d tokens and were truncated", truncated,
-                    translator.max_source_tokens)
-    hypotheses = translator.translate(sources, beam=args.beam)
+    hypotheses = translate_sentences(translator, sources, beam=args.beam, name=str(src_path))
     scores = score_translations(hypotheses, references)
     if args.json:
         print(json.dumps({"model": str(args.model), "beam": args.beam or translator.decode.beam,
@@ -305,10 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
-    p = sub.add_parser("translate", help="translate lines from a file or stdin",
+    model, beam, engine = model_options(), beam_options(), engine_options()
+    p = sub.add_parser("translate", help="translate lines from a file or stdin", parents=[model, beam, engine],
                        description="One output line per input line, in order, written as it goes.")
-    p.add_argument("--model", required=True, help="model directory")
-    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)")
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
@@ -317,24 +331,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=1.0, help="with --sample: > 1 flattens, < 1 sharpens")
     p.add_argument("--top-k", type=int, default=0, help="with --sample: draw among the k most likely tokens (0: all)")
     p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
-    add_engine_options(p)
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) on a test set",
+    p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) on a test set", parents=[model, beam, engine],
                        description="Translate a test set and score it with sacreBLEU.")
-    p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--src", help="source file")
     p.add_argument("--ref", help="reference file")
     p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
-    p.add_argument("--beam", type=int, default=None, help="beam size (default: the model's decode.beam)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    add_engine_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("export", help="export a model to another inference engine (CTranslate2)",
+    p = sub.add_parser("export", help="export a model to another inference engine (CTranslate2)", parents=[model],
                        description="Write the model as a CTranslate2 model directory (with nmt's tokenizer and "
                                    "settings copied), for `--engine ctranslate2`.")
-    p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--to", choices=("ctranslate2",), default="ctranslate2", help="target engine")
     p.add_argument("--out", required=True, help="directory to create")
     p.add_argument("--quantization", choices=("float32", "int8", "int16"), default="float32",
@@ -343,22 +352,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("average", help="average the last K checkpoints",
+    p = sub.add_parser("average", help="average the last K checkpoints", parents=[model],
                        description="Element-wise mean of the last K checkpoints' weights, written to a new "
                                    "file (the best weights, DIR/model.safetensors, are left alone).")
-    p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, or all that are kept)")
     p.add_argument("--output", help="weights file to write (default: DIR/model.averaged.safetensors); "
                                     "translate with it through --weights")
     p.set_defaults(func=cmd_average)
 
     p = sub.add_parser("serve", help="HTTP translation server with a web page",
+                       parents=[model, engine_options("1: the batching queue already makes whole batches")],
                        description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
                                    "Every limit below is explained in docs/serving.md.")
-    p.add_argument("--model", required=True, help="model directory")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    add_engine_options(p, workers_default="1: the batching queue already makes whole batches")
     g = p.add_argument_group("what one request may ask for (larger: 413/422 naming the limit)")
     g.add_argument("--max-sentences", type=int, default=64, help="most sentences in one request (default 64)")
     g.add_argument("--max-chars", type=int, default=1000, help="most characters in one sentence (default 1000)")
@@ -405,9 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="PNG to write (default: DIR/learning_curves.png)")
     p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("attention", help="attention heatmaps for one sentence (PNG)",
+    p = sub.add_parser("attention", help="attention heatmaps for one sentence (PNG)", parents=[model],
                        description="Cross- and self-attention of every layer and head, one PNG per kind.")
-    p.add_argument("--model", required=True, help="model directory")
     p.add_argument("sentence", help="source sentence")
     p.add_argument("--out-dir", default="attention", help="folder for the PNGs (default ./attention)")
     p.add_argument("--beam", type=int, default=1, help="beam size for the translation (default 1)")

@@ -1,12 +1,16 @@
-"""Streaming file translation: read a chunk of lines, translate it (sorted by length inside
-the Translator), write it in input order, flush, repeat. Output starts before a large input
-ends, memory stays bounded, and every input line gives exactly one output line."""
+"""Translating files: streamed in chunks, or held whole (a test set to score).
+
+Streaming: read a chunk of lines, translate it (sorted by length inside the Translator), write
+it in input order, flush, repeat. Output starts before a large input ends, memory stays
+bounded, and every input line gives exactly one output line. Either way a source cut to the
+Translator's max_source_tokens is reported with its file and line, never passed over silently."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import logging
+from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
 from .translator import Sampling, Translator
@@ -54,3 +58,19 @@ def translate_stream(translator: Translator, source: BinaryIO, target: TextIO, *
         target.flush()
         written += len(chunk)
     return written
+
+
+def translate_sentences(translator: Translator, texts: Sequence[str], *, beam: int | None = None,
+                        name: str = "<input>") -> list[str]:
+    """The best translation of each of `texts` (lines 1.. of the file `name`), in order.
+
+    Sources cut to the Translator's max_source_tokens are counted in one warning that names
+    the first few lines (each source is encoded once: the Translator reports the cut).
+    """
+    results = translator.translate_detailed(list(texts), beam=beam)
+    truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]
+    if truncated:
+        shown = ", ".join(f"{name}:{n}" for n in truncated[:5]) + (", ..." if len(truncated) > 5 else "")
+        log.warning("%d source sentences are longer than %d tokens; translated the first %d only (%s)",
+                    len(truncated), translator.max_source_tokens, translator.max_source_tokens, shown)
+    return [best[0].text for best in results]

@@ -1,0 +1,39 @@
+import io
+import logging
+
+import pytest
+
+from nmt.translation_io import InputError, translate_sentences, translate_stream
+from nmt.translator import Translator
+
+SENTENCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind.", "Eine Frau mit einem Hut."]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return Translator.load(tiny_model_dir, device="cpu")
+
+
+def test_sentences_in_memory_and_streamed_give_the_same_lines(translator):
+    streamed = io.StringIO()
+    written = translate_stream(translator, io.BytesIO("\n".join(SENTENCES).encode()), streamed, beam=2,
+                               chunk_lines=3)  # chunks of 3 and 1: the batching must not change a line
+    assert written == len(SENTENCES)
+    assert streamed.getvalue().splitlines() == translate_sentences(translator, SENTENCES, beam=2)
+
+
+def test_truncated_sources_are_counted_with_their_lines(translator, caplog):
+    short = Translator(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
+                       decode=translator.decode, max_source_tokens=6)
+    texts = ["Ein Kind.", " ".join(["Mann"] * 40), "Ein Hund.", " ".join(["Frau"] * 40)]
+    with caplog.at_level(logging.WARNING, logger="nmt.translation_io"):
+        out = translate_sentences(short, texts, beam=1, name="test.de")
+    assert len(out) == 4
+    (record,) = caplog.records
+    assert record.getMessage().startswith("2 source sentences are longer than 6 tokens")
+    assert "test.de:2, test.de:4" in record.getMessage()
+
+
+def test_bad_utf8_names_the_file_and_line(translator):
+    with pytest.raises(InputError, match=r"in.txt:2: not valid UTF-8 \(byte 3 of the line\)"):
+        translate_stream(translator, io.BytesIO(b"Ein Kind.\nab\xffc\n"), io.StringIO(), name="in.txt")
