@@ -30,14 +30,9 @@ ALLOWED = {
     # Training uses the library; only the CLI uses training.
     "training": {"checkpoint", "config", "data", "evaluation", "files", "model", "model_dir", "tokenizer",
                  "translator"},
-    # Serving: the queue and the HTTP layers over the Translator; nothing imports the server.
-    "batching_queue": {"translator"},
-    "server_access": set(),
-    "server_connections": set(),
-    "server_metrics": {"batching_queue"},
-    "server_requests": {"tokenizer", "translator"},
-    "server": {"batching_queue", "model_dir", "server_access", "server_connections", "server_metrics",
-               "server_requests", "translator"},
+    # Serving (the HTTP app, its request checks, batching queue, access rules, metrics, web page) is one
+    # package over the Translator; nothing imports it but the CLI.
+    "server": {"model_dir", "tokenizer", "translator"},
     # The shells: nothing imports them (but `python -m nmt`).
     "cli": {"checkpoint", "config", "data", "evaluation", "export_ctranslate2", "model_dir", "plots", "server",
             "training", "translation_io", "translator"},

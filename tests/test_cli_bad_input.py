@@ -267,7 +267,7 @@ def test_bad_input_is_one_line_naming_it(argv, status, message, files, tmp_path,
     (tmp_path / "mirror").mkdir()
     monkeypatch.setenv("NMT_MIRROR", str(tmp_path / "mirror"))
     monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
-    monkeypatch.setattr("nmt.server.run_app", lambda *args, **kwargs: None)
+    monkeypatch.setattr("nmt.server.app.run_app", lambda *args, **kwargs: None)
     paths = {name: str(path) for name, path in {**files, "new_dir": tmp_path / "never_created"}.items()}
     args = [word.format(**paths) for word in shlex.split(argv)]
 

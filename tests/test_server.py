@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from nmt.batching_queue import BatchingConfig, BatchingQueue
+from nmt.server.batching_queue import BatchingConfig, BatchingQueue
 from nmt.config import DecodeConfig
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translation, Translator

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
 
-import nmt.server
-from nmt.batching_queue import BatchingConfig, DeadlineExceeded, Overloaded, ShuttingDown
+import nmt.server.app
+from nmt.server.batching_queue import BatchingConfig, DeadlineExceeded, Overloaded, ShuttingDown
 from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translator
 
@@ -130,7 +130,7 @@ def test_a_client_that_disconnects_leaves_the_queue_before_translation():
 
 SLOW_SERVER = """
 import socket, sys, time
-from nmt.batching_queue import BatchingConfig
+from nmt.server.batching_queue import BatchingConfig
 from nmt.config import DecodeConfig
 from nmt.server import ConnectionOptions, ServerLimits, create_app, run_app
 from nmt.translator import Translation
@@ -252,14 +252,14 @@ def test_attention_is_refused_past_its_cell_limit(translator, tiny_model_dir):
 
 def test_health_answers_while_a_large_answer_is_built(translator, tiny_model_dir, monkeypatch):
     building = threading.Event()
-    real = nmt.server.answer_body
+    real = nmt.server.app.answer_body
 
     def slow_answer_body(*args, **kwargs):
         building.set()
         time.sleep(2.0)  # as a large attention answer would take
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nmt.server, "answer_body", slow_answer_body)
+    monkeypatch.setattr(nmt.server.app, "answer_body", slow_answer_body)
     app = create_app(translator, ServerLimits(), info=model_info(tiny_model_dir, translator))
     with serve_in_thread(app) as url, ThreadPoolExecutor(1) as pool:
         big = pool.submit(httpx.post, f"{url}/translate", json={"text": ["Ein Hund."], "attention": True}, timeout=30)

@@ -43,7 +43,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .translator import Translation
+from ..translator import Translation
 
 log = logging.getLogger(__name__)
 

@@ -9,16 +9,16 @@ With `"attention": true` each translation also carries its cross-attention:
 `{"src_pieces": [...], "tgt_pieces": [...], "weights": [layer][head][tgt piece][src piece]}`, one row
 per target piece (the last piece is "[END]" when the sentence ended), each row summing to 1.
 
-Concurrent requests are translated together (see `batching_queue`): the handlers only validate
+Concurrent requests are translated together (see batching_queue.py): the handlers only validate
 and wait; one worker thread runs the model. The server is built to face hostile clients and
 overload (docs/serving.md has the options, limits and every error code):
-- every malformed body, hostile value or undecodable text is a 4xx JSON error (server_requests);
+- every malformed body, hostile value or undecodable text is a 4xx JSON error (requests.py);
 - the queue is bounded (503 + Retry-After when full), each request has a deadline, and a request
   whose client hung up leaves the queue before it is translated;
-- Host and Origin are checked and the body must be JSON (server_access);
+- Host and Origin are checked and the body must be JSON (access.py);
 - connections have header, body and keep-alive timeouts and a count limit; SIGTERM drains the
-  queue and exits within the grace period plus one batch (server_connections);
-- /metrics reports requests, queue depth, batches, latency and dropped work (server_metrics).
+  queue and exits within the grace period plus one batch (connections.py);
+- /metrics reports requests, queue depth, batches, latency and dropped work (metrics.py).
 
 Errors are JSON, `{"error": CODE, "message": TEXT}`, plus `"limit": NAME` when a limit was hit.
 Text is tokenized as is, so a user who types "[END]" or "[UNK]" gets those special tokens, not
@@ -47,12 +47,12 @@ from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
-from .server_access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
-from .server_connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
-from .server_metrics import ServerMetrics, StatusCounter
-from .server_requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
-from .model_dir import read_run_config
-from .translator import Translation, Translator
+from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
+from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
+from .metrics import ServerMetrics, StatusCounter
+from .requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
+from ..model_dir import read_run_config
+from ..translator import Translation, Translator
 
 __all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "access_policy",
            "create_app", "model_info", "run_app", "serve", "serve_in_thread"]
@@ -75,7 +75,7 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
 
 def index_page() -> str:
     """The web page, shipped as package data beside this module."""
-    return files("nmt").joinpath("web", "index.html").read_text(encoding="utf-8")
+    return files(__package__).joinpath("web", "index.html").read_text(encoding="utf-8")
 
 
 async def client_gone(receive: Receive) -> None:
@@ -240,7 +240,7 @@ def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origin
 def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, limits: ServerLimits | None = None,
           device: str = "auto", batching: BatchingConfig | None = None, access: AccessPolicy | None = None,
           connections: ConnectionOptions | None = None, load: dict[str, Any] | None = None) -> None:
-    """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see server_connections).
+    """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see connections.py).
 
     load: Translator.load's options (engine, precision, workers, threads, weights, device).
     """

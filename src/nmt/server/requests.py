@@ -17,8 +17,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .tokenizer import EOS
-from .translator import Translation
+from ..tokenizer import EOS
+from ..translator import Translation
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ resolves to 127.0.0.1) even read one. Two checks close that, on every request:
 - a request that carries an Origin (browsers send one on every cross-site request and every POST)
   must come from this server's own page (same host and port) or from an allowed origin.
 
-The JSON content type that POST /translate requires (server_requests) completes the set: a page
+The JSON content type that POST /translate requires (requests.py) completes the set: a page
 cannot send application/json across sites without a CORS preflight, which this server never grants.
 """
 
