@@ -74,6 +74,7 @@ class ModelSection:
     d_ff: int | None = None  # override the feed-forward width
     dropout: float | None = None  # override the dropout rate
     attention_dropout: float | None = None  # override dropout on attention weights
+    activation_dropout: float | None = None  # dropout on the feed-forward's hidden units (preset: 0)
     activation: str | None = None  # relu | gelu
     norm_position: str | None = None  # post (paper) | pre
     sharing: str | None = None  # none | tgt_out | all (all needs tokenizer.joint)
@@ -232,7 +233,7 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
 
 # Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
 # gets its default. A new field goes here, or every existing model directory stops loading.
-ADDED_SINCE_SAVED: frozenset[str] = frozenset({"model.layer_norm_eps"})
+ADDED_SINCE_SAVED: frozenset[str] = frozenset({"model.layer_norm_eps", "model.activation_dropout"})
 
 
 def missing_keys(values: dict[str, Any]) -> list[str]:

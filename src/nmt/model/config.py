@@ -27,6 +27,7 @@ class ModelConfig:
     d_ff: int = 2048  # inner width of the position-wise feed-forward network
     dropout: float = 0.1  # on embeddings+positions and on every sublayer output
     attention_dropout: float = 0.0  # on the attention weights (the paper uses none)
+    activation_dropout: float = 0.0  # on the feed-forward's hidden units, after the activation (the paper: none)
     activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
     norm_position: str = "post"  # "post": LayerNorm(x + sublayer(x)) as in the paper; "pre": x + sublayer(LayerNorm(x))
     sharing: str = "all"  # "none": three matrices; "tgt_out": target embedding = output; "all": source = target = output
@@ -58,7 +59,7 @@ class ModelConfig:
                      "d_ff"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("dropout", "attention_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         for name in ("positional_base", "layer_norm_eps"):

@@ -8,17 +8,23 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .cache import LayerCache
+from .config import ModelConfig
 from .dropout import Dropout
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at every position (section 3.3)."""
+    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, applied at every position (section 3.3).
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "relu"):
+    activation_dropout drops units of act(...) before W_2 (fairseq's --activation-dropout): a
+    regulariser for small data, separate from the residual dropout after W_2. The paper uses none.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "relu", activation_dropout: float = 0.0):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
         self.activation = F.relu if activation == "relu" else F.gelu
+        self.dropout = Dropout(activation_dropout)
 
     def reset_parameters(self) -> None:
         """Xavier-uniform for W_1 and W_2, zero biases."""
@@ -27,7 +33,7 @@ class FeedForward(nn.Module):
             nn.init.zeros_(linear.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(self.activation(self.w_1(x)))
+        return self.w_2(self.dropout(self.activation(self.w_1(x))))
 
 
 class Residual(nn.Module):
@@ -52,16 +58,22 @@ class Residual(nn.Module):
         return x if self.pre_norm else self.norm(x)
 
 
+def feed_forward(c: ModelConfig) -> FeedForward:
+    return FeedForward(c.d_model, c.d_ff, c.activation, c.activation_dropout)
+
+
+def residual(c: ModelConfig) -> Residual:
+    return Residual(c.d_model, c.dropout, pre_norm=c.norm_position == "pre", eps=c.layer_norm_eps)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention, then feed-forward."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, attention_dropout: float,
-                 activation: str, pre_norm: bool, eps: float):
+    def __init__(self, c: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, activation)
-        self.attn_residual = Residual(d_model, dropout, pre_norm, eps)
-        self.ff_residual = Residual(d_model, dropout, pre_norm, eps)
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.feed_forward = feed_forward(c)
+        self.attn_residual, self.ff_residual = residual(c), residual(c)
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
         """x: (batch, src_len, d_model); src_mask: (batch, 1, 1, src_len). Returns (x, weights or None)."""
@@ -75,15 +87,12 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder output, then feed-forward."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float, attention_dropout: float,
-                 activation: str, pre_norm: bool, eps: float):
+    def __init__(self, c: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, attention_dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, activation)
-        self.self_residual = Residual(d_model, dropout, pre_norm, eps)
-        self.cross_residual = Residual(d_model, dropout, pre_norm, eps)
-        self.ff_residual = Residual(d_model, dropout, pre_norm, eps)
+        self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.feed_forward = feed_forward(c)
+        self.self_residual, self.cross_residual, self.ff_residual = residual(c), residual(c), residual(c)
 
     def forward(
         self,

@@ -44,14 +44,12 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = c = config
         pre_norm = c.norm_position == "pre"
-        layer_args = (c.d_model, c.num_heads, c.d_ff, c.dropout, c.attention_dropout, c.activation, pre_norm,
-                      c.layer_norm_eps)
 
         self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
         self.src_embed = self.tgt_embed if c.sharing == "all" else TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
         self.positions = PositionalEncoding(c.d_model, c.dropout, c.positional_base)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(*layer_args) for _ in range(c.encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(*layer_args) for _ in range(c.decoder_layers))
+        self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
         # Pre-norm leaves the residual stream un-normalised: each stack ends with a LayerNorm.
         self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
