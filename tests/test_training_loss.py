@@ -75,3 +75,51 @@ def test_sequence_loss_equals_loss_on_full_logits():
     fused = sequence_loss(model, src, tgt_in, tgt_out, normaliser=5)
     assert torch.allclose(full.loss, fused.loss, atol=1e-6)
     assert fused.tokens == 5 and fused.correct == full.correct
+
+
+def tiny_seq2seq(dropout: float):
+    from nmt.model import ModelConfig, Transformer
+
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig(src_vocab_size=11, tgt_vocab_size=11, encoder_layers=1, decoder_layers=1,
+                                    d_model=16, num_heads=2, d_ff=32, dropout=dropout))
+    src = torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]])
+    tgt_in, tgt_out = torch.tensor([[2, 8, 9], [2, 4, 0]]), torch.tensor([[8, 9, 3], [4, 3, 0]])
+    return model.train(), src, tgt_in, tgt_out
+
+
+def test_symmetric_kl_is_zero_for_equal_distributions_and_matches_its_definition():
+    from nmt.training.loss import symmetric_kl
+
+    a, b = torch.randn(4, 7), torch.randn(4, 7)
+    assert symmetric_kl(a, a + 3.0).abs() < 1e-6  # a shift of the logits is the same distribution
+    p, q = a.softmax(-1), b.softmax(-1)
+    expected = (p * (p / q).log()).sum() + (q * (q / p).log()).sum()
+    assert torch.allclose(symmetric_kl(a, b), expected, atol=1e-5)
+
+
+def test_r_drop_without_dropout_is_the_plain_loss():
+    """Two passes without dropout are the same pass: the KL term is zero and the loss is unchanged."""
+    from nmt.training.loss import r_drop_loss, sequence_loss
+
+    model, src, tgt_in, tgt_out = tiny_seq2seq(dropout=0.0)
+    plain = sequence_loss(model, src, tgt_in, tgt_out, normaliser=5)
+    r_drop = r_drop_loss(model, src, tgt_in, tgt_out, normaliser=5, alpha=5.0)
+    assert torch.allclose(plain.loss, r_drop.loss, atol=1e-6)
+    assert torch.allclose(plain.nll_sum, r_drop.nll_sum, atol=1e-6) and r_drop.correct == plain.correct
+
+
+def test_r_drop_with_dropout_adds_the_kl_of_two_different_passes(monkeypatch):
+    from nmt.training import loss as loss_module
+
+    model, src, tgt_in, tgt_out = tiny_seq2seq(dropout=0.3)
+    kls, real_kl = [], loss_module.symmetric_kl
+    monkeypatch.setattr(loss_module, "symmetric_kl", lambda a, b: kls.append(real_kl(a, b)) or kls[-1])
+    torch.manual_seed(1)
+    with_kl = loss_module.r_drop_loss(model, src, tgt_in, tgt_out, normaliser=5, alpha=4.0)
+    torch.manual_seed(1)  # the same two dropout masks
+    without = loss_module.r_drop_loss(model, src, tgt_in, tgt_out, normaliser=5, alpha=0.0)
+    assert kls[0] > 0  # the two masks differ, so do the two distributions
+    assert torch.allclose(with_kl.loss - without.loss, 4.0 / 4 * kls[0] / 5, atol=1e-6)
+    with_kl.loss.backward()  # and the KL term has a gradient
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)

@@ -1,4 +1,5 @@
 import json
+import math
 import os
 import signal
 import subprocess
@@ -170,3 +171,13 @@ def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
     assert len(valid) == 4 and valid[-1] < 0.5 * valid[0]  # it learns to copy
     assert list_checkpoints(tmp_path) == ["step_00000060", "step_00000080"]
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "model.json").exists()
+
+
+def test_r_drop_trains_and_logs_the_plain_nll(overrides, tmp_path):
+    config = load_config(None, overrides + ["train.max_steps=4", "train.valid_every=100", "train.log_every=1",
+                                            "train.valid_bleu_sentences=0", "train.best_metric=loss",
+                                            "train.r_drop_alpha=5.0", "model.dropout=0.3"])
+    train(config, tmp_path / "rdrop", progress_bar=False)
+    records = [json.loads(line) for line in (tmp_path / "rdrop" / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in records if r["kind"] == "train"]
+    assert len(steps) == 4 and all(math.isfinite(r["loss"]) and r["loss"] >= r["nll"] * 0.9 for r in steps)

@@ -125,6 +125,7 @@ class TrainConfig:
     adam_eps: float = 1e-9  # Adam epsilon
     weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 is plain Adam
     label_smoothing: float = 0.1  # epsilon of label smoothing
+    r_drop_alpha: float = 0.0  # R-Drop: each batch twice, + alpha/4 * symmetric KL of the two (0: off; costs ~2x)
     clip_norm: float | None = 1.0  # clip the global gradient norm to this (null: no clipping)
     log_every: int = 50  # steps between metric records
     valid_every: int = 1000  # steps between validations (and checkpoints)
@@ -139,7 +140,8 @@ class TrainConfig:
         "accumulate": at_least(1), "threads": at_least(1), "device": DEVICE,
         "schedule": one_of("noam", "inverse_sqrt"), "lr_scale": above(0), "peak_lr": above(0), "warmup": at_least(1),
         "adam_betas": Rule(lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"),
-        "adam_eps": above(0), "weight_decay": at_least(0), "label_smoothing": FRACTION, "clip_norm": above(0),
+        "adam_eps": above(0), "weight_decay": at_least(0), "label_smoothing": FRACTION, "r_drop_alpha": at_least(0),
+        "clip_norm": above(0),
         "log_every": at_least(1), "valid_every": at_least(1), "valid_bleu_sentences": at_least(0),
         "best_metric": one_of("bleu", "loss"), "keep_last": at_least(1), "patience": at_least(1),
         "max_bad_steps": at_least(1),
@@ -233,7 +235,8 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
 
 # Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
 # gets its default. A new field goes here, or every existing model directory stops loading.
-ADDED_SINCE_SAVED: frozenset[str] = frozenset({"model.layer_norm_eps", "model.activation_dropout"})
+ADDED_SINCE_SAVED: frozenset[str] = frozenset({"model.layer_norm_eps", "model.activation_dropout",
+                                                 "train.r_drop_alpha"})
 
 
 def missing_keys(values: dict[str, Any]) -> list[str]:

@@ -87,13 +87,47 @@ def sequence_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, t
     return _smoothed(logits, tgt_out[real], normaliser, smoothing)
 
 
-class LossModule(torch.nn.Module):
-    """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward."""
+def symmetric_kl(logits_1: torch.Tensor, logits_2: torch.Tensor) -> torch.Tensor:
+    """Summed KL(p1 || p2) + KL(p2 || p1) over (tokens, vocab) logits: sum (p1 - p2)(log p1 - log p2)."""
+    log_p1, log_p2 = logits_1.float().log_softmax(dim=-1), logits_2.float().log_softmax(dim=-1)
+    return ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum()
 
-    def __init__(self, model: Transformer, smoothing: float):
+
+def r_drop_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, *,
+                normaliser: int | float, smoothing: float = 0.1, alpha: float = 1.0) -> LossOutput:
+    """R-Drop (Liang et al. 2021): the batch twice through the model, so two dropout masks, and
+
+        loss = (CE_1 + CE_2) / 2 + alpha / 4 * (KL(P_1 || P_2) + KL(P_2 || P_1))
+
+    which is the paper's CE_1 + CE_2 + alpha / 2 * (KL + KL), halved so that alpha = 0 is the usual loss
+    (same scale, same learning rate) and the paper's alpha values mean the same here. The two passes
+    run as one forward over the batch stacked on itself. nll and correct are the two passes' mean.
+    """
+    doubled = [torch.cat([t, t]) for t in (src, tgt_in, tgt_out)]
+    states = model.decode(doubled[1], model.encode(doubled[0])).states  # (2 * batch, tgt_len, d_model)
+    real = tgt_out != model.config.pad_id  # (batch, tgt_len): the same positions in both halves
+    logits = model.logits(torch.cat([states[: src.size(0)][real], states[src.size(0):][real]]))  # (2 * real, vocab)
+    labels = tgt_out[real]
+    loss_sum, nll_sum, correct = SmoothedCrossEntropy.apply(logits, torch.cat([labels, labels]), smoothing)
+    first, second = logits.chunk(2)
+    loss = loss_sum / 2 + alpha / 4 * symmetric_kl(first, second)
+    return LossOutput(loss=loss / normaliser, nll_sum=nll_sum / 2, correct=correct / 2, tokens=int(labels.numel()))
+
+
+class LossModule(torch.nn.Module):
+    """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward.
+
+    r_drop_alpha > 0 trains with R-Drop (see `r_drop_loss`); 0 is the plain label-smoothed loss.
+    """
+
+    def __init__(self, model: Transformer, smoothing: float, r_drop_alpha: float = 0.0):
         super().__init__()
-        self.model, self.smoothing = model, smoothing
+        self.model, self.smoothing, self.r_drop_alpha = model, smoothing, r_drop_alpha
 
     def forward(self, src, tgt_in, tgt_out, normaliser: float):
-        out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
+        if self.r_drop_alpha > 0:
+            out = r_drop_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing,
+                              alpha=self.r_drop_alpha)
+        else:
+            out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
         return out.loss, out.nll_sum, out.correct

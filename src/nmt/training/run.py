@@ -63,7 +63,7 @@ def build_trainer(config: ExperimentConfig, model_dir: str | Path, *, dist: Dist
     model_config = config.model.build(data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size,
                                       joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer)
     model = Transformer(model_config).to(dist.device)
-    placement = place(model, LossModule(model, cfg.label_smoothing), dist, fsdp=cfg.fsdp)
+    placement = place(model, LossModule(model, cfg.label_smoothing, cfg.r_drop_alpha), dist, fsdp=cfg.fsdp)
     if dist.active:  # same initial weights everywhere (seeded, and DDP broadcasts rank 0's); own dropout
         torch.manual_seed(cfg.seed + 1000 * dist.rank)
     if cfg.compile:  # the stacks, not the loss: dropping padding rows has a data-dependent shape
