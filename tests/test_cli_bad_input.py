@@ -75,6 +75,10 @@ TRAIN = [
     case("train --resume --out {cut_run}", 1, "{cut_run}/config.yaml is incomplete .*was it cut short"),
     case("train {config} --out {old_run}", 1, "{old_run} already holds a training run: add --resume"),
     case("train {config} --out {a_file}", 1, "--out {a_file} is a file"),
+    case("train {config} --out {new_dir} --init-from {missing}", 1,
+         "--init-from: model directory {missing} does not exist"),
+    case("train {config} --out {old_run} --resume --init-from {old_run}", 1,
+         "--init-from starts a new run from a trained model; --resume continues a run: not both"),
 ]
 
 # --- every command that reads a model directory, on each kind of damaged one -----------------------

@@ -1,6 +1,6 @@
 """The `nmt` command: a thin shell over the Python API.
 
-    nmt train CONFIG --out DIR [--set section.key=value ...] [--resume]
+    nmt train CONFIG --out DIR [--set section.key=value ...] [--resume | --init-from MODEL_DIR]
     nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
     nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
     nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
@@ -63,10 +63,10 @@ def check_device(device: str) -> None:
             raise CommandError(f"--device {device}: this machine has {count} CUDA device(s)")
 
 
-def require_model_dir(model_dir: str) -> None:
+def require_model_dir(model_dir: str, option: str = "--model") -> None:
     """Refuse a --model that is not a directory (commands that do not load a Translator)."""
     if not Path(model_dir).is_dir():
-        raise CommandError(f"model directory {model_dir} does not exist")
+        raise CommandError(f"{option}: model directory {model_dir} does not exist")
 
 
 # --- train -------------------------------------------------------------------------------------
@@ -79,12 +79,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} is a file: give a directory to train into")
     config_path = args.config
+    if args.init_from:
+        require_model_dir(args.init_from, "--init-from")
     if args.resume:
         if config_path is None:  # the run's own settings (a CONFIG given replaces them)
             config_path = out / RUN_CONFIG
             if not config_path.exists():
                 raise CommandError(f"--resume: {config_path} not found: give the run's CONFIG file, or start "
                                    "a new run without --resume")
+        if args.init_from:
+            raise CommandError("--init-from starts a new run from a trained model; --resume continues a run: "
+                               "not both")
     elif config_path is None:
         raise CommandError("give a CONFIG file (or --resume with --out DIR)")
     elif holds_training_run(out):
@@ -92,7 +97,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                            "or choose another --out (a tokenizer alone there is reused)")
     # The run's own config.yaml names every key: a missing one means it was cut short.
     config = load_config(config_path, args.set or [], complete=args.resume and args.config is None)
-    reason = train(config, out, resume=args.resume, progress_bar=not args.quiet)
+    reason = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
     print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # Everything is saved and the process group is gone, but under torchrun torch's C++ threads
@@ -317,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="extend", nargs="+", metavar="SECTION.KEY=VALUE",
                    help="override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument("--init-from", metavar="MODEL_DIR",
+                   help="fine-tune: start from this trained model's weights and tokenizer (fresh optimizer and "
+                        "warm-up; the config's model section must build the same model, dropout aside)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 

@@ -11,17 +11,19 @@ its own two config sections.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import shutil
 from pathlib import Path
 
 import torch
 
-from ..checkpoint import CHECKPOINTS
+from ..checkpoint import CHECKPOINTS, apply_weights, read_weights
 from ..config import ExperimentConfig, TrainConfig
 from ..data.batching import TokenBatchSampler
-from ..files import remove_stale_temp_files
-from ..model import Transformer
-from ..model_dir import RUN_CONFIG
+from ..files import atomic_write, remove_stale_temp_files
+from ..model import ModelConfig, Transformer
+from ..model_dir import MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
 from .datasets import TrainingData, load_training_data
 from .distributed import Distributed
 from .loss import LossModule
@@ -31,15 +33,19 @@ from .trainer import Trainer
 log = logging.getLogger(__name__)
 
 
-def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = False, progress_bar: bool = True) -> str:
+def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = False, progress_bar: bool = True,
+          init_from: str | Path | None = None) -> str:
     """Train a model into `model_dir` (see Trainer); returns why training stopped.
 
+    init_from: fine-tune: start from that model directory's weights and tokenizer (see `build_trainer`).
     Under torchrun (WORLD_SIZE > 1) this process joins the process group and trains its shard.
     """
+    if resume and init_from is not None:
+        raise ValueError("init_from starts a new run from a trained model; resume continues a run: not both")
     model_dir = Path(model_dir)
     dist = Distributed.from_environment(config.train.device)
     try:
-        trainer = build_trainer(config, model_dir, dist=dist, progress_bar=progress_bar)
+        trainer = build_trainer(config, model_dir, dist=dist, progress_bar=progress_bar, init_from=init_from)
         if resume:
             trainer.resume()
         if dist.is_main:
@@ -50,19 +56,31 @@ def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = Fal
 
 
 def build_trainer(config: ExperimentConfig, model_dir: str | Path, *, dist: Distributed,
-                  data: TrainingData | None = None, progress_bar: bool = True) -> Trainer:
-    """Every part of a run, built from `config` (data loaded unless given), handed to a Trainer."""
+                  data: TrainingData | None = None, progress_bar: bool = True,
+                  init_from: str | Path | None = None) -> Trainer:
+    """Every part of a run, built from `config` (data loaded unless given), handed to a Trainer.
+
+    init_from: a trained model directory to fine-tune. Its tokenizer is copied (the vocabulary is
+    kept, whatever config.tokenizer says) and its weights are the starting point; the optimizer,
+    the schedule (a new warm-up) and the progress start fresh. Its model config must match the
+    one `config` builds, but for dropout rates: a difference is refused, naming the fields.
+    """
     cfg, model_dir = config.train, Path(model_dir)
+    init_from = Path(init_from) if init_from is not None else None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     with dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
         if dist.is_main:
             prepare_model_dir(model_dir)
+            if init_from is not None:
+                copy_tokenizers(init_from, model_dir)
         data = data or load_training_data(config.data, config.tokenizer, model_dir)
     torch.manual_seed(cfg.seed)
     model_config = config.model.build(data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size,
                                       joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer)
     model = Transformer(model_config).to(dist.device)
+    if init_from is not None:  # before the placement: shards are cut from these weights
+        load_starting_weights(model, init_from)
     placement = place(model, LossModule(model, cfg.label_smoothing, cfg.r_drop_alpha), dist, fsdp=cfg.fsdp)
     if dist.active:  # same initial weights everywhere (seeded, and DDP broadcasts rank 0's); own dropout
         torch.manual_seed(cfg.seed + 1000 * dist.rank)
@@ -89,3 +107,34 @@ def prepare_model_dir(model_dir: Path) -> None:
     for folder in (model_dir, model_dir / CHECKPOINTS):
         for path in remove_stale_temp_files(folder):
             log.info("removed %s, left by a process killed while writing it", path)
+
+
+# A fine-tuning run may change how much it regularises; anything else changes the function it computes.
+MAY_DIFFER_WHEN_FINE_TUNING = frozenset({"dropout", "attention_dropout", "activation_dropout"})
+
+
+def copy_tokenizers(init_from: Path, model_dir: Path) -> None:
+    """The starting model's tokenizer files into `model_dir`; a different tokenizer already there is refused."""
+    found = [name for name in TOKENIZER_FILES if (init_from / name).is_file()]
+    if not found:
+        raise FileNotFoundError(f"--init-from {init_from}: no tokenizer there ({' or '.join(TOKENIZER_FILES[:2])})")
+    for name in TOKENIZER_FILES:
+        source, dest = init_from / name, model_dir / name
+        if dest.exists() and (not source.exists() or dest.read_bytes() != source.read_bytes()):
+            raise ValueError(f"{dest} differs from the tokenizer of {init_from}: fine-tune into a new directory")
+    for name in found:
+        atomic_write(model_dir / name, lambda tmp, name=name: shutil.copyfile(init_from / name, tmp))
+
+
+def load_starting_weights(model: Transformer, init_from: Path) -> None:
+    """`init_from`'s weights (model.safetensors) into `model`, once its config is known to match."""
+    saved = ModelConfig.load(init_from / MODEL_CONFIG)
+    differ = [f"{f.name} ({getattr(saved, f.name)} there, {getattr(model.config, f.name)} here)"
+              for f in dataclasses.fields(ModelConfig)
+              if f.name not in MAY_DIFFER_WHEN_FINE_TUNING and getattr(saved, f.name) != getattr(model.config, f.name)]
+    if differ:
+        raise ValueError(f"--init-from {init_from}: the config builds a different model: {'; '.join(differ)} "
+                         "(set model.* to match)")
+    weights = init_from / WEIGHTS
+    apply_weights(model, read_weights(weights), weights)
+    log.info("starting from the weights of %s", weights)

@@ -1,0 +1,51 @@
+"""Assembling a run (training/run.py): fine-tuning from a trained model with --init-from."""
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_model_dir
+from nmt.config import load_config
+from nmt.training.distributed import Distributed
+from nmt.training.run import build_trainer, train
+from nmt.training.validation import validation_loss
+
+SHORT = ["train.valid_every=100", "train.valid_bleu_sentences=0", "train.best_metric=loss"]
+
+
+@pytest.fixture
+def trained(overrides, tmp_path):
+    model_dir = tmp_path / "parent"
+    train(load_config(None, overrides + SHORT + ["train.max_steps=6"]), model_dir, progress_bar=False)
+    return model_dir
+
+
+def test_fine_tuning_starts_with_the_parents_loss_on_its_own_data(overrides, trained, tmp_path):
+    child = build_trainer(load_config(None, overrides + SHORT + ["train.max_steps=6", "model.dropout=0.3"]),
+                          tmp_path / "child", dist=Distributed(), init_from=trained)
+    assert (tmp_path / "child" / "tokenizer.json").read_bytes() == (trained / "tokenizer.json").read_bytes()
+    assert child.progress.step == 0 and not child.optimizer.state  # fresh optimizer and schedule
+    parent = load_model_dir(trained)  # in eval mode, as validation runs
+    at_start = validation_loss(child.model.eval(), child.data, batch_tokens=512, device=torch.device("cpu"))
+    own = validation_loss(parent, child.data, batch_tokens=512, device=torch.device("cpu"))
+    assert at_start == own  # the same weights: step 0 of the child is the parent
+    fresh = build_trainer(load_config(None, overrides + SHORT), tmp_path / "fresh", dist=Distributed())
+    assert validation_loss(fresh.model.eval(), fresh.data, batch_tokens=512, device=torch.device("cpu")) != own
+
+
+def test_fine_tuning_refuses_a_config_that_builds_another_model(overrides, trained, tmp_path):
+    config = load_config(None, overrides + SHORT + ["model.d_ff=48", "model.activation=gelu"])
+    with pytest.raises(ValueError, match=r"d_ff \(64 there, 48 here\); activation \('?relu'? there, '?gelu'? here\)"):
+        build_trainer(config, tmp_path / "child", dist=Distributed(), init_from=trained)
+
+
+def test_fine_tuning_refuses_a_directory_with_another_tokenizer(overrides, trained, tmp_path):
+    child = tmp_path / "child"
+    child.mkdir()
+    (child / "tokenizer.json").write_text("{}")
+    with pytest.raises(ValueError, match="differs from the tokenizer of"):
+        build_trainer(load_config(None, overrides + SHORT), child, dist=Distributed(), init_from=trained)
+
+
+def test_init_from_and_resume_are_refused_together(overrides, trained, tmp_path):
+    with pytest.raises(ValueError, match="not both"):
+        train(load_config(None, overrides + SHORT), tmp_path / "x", resume=True, init_from=trained)
