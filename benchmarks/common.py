@@ -23,8 +23,9 @@ def joint_tokenizer(cache_dir: Path, vocab_size: int = 8192):
     from nmt.tokenizer import TokenizerConfig, load_or_train_tokenizers
 
     pairs = load_multi30k("train")
-    src, _ = load_or_train_tokenizers(cache_dir, lambda: (s for s, _ in pairs), lambda: (t for _, t in pairs),
-                                      TokenizerConfig(vocab_size=vocab_size))
+    src, _ = load_or_train_tokenizers(
+        cache_dir, lambda: (s for s, _ in pairs), lambda: (t for _, t in pairs), TokenizerConfig(vocab_size=vocab_size)
+    )
     return src
 
 

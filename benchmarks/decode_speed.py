@@ -21,9 +21,10 @@ import json
 
 import torch
 
-from common import load_multi30k, median, timed
 from nmt.decoding import SearchLimits
 from nmt.translator import Translator
+
+from common import load_multi30k, median, timed
 
 
 def main() -> None:
@@ -43,32 +44,36 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     sources = [s for s, _ in load_multi30k("test_2016_flickr", args.src_lang, args.tgt_lang)]
-    sources = [" ".join(sources[i: i + args.join]) for i in range(0, len(sources), args.join)]
+    sources = [" ".join(sources[i : i + args.join]) for i in range(0, len(sources), args.join)]
     # One worker with every thread: this benchmark measures the search, not the parallel workers
     # (benchmarks/engine_speed.py compares those, and other engines).
     translator = Translator.load(args.model, device=args.device, workers=1, threads=torch.get_num_threads())
     translator.translate(sources[:50], beam=5)  # warm-up
 
-    result: dict[str, float | int] = {"sentences": len(sources), "joined": args.join,
-                                      "threads": torch.get_num_threads(),
-                                      "device": str(translator.device)}
+    result: dict[str, float | int] = {
+        "sentences": len(sources),
+        "joined": args.join,
+        "threads": torch.get_num_threads(),
+        "device": str(translator.device),
+    }
     for name, beam in (("greedy", 1), ("beam5", 5)):
-        seconds = median(timed(lambda: translator.translate(sources, beam=beam), args.repeats))
+        seconds = median(timed(lambda beam=beam: translator.translate(sources, beam=beam), args.repeats))
         result[f"{name}_seconds"] = seconds
         result[f"{name}_sentences_per_s"] = len(sources) / seconds
 
-    result["latency_beam5_ms"] = 1000 * median([timed(lambda: translator.translate([s], beam=5), 1)[0]
-                                                for s in sources[:20]])
+    result["latency_beam5_ms"] = 1000 * median(
+        [timed(lambda s=s: translator.translate([s], beam=5), 1)[0] for s in sources[:20]]
+    )
 
     subset = sources[: args.uncached]
     ids = [translator.encode_source(s)[0] for s in subset]
     for name, beam in (("greedy", 1), ("beam5", 5)):
         cached_out = translator.translate_ids(ids, beam=beam)
-        cached = median(timed(lambda: translator.translate_ids(ids, beam=beam), args.repeats))
+        cached = median(timed(lambda beam=beam: translator.translate_ids(ids, beam=beam), args.repeats))
         with uncached_search():
             uncached_out = translator.translate_ids(ids, beam=beam)
-            uncached = median(timed(lambda: translator.translate_ids(ids, beam=beam), args.repeats))
-        same = all(a[0].tokens == b[0].tokens for a, b in zip(cached_out, uncached_out))
+            uncached = median(timed(lambda beam=beam: translator.translate_ids(ids, beam=beam), args.repeats))
+        same = all(a[0].tokens == b[0].tokens for a, b in zip(cached_out, uncached_out, strict=True))
         result[f"{name}_cached_seconds"], result[f"{name}_uncached_seconds"] = cached, uncached
         result[f"{name}_cached_speedup"] = uncached / cached
         result[f"{name}_cached_equals_uncached"] = same
@@ -89,7 +94,9 @@ def main() -> None:
     cached = median(timed(lambda: translator.translate_ids(ids, beam=1), args.repeats))
     ours = [h[0].tokens for h in translator.translate_ids(ids, beam=1)]
     result["greedy_speedup_over_full_rerun"] = rerun / cached
-    result["greedy_full_rerun_same_tokens"] = sum(a == b for a, b in zip(ours, reference_tokens[0])) / len(ours)
+    result["greedy_full_rerun_same_tokens"] = sum(a == b for a, b in zip(ours, reference_tokens[0], strict=True)) / len(
+        ours
+    )
 
     if args.json:
         print(json.dumps(result))

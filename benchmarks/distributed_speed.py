@@ -24,9 +24,16 @@ from common import REPO  # noqa: F401  (sets NMT_MIRROR)
 
 
 def run(out: Path, nproc: int, args: argparse.Namespace) -> float:
-    sets = [f"model.preset={args.preset}", f"train.max_steps={args.steps}", "train.log_every=5",
-            "train.valid_every=100000", "train.valid_bleu_sentences=0", "train.best_metric=loss",
-            f"train.accumulate={2 // nproc}", f"train.batch_tokens={args.batch_tokens}"]
+    sets = [
+        f"model.preset={args.preset}",
+        f"train.max_steps={args.steps}",
+        "train.log_every=5",
+        "train.valid_every=100000",
+        "train.valid_bleu_sentences=0",
+        "train.best_metric=loss",
+        f"train.accumulate={2 // nproc}",
+        f"train.batch_tokens={args.batch_tokens}",
+    ]
     cmd = ["-m", "nmt", "train", str(REPO / "configs" / "multi30k_de_en.yaml"), "--out", str(out), "--quiet"]
     for s in sets:
         cmd += ["--set", s]

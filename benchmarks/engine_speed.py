@@ -25,10 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import load_multi30k, median, timed
 from nmt.evaluation import score_translations
 from nmt.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
 from nmt.translator import Translator
+
+from common import load_multi30k, median, timed
 
 
 def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str, workers: int):
@@ -41,10 +42,14 @@ def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str,
 
     def translate(texts: list[str], beam: int) -> list[str]:
         tokens = [[src_vocab[i] for i in translator.encode_source(t)[0]] for t in texts]
-        results = engine.translate_batch(tokens, beam_size=beam, max_batch_size=decode.batch_tokens // beam,
-                                         batch_type="tokens", length_penalty=decode.length_penalty,
-                                         max_decoding_length=int(decode.max_len_a * max(map(len, tokens)))
-                                         + decode.max_len_b)
+        results = engine.translate_batch(
+            tokens,
+            beam_size=beam,
+            max_batch_size=decode.batch_tokens // beam,
+            batch_type="tokens",
+            length_penalty=decode.length_penalty,
+            max_decoding_length=int(decode.max_len_a * max(map(len, tokens))) + decode.max_len_b,
+        )
         return [translator.tgt_tokenizer.decode([tgt_ids[p] for p in r.hypotheses[0]]) for r in results]
 
     return translate
@@ -52,15 +57,18 @@ def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str,
 
 # A child's ru_maxrss counts the memory it had before exec, i.e. a copy of this large process:
 # a small launcher runs the command and reports its child's peak instead.
-LAUNCHER = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
-            "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+LAUNCHER = (
+    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
+    "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
+)
 
 
 def peak_memory_mib(command: list[str], stdin_path: Path) -> float:
     """Peak resident memory of one command run to completion (its own, not this process's)."""
     with open(stdin_path, "rb") as source:
-        out = subprocess.run([sys.executable, "-c", LAUNCHER, *command], stdin=source, capture_output=True,
-                             text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", LAUNCHER, *command], stdin=source, capture_output=True, text=True, check=True
+        ).stdout
     return int(out) / 1024  # KiB on Linux
 
 
@@ -103,7 +111,12 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, fn in settings.items():
                 for key, beam in (("greedy", 1), ("beam5", 5)):
-                    times[name][key] += timed(lambda: outputs.__setitem__((name, key), fn(sources, beam)), 1)
+                    times[name][key] += timed(
+                        lambda name=name, key=key, fn=fn, beam=beam: outputs.__setitem__(
+                            (name, key), fn(sources, beam)
+                        ),
+                        1,
+                    )
     finally:
         if busy is not None:
             busy.kill()
@@ -112,18 +125,20 @@ def main() -> None:
     for name in settings:
         row = {key: round(median(values), 3) for key, values in times[name].items()}
         row["bleu_beam5"] = round(score_translations(outputs[(name, "beam5")], references).bleu, 2)
-        row["same_beam5_text_as_nmt_fp32"] = sum(a == b for a, b in zip(outputs[(name, "beam5")],
-                                                                         outputs.get(("nmt fp32", "beam5"), [])))
+        row["same_beam5_text_as_nmt_fp32"] = sum(
+            a == b for a, b in zip(outputs[(name, "beam5")], outputs.get(("nmt fp32", "beam5"), []), strict=True)
+        )
         result[name] = row
 
     if args.memory:
         (tmp / "src.txt").write_text("\n".join(sources) + "\n")
         nmt = [sys.executable, "-m", "nmt", "translate", "--beam", "5"]
-        for name, options in (("nmt fp32", ["--model", args.model]),
-                              ("nmt int8", ["--model", args.model, "--precision", "int8"]),
-                              ("nmt->ct2 fp32", ["--model", str(ct2_dir), "--engine", "ctranslate2"]),
-                              ("nmt->ct2 int8", ["--model", str(ct2_dir), "--engine", "ctranslate2",
-                                                 "--precision", "int8"])):
+        for name, options in (
+            ("nmt fp32", ["--model", args.model]),
+            ("nmt int8", ["--model", args.model, "--precision", "int8"]),
+            ("nmt->ct2 fp32", ["--model", str(ct2_dir), "--engine", "ctranslate2"]),
+            ("nmt->ct2 int8", ["--model", str(ct2_dir), "--engine", "ctranslate2", "--precision", "int8"]),
+        ):
             result.setdefault(name, {})["peak_rss_mib"] = round(peak_memory_mib(nmt + options, tmp / "src.txt"), 1)
 
     if args.json:

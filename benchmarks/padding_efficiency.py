@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common import joint_tokenizer, load_multi30k
 from nmt.data.batching import TokenBatchSampler, padding_stats
 from nmt.data.encoded import encode_corpus
+
+from common import joint_tokenizer, load_multi30k
 
 
 def main() -> None:
@@ -33,13 +34,17 @@ def main() -> None:
     for epoch in range(3):
         batches = sampler.batches(epoch)
         stats = padding_stats(batches, src, tgt)
-        print(f"epoch {epoch}: {len(batches)} batches, padding {100 * stats['padding_fraction']:.2f}% "
-              f"({stats['pad_tokens']} of {stats['padded_tokens']} slots)")
+        print(
+            f"epoch {epoch}: {len(batches)} batches, padding {100 * stats['padding_fraction']:.2f}% "
+            f"({stats['pad_tokens']} of {stats['padded_tokens']} slots)"
+        )
     sizes = [len(b) for b in sampler.batches(0)]
     order = np.random.default_rng(0).permutation(len(src))
     random_batches = np.split(order, np.cumsum(sizes)[:-1])
-    print(f"same batch sizes, random order: padding "
-          f"{100 * padding_stats(random_batches, src, tgt)['padding_fraction']:.2f}%")
+    print(
+        f"same batch sizes, random order: padding "
+        f"{100 * padding_stats(random_batches, src, tgt)['padding_fraction']:.2f}%"
+    )
 
 
 if __name__ == "__main__":

@@ -73,16 +73,26 @@ def percentile_ms(values: list[float], q: int) -> float:
 class ServerProcess:
     """`nmt.server` in a subprocess, its log in a temporary file; stops when the `with` block ends."""
 
-    def __init__(self, args: argparse.Namespace, *, batching: dict | None = None, limits: dict | None = None,
-                 connections: dict | None = None):
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        *,
+        batching: dict | None = None,
+        limits: dict | None = None,
+        connections: dict | None = None,
+    ):
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.log = tempfile.NamedTemporaryFile("w+", suffix=".log", prefix="nmt-server-")
-        options = {"batching": {"window_ms": args.window_ms, **(batching or {})}, "limits": limits or {},
-                   "connections": connections or {}}
+        options = {
+            "batching": {"window_ms": args.window_ms, **(batching or {})},
+            "limits": limits or {},
+            "connections": connections or {},
+        }
         argv = [args.model, self.port, args.threads, args.device, json.dumps(options)]
-        self.process = subprocess.Popen([sys.executable, "-c", SERVER, *map(str, argv)],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVER, *map(str, argv)], stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def __enter__(self) -> ServerProcess:
         deadline = time.monotonic() + 120
@@ -131,8 +141,9 @@ class LoadResult:
     mean_batch: float  # sentences per model call, from /health
 
 
-def run_load(url: str, sentences: list[str], *, clients: int, requests: int, max_seconds: float,
-             beam: int | None) -> tuple[list[float], int, float]:
+def run_load(
+    url: str, sentences: list[str], *, clients: int, requests: int, max_seconds: float, beam: int | None
+) -> tuple[list[float], int, float]:
     """Latencies (s) of answered requests, the number failed, and the wall time."""
     latencies: list[float] = []
     failed = 0
@@ -169,20 +180,30 @@ def run_load(url: str, sentences: list[str], *, clients: int, requests: int, max
     return latencies, failed, time.perf_counter() - start
 
 
-def measure_batching(args: argparse.Namespace, sentences: list[str], setting: str, max_sentences: int, *,
-                     clients: int, requests: int) -> LoadResult:
-    with ServerProcess(args, batching={"max_sentences": max_sentences,
-                                       "window_ms": args.window_ms if max_sentences > 1 else 0}) as server:
+def measure_batching(
+    args: argparse.Namespace, sentences: list[str], setting: str, max_sentences: int, *, clients: int, requests: int
+) -> LoadResult:
+    with ServerProcess(
+        args, batching={"max_sentences": max_sentences, "window_ms": args.window_ms if max_sentences > 1 else 0}
+    ) as server:
         # Warm-up: the first calls pay for lazy initialisation, which is not what we measure.
         run_load(server.url, sentences, clients=2, requests=8, max_seconds=30, beam=args.beam)
         before = server.health()["batching"]
-        latencies, failed, seconds = run_load(server.url, sentences, clients=clients, requests=requests,
-                                              max_seconds=args.max_seconds, beam=args.beam)
+        latencies, failed, seconds = run_load(
+            server.url, sentences, clients=clients, requests=requests, max_seconds=args.max_seconds, beam=args.beam
+        )
         after = server.health()["batching"]
     calls = after["calls"] - before["calls"]
-    return LoadResult(setting, len(latencies), failed, round(seconds, 2), round(len(latencies) / seconds, 2),
-                      percentile_ms(latencies, 50), percentile_ms(latencies, 99),
-                      round((after["sentences"] - before["sentences"]) / max(calls, 1), 2))
+    return LoadResult(
+        setting,
+        len(latencies),
+        failed,
+        round(seconds, 2),
+        round(len(latencies) / seconds, 2),
+        percentile_ms(latencies, 50),
+        percentile_ms(latencies, 99),
+        round((after["sentences"] - before["sentences"]) / max(calls, 1), 2),
+    )
 
 
 # --- open-loop load: clients on a schedule -------------------------------------------------------------------
@@ -206,8 +227,18 @@ class OpenLoopResult:
     notes: list[str] = field(default_factory=list)
 
 
-async def open_loop(url: str, sentences: list[str], *, clients: int, rate: float, seconds: float, beam: int | None,
-                    timeout: float, stop_at: float | None = None, on_stop=None) -> list[tuple[int | str, float]]:
+async def open_loop(
+    url: str,
+    sentences: list[str],
+    *,
+    clients: int,
+    rate: float,
+    seconds: float,
+    beam: int | None,
+    timeout: float,
+    stop_at: float | None = None,
+    on_stop=None,
+) -> list[tuple[int | str, float]]:
     """`clients` clients sending together `rate` requests/s for `seconds`, none waiting for its answers.
 
     Returns (status or error name, seconds) per request. With stop_at, `on_stop()` is called that many
@@ -249,9 +280,11 @@ async def open_loop(url: str, sentences: list[str], *, clients: int, rate: float
 
         stopper = None
         if stop_at is not None:
+
             async def stop_later() -> None:
                 await asyncio.sleep(stop_at)
                 on_stop()
+
             stopper = asyncio.create_task(stop_later())
         await asyncio.gather(*(client(i) for i in range(clients)))
         await asyncio.gather(*tasks)
@@ -260,15 +293,26 @@ async def open_loop(url: str, sentences: list[str], *, clients: int, rate: float
     return results
 
 
-def summarise(setting: str, rate: float, seconds: float, results: list[tuple[int | str, float]],
-              deadline: float) -> OpenLoopResult:
+def summarise(
+    setting: str, rate: float, seconds: float, results: list[tuple[int | str, float]], deadline: float
+) -> OpenLoopResult:
     ok = [t for s, t in results if s == 200]
     refused = Counter(str(s)[4:] for s, _ in results if str(s).startswith("503 "))
     other = Counter(str(s) for s, _ in results if s != 200 and not str(s).startswith("503 ") and s != "refused_connect")
-    return OpenLoopResult(setting, round(rate, 1), len(results), len(ok), dict(refused), sum(other.values()), dict(other),
-                          sum(1 for _, t in results if t > deadline + 1), round(len(ok) / seconds, 2),
-                          percentile_ms(ok, 50), percentile_ms(ok, 99),
-                          round(max((t for _, t in results), default=0) * 1000, 1))
+    return OpenLoopResult(
+        setting,
+        round(rate, 1),
+        len(results),
+        len(ok),
+        dict(refused),
+        sum(other.values()),
+        dict(other),
+        sum(1 for _, t in results if t > deadline + 1),
+        round(len(ok) / seconds, 2),
+        percentile_ms(ok, 50),
+        percentile_ms(ok, 99),
+        round(max((t for _, t in results), default=0) * 1000, 1),
+    )
 
 
 class RssSampler:
@@ -294,8 +338,9 @@ class RssSampler:
         self._thread.join()
 
 
-def measure_open_loop(args, sentences: list[str], capacity: float, factor: float, seconds: float, *,
-                      sigterm_at: float | None = None) -> OpenLoopResult:
+def measure_open_loop(
+    args, sentences: list[str], capacity: float, factor: float, seconds: float, *, sigterm_at: float | None = None
+) -> OpenLoopResult:
     """Open-loop load at factor x capacity; with sigterm_at, SIGTERM that many seconds in."""
     with ServerProcess(args, limits={"deadline_s": args.deadline}) as server:
         run_load(server.url, sentences, clients=2, requests=8, max_seconds=30, beam=args.beam)
@@ -304,13 +349,24 @@ def measure_open_loop(args, sentences: list[str], capacity: float, factor: float
         def stop() -> None:  # SIGTERM, and a thread that notes when the process is gone
             signalled = time.monotonic()
             server.process.send_signal(signal.SIGTERM)
-            threading.Thread(target=lambda: (server.process.wait(), exit_s.append(time.monotonic() - signalled)),
-                             daemon=True).start()
+            threading.Thread(
+                target=lambda: (server.process.wait(), exit_s.append(time.monotonic() - signalled)), daemon=True
+            ).start()
 
         with RssSampler(server) as rss:
-            results = asyncio.run(open_loop(server.url, sentences, clients=args.overload_clients,
-                                            rate=factor * capacity, seconds=seconds, beam=args.beam,
-                                            timeout=args.deadline + 30, stop_at=sigterm_at, on_stop=stop))
+            results = asyncio.run(
+                open_loop(
+                    server.url,
+                    sentences,
+                    clients=args.overload_clients,
+                    rate=factor * capacity,
+                    seconds=seconds,
+                    beam=args.beam,
+                    timeout=args.deadline + 30,
+                    stop_at=sigterm_at,
+                    on_stop=stop,
+                )
+            )
         if sigterm_at is not None:
             server.process.wait(timeout=60)
             time.sleep(0.1)  # let the waiting thread note the time
@@ -319,8 +375,10 @@ def measure_open_loop(args, sentences: list[str], capacity: float, factor: float
     result.rss_start_mib, result.rss_peak_mib = round(rss.start, 1), round(rss.peak, 1)
     result.exit_s = round(exit_s[0], 2) if exit_s else None
     if sigterm_at is not None:
-        result.notes.append(f"{sum(1 for s, _ in results if s == 'refused_connect')} sent after the server "
-                            "stopped listening (connection refused)")
+        result.notes.append(
+            f"{sum(1 for s, _ in results if s == 'refused_connect')} sent after the server "
+            "stopped listening (connection refused)"
+        )
     return result
 
 
@@ -339,8 +397,10 @@ def raw_post(url: str, body: dict) -> socket.socket:
     port = int(url.rsplit(":", 1)[1])
     sock = socket.create_connection((HOST, port), timeout=10)
     data = json.dumps(body).encode()
-    sock.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+    sock.sendall(
+        b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+    )
     return sock
 
 
@@ -354,13 +414,16 @@ def measure_abandon(args, sentences: list[str]) -> AbandonResult:
         baseline = time.perf_counter() - start
         before = server.health()["batching"]
         busy = {"text": sentences[1:65]} | ({"beam": args.beam} if args.beam else {})
-        worker = threading.Thread(target=httpx.post, args=(f"{server.url}/translate",),
-                                  kwargs={"json": busy, "timeout": 300})
+        worker = threading.Thread(
+            target=httpx.post, args=(f"{server.url}/translate",), kwargs={"json": busy, "timeout": 300}
+        )
         worker.start()
         while server.health()["batching"]["calls"] == before["calls"]:  # the busy request is with the model
             time.sleep(0.01)
-        sockets = [raw_post(server.url, {"text": [sentences[100 + i]]} | ({"beam": args.beam} if args.beam else {}))
-                   for i in range(args.abandon)]
+        sockets = [
+            raw_post(server.url, {"text": [sentences[100 + i]]} | ({"beam": args.beam} if args.beam else {}))
+            for i in range(args.abandon)
+        ]
         while server.health()["batching"]["pending_sentences"] < args.abandon:
             time.sleep(0.01)
         for sock in sockets:
@@ -371,23 +434,34 @@ def measure_abandon(args, sentences: list[str]) -> AbandonResult:
         probe_s = time.perf_counter() - start
         after = server.health()["batching"]
     translated = after["sentences"] - before["sentences"] - len(busy["text"]) - 1
-    return AbandonResult(args.abandon, after["dropped"] - before["dropped"], translated, round(probe_s * 1000, 1),
-                         round(baseline * 1000, 1))
+    return AbandonResult(
+        args.abandon,
+        after["dropped"] - before["dropped"],
+        translated,
+        round(probe_s * 1000, 1),
+        round(baseline * 1000, 1),
+    )
 
 
 # --- main --------------------------------------------------------------------------------------------------
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[4:]))
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[4:]),
+    )
     parser.add_argument("--model", required=True, help="model directory to serve")
-    parser.add_argument("--phases", default="batching,overload,abandon,sigterm",
-                        help="comma-separated: batching, overload, abandon, sigterm (default: all)")
+    parser.add_argument(
+        "--phases",
+        default="batching,overload,abandon,sigterm",
+        help="comma-separated: batching, overload, abandon, sigterm (default: all)",
+    )
     parser.add_argument("--clients", type=int, default=8, help="batching: concurrent clients (default 8)")
     parser.add_argument("--requests", type=int, default=200, help="batching: requests per setting (default 200)")
     parser.add_argument("--max-seconds", type=float, default=20, help="batching: time limit per setting (default 20)")
-    parser.add_argument("--capacity", type=float, default=None,
-                        help="requests/s the server sustains (default: measured, see above)")
+    parser.add_argument(
+        "--capacity", type=float, default=None, help="requests/s the server sustains (default: measured, see above)"
+    )
     parser.add_argument("--overload-clients", type=int, default=64, help="overload: clients (default 64)")
     parser.add_argument("--overload-factor", type=float, default=2.0, help="overload: x capacity (default 2)")
     parser.add_argument("--overload-seconds", type=float, default=60, help="overload: seconds (default 60)")
@@ -410,34 +484,44 @@ def main() -> None:
         sentences = Path(args.src).read_text(encoding="utf-8").splitlines()
     else:
         import yaml
+
         data = (yaml.safe_load((Path(args.model) / "config.yaml").read_text()) or {}).get("data") or {}
         sentences = [src for src, _ in load_multi30k("val", data.get("src_lang", "de"), data.get("tgt_lang", "en"))]
 
     results: list = []
     capacity = args.capacity
     if "batching" in phases:
-        on, off = (measure_batching(args, sentences, setting, max_sentences, clients=args.clients,
-                                    requests=args.requests)
-                   for setting, max_sentences in ((f"batching on ({args.window_ms:g} ms window)", 64),
-                                                  ("batching off", 1)))
+        on, off = (
+            measure_batching(args, sentences, setting, max_sentences, clients=args.clients, requests=args.requests)
+            for setting, max_sentences in ((f"batching on ({args.window_ms:g} ms window)", 64), ("batching off", 1))
+        )
         results += [on, off]
-        report(args, [on, off], f"{args.clients} clients, up to {args.requests} requests or {args.max_seconds:g} s, "
-                                f"beam {args.beam or 'default'}, model {args.model}")
+        report(
+            args,
+            [on, off],
+            f"{args.clients} clients, up to {args.requests} requests or {args.max_seconds:g} s, "
+            f"beam {args.beam or 'default'}, model {args.model}",
+        )
         if not args.json:
             print(f"throughput gain from batching: {on.requests_per_s / max(off.requests_per_s, 1e-9):.2f}x\n")
     if phases & {"overload", "sigterm"} and capacity is None:
         # Capacity: what the server sustains when it is never idle (every client waiting on it).
-        saturated = measure_batching(args, sentences, "capacity", 64, clients=args.overload_clients,
-                                     requests=10**9)
+        saturated = measure_batching(args, sentences, "capacity", 64, clients=args.overload_clients, requests=10**9)
         results.append(saturated)
         report(args, [saturated], f"capacity: {args.overload_clients} clients back to back for {args.max_seconds:g} s")
         capacity = saturated.requests_per_s
     if "overload" in phases:
-        load = [measure_open_loop(args, sentences, capacity, args.overload_factor, args.overload_seconds),
-                measure_open_loop(args, sentences, capacity, 1.0, args.at_capacity_seconds)]
+        load = [
+            measure_open_loop(args, sentences, capacity, args.overload_factor, args.overload_seconds),
+            measure_open_loop(args, sentences, capacity, 1.0, args.at_capacity_seconds),
+        ]
         results += load
-        report(args, load, f"{args.overload_clients} clients on a schedule, capacity {capacity:g} requests/s, "
-                           f"deadline {args.deadline:g} s")
+        report(
+            args,
+            load,
+            f"{args.overload_clients} clients on a schedule, capacity {capacity:g} requests/s, "
+            f"deadline {args.deadline:g} s",
+        )
     if "abandon" in phases:
         abandon = measure_abandon(args, sentences)
         results.append(abandon)

@@ -26,10 +26,23 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TINY = ["model.preset=reference", "model.d_model=32", "model.num_heads=2", "model.d_ff=64",
-        "model.encoder_layers=1", "model.decoder_layers=1", "tokenizer.vocab_size=400", "train.batch_tokens=600",
-        "train.warmup=10", "train.valid_bleu_sentences=0", "train.best_metric=loss", "train.log_every=1",
-        "train.valid_every=1", "train.keep_last=1", "train.seed=3"]
+TINY = [
+    "model.preset=reference",
+    "model.d_model=32",
+    "model.num_heads=2",
+    "model.d_ff=64",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+    "tokenizer.vocab_size=400",
+    "train.batch_tokens=600",
+    "train.warmup=10",
+    "train.valid_bleu_sentences=0",
+    "train.best_metric=loss",
+    "train.log_every=1",
+    "train.valid_every=1",
+    "train.keep_last=1",
+    "train.seed=3",
+]
 
 
 def write_corpus(root: Path, mirror: Path) -> list[str]:
@@ -40,8 +53,12 @@ def write_corpus(root: Path, mirror: Path) -> list[str]:
             with gzip.open(raw / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
                 lines = [next(f) for _ in range(n)]
             (root / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
-    return [f"data.train_src={root / 'train.de'}", f"data.train_tgt={root / 'train.en'}",
-            f"data.valid_src={root / 'val.de'}", f"data.valid_tgt={root / 'val.en'}"]
+    return [
+        f"data.train_src={root / 'train.de'}",
+        f"data.train_tgt={root / 'train.en'}",
+        f"data.valid_src={root / 'val.de'}",
+        f"data.valid_tgt={root / 'val.en'}",
+    ]
 
 
 def start(config: Path, out: Path, sets: list[str], data_home: Path) -> subprocess.Popen:
@@ -65,8 +82,12 @@ def train_records(out: Path) -> list[tuple[int, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=50, help="SIGKILLs before the run may finish (default 50)")
-    parser.add_argument("--steps", type=int, default=1500,
-                        help="training steps, a checkpoint after each: enough to outlast the kills (default 1500)")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=1500,
+        help="training steps, a checkpoint after each: enough to outlast the kills (default 1500)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seeds the kill moments")
     args = parser.parse_args()
     mirror = Path(os.environ.get("NMT_MIRROR", REPO.parent / "shared" / "data" / "multi30k"))
@@ -108,14 +129,23 @@ def main() -> int:
                 if len(failures) > 5:
                     break
         name = f"step_{args.steps:08d}.safetensors"
-        same_files = all((reference / p).read_bytes() == (killed / p).read_bytes()
-                         for p in (f"checkpoints/{name}", "model.safetensors"))
+        same_files = all(
+            (reference / p).read_bytes() == (killed / p).read_bytes()
+            for p in (f"checkpoints/{name}", "model.safetensors")
+        )
         leftovers = [str(p.relative_to(killed)) for p in killed.rglob("*.tmp")]
-        result = {"kills": kills, "kills_after_a_new_checkpoint": kills_in_training, "attempts": attempts, "failed_resumes": len(failures), "failures": failures,
-                  "identical_weight_files": same_files,
-                  "identical_training_records": train_records(reference) == train_records(killed),
-                  "temp_files_left": leftovers, "uninterrupted_startup_s": round(startup_s, 1),
-                  "uninterrupted_training_s": round(loop_s, 1)}
+        result = {
+            "kills": kills,
+            "kills_after_a_new_checkpoint": kills_in_training,
+            "attempts": attempts,
+            "failed_resumes": len(failures),
+            "failures": failures,
+            "identical_weight_files": same_files,
+            "identical_training_records": train_records(reference) == train_records(killed),
+            "temp_files_left": leftovers,
+            "uninterrupted_startup_s": round(startup_s, 1),
+            "uninterrupted_training_s": round(loop_s, 1),
+        }
     print(json.dumps(result, indent=2))
     ok = not failures and same_files and result["identical_training_records"] and not leftovers
     return 0 if ok else 1

@@ -22,12 +22,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from common import joint_tokenizer, load_multi30k, median, timed
 from nmt.data.batching import TokenBatchSampler, collate
 from nmt.data.encoded import encode_corpus
 from nmt.model import ModelConfig, Transformer
 from nmt.model.embedding import sinusoidal_encoding
 from nmt.training.loss import sequence_loss
+
+from common import joint_tokenizer, load_multi30k, median, timed
 
 
 class BaselineTransformer(nn.Module):
@@ -38,8 +39,9 @@ class BaselineTransformer(nn.Module):
         self.d_model = c.d_model
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=0)
         self.tgt_embed = nn.Embedding(c.tgt_vocab_size, c.d_model, padding_idx=0)
-        self.core = nn.Transformer(c.d_model, c.num_heads, c.encoder_layers, c.decoder_layers, c.d_ff, c.dropout,
-                                   batch_first=True)
+        self.core = nn.Transformer(
+            c.d_model, c.num_heads, c.encoder_layers, c.decoder_layers, c.d_ff, c.dropout, batch_first=True
+        )
         self.out = nn.Linear(c.d_model, c.tgt_vocab_size)
         self.dropout = nn.Dropout(c.dropout)
 
@@ -49,9 +51,15 @@ class BaselineTransformer(nn.Module):
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         causal = torch.ones(tgt_in.size(1), tgt_in.size(1), dtype=torch.bool).triu(1)  # True = masked
-        h = self.core(self.embed(self.src_embed, src), self.embed(self.tgt_embed, tgt_in), tgt_mask=causal,
-                      src_key_padding_mask=src == 0, tgt_key_padding_mask=tgt_in == 0,
-                      memory_key_padding_mask=src == 0, tgt_is_causal=True)
+        h = self.core(
+            self.embed(self.src_embed, src),
+            self.embed(self.tgt_embed, tgt_in),
+            tgt_mask=causal,
+            src_key_padding_mask=src == 0,
+            tgt_key_padding_mask=tgt_in == 0,
+            memory_key_padding_mask=src == 0,
+            tgt_is_causal=True,
+        )
         return self.out(h)
 
 
@@ -61,8 +69,9 @@ def step_flops(c: ModelConfig, batch) -> float:
     t = batch.tgt_in.size(1)
     d, f = c.d_model, c.d_ff
     enc = c.encoder_layers * (b * s * (4 * d * d + 2 * d * f) + 2 * b * s * s * d)
-    dec = c.decoder_layers * (b * t * (4 * d * d + 2 * d * d + 2 * d * f) + b * s * 2 * d * d
-                              + 2 * b * t * t * d + 2 * b * t * s * d)
+    dec = c.decoder_layers * (
+        b * t * (4 * d * d + 2 * d * d + 2 * d * f) + b * s * 2 * d * d + 2 * b * t * t * d + 2 * b * t * s * d
+    )
     out = batch.num_tgt_tokens * d * c.tgt_vocab_size
     return 3 * 2 * (enc + dec + out)
 
@@ -89,12 +98,15 @@ def main() -> None:
     pairs = load_multi30k("train")
     corpus = encode_corpus(pairs, tokenizer.encode_batch, tokenizer.encode_batch)
     sampler = TokenBatchSampler(corpus.src_lengths(), corpus.tgt_lengths(), max_tokens=args.batch_tokens, seed=1)
-    batches = [collate([corpus.src[i] for i in idx], [corpus.tgt[i] for i in idx], idx)
-               for idx in sampler.batches(0)[: args.batches]]
+    batches = [
+        collate([corpus.src[i] for i in idx], [corpus.tgt[i] for i in idx], idx)
+        for idx in sampler.batches(0)[: args.batches]
+    ]
     tokens = sum(b.num_tgt_tokens for b in batches)
 
-    config = ModelConfig.preset(args.preset, src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
-                                sharing="none")
+    config = ModelConfig.preset(
+        args.preset, src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size, sharing="none"
+    )
     torch.manual_seed(0)
     ours = Transformer(config).train()
     base = BaselineTransformer(config).train()
@@ -125,12 +137,18 @@ def main() -> None:
     peak = matmul_peak()
     flops = sum(step_flops(config, b) for b in batches)
     result = {
-        "preset": args.preset, "threads": torch.get_num_threads(), "batches": len(batches),
+        "preset": args.preset,
+        "threads": torch.get_num_threads(),
+        "batches": len(batches),
         "target_tokens_per_batch": tokens / len(batches),
-        "nmt_tokens_per_s": tokens / median(ours_t), "baseline_tokens_per_s": tokens / median(base_t),
-        "speedup": median(base_t) / median(ours_t), "matmul_peak_gflops": peak / 1e9,
-        "nmt_mfu": flops / median(ours_t) / peak, "baseline_mfu": flops / median(base_t) / peak,
-        "nmt_round_s": ours_t, "baseline_round_s": base_t,
+        "nmt_tokens_per_s": tokens / median(ours_t),
+        "baseline_tokens_per_s": tokens / median(base_t),
+        "speedup": median(base_t) / median(ours_t),
+        "matmul_peak_gflops": peak / 1e9,
+        "nmt_mfu": flops / median(ours_t) / peak,
+        "baseline_mfu": flops / median(base_t) / peak,
+        "nmt_round_s": ours_t,
+        "baseline_round_s": base_t,
     }
     if args.json:
         print(json.dumps(result))

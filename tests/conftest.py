@@ -47,8 +47,16 @@ def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
     src_tok, tgt_tok = train_tokenizers(de, en, TokenizerConfig(vocab_size=500))
     save_tokenizers(src_tok, tgt_tok, model_dir)
     torch.manual_seed(0)
-    config = ModelConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, encoder_layers=2,
-                         decoder_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.0)
+    config = ModelConfig(
+        src_vocab_size=src_tok.vocab_size,
+        tgt_vocab_size=tgt_tok.vocab_size,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+    )
     save_model_dir(Transformer(config), model_dir)
     experiment = ExperimentConfig()
     experiment.decode.max_len_b = 5  # random weights rarely say [END]: keep outputs short
@@ -57,10 +65,20 @@ def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
 
 
 # Overrides that make a training run tiny: a 1+1-layer d=32 model, a 400-piece vocabulary.
-TINY_TRAINING = ["model.preset=reference", "model.d_model=32", "model.num_heads=2", "model.d_ff=64",
-                 "model.encoder_layers=1", "model.decoder_layers=1", "tokenizer.vocab_size=400",
-                 "train.batch_tokens=600", "train.warmup=10", "train.valid_bleu_sentences=8", "train.log_every=1",
-                 "train.seed=3"]
+TINY_TRAINING = [
+    "model.preset=reference",
+    "model.d_model=32",
+    "model.num_heads=2",
+    "model.d_ff=64",
+    "model.encoder_layers=1",
+    "model.decoder_layers=1",
+    "tokenizer.vocab_size=400",
+    "train.batch_tokens=600",
+    "train.warmup=10",
+    "train.valid_bleu_sentences=8",
+    "train.log_every=1",
+    "train.seed=3",
+]
 
 
 @pytest.fixture(scope="session")
@@ -70,8 +88,9 @@ def tiny_corpus(tmp_path_factory, multi30k_dir) -> Path:
     raw = multi30k_dir / "data/task1/raw"
     for split, n in (("train", 300), ("val", 40)):
         for lang in ("de", "en"):
-            (root / f"{split}.{lang}").write_text("\n".join(read_head(raw / f"{split}.{lang}.gz", n)) + "\n",
-                                                  encoding="utf-8")
+            (root / f"{split}.{lang}").write_text(
+                "\n".join(read_head(raw / f"{split}.{lang}.gz", n)) + "\n", encoding="utf-8"
+            )
     return root
 
 
@@ -79,6 +98,10 @@ def tiny_corpus(tmp_path_factory, multi30k_dir) -> Path:
 def overrides(tiny_corpus, tmp_path, monkeypatch) -> list[str]:
     """--set overrides for a tiny training run on tiny_corpus, with its own data cache."""
     monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
-    files = [f"data.train_src={tiny_corpus / 'train.de'}", f"data.train_tgt={tiny_corpus / 'train.en'}",
-             f"data.valid_src={tiny_corpus / 'val.de'}", f"data.valid_tgt={tiny_corpus / 'val.en'}"]
+    files = [
+        f"data.train_src={tiny_corpus / 'train.de'}",
+        f"data.train_tgt={tiny_corpus / 'train.en'}",
+        f"data.valid_src={tiny_corpus / 'val.de'}",
+        f"data.valid_tgt={tiny_corpus / 'val.en'}",
+    ]
     return TINY_TRAINING + files

@@ -59,8 +59,9 @@ class ScriptedModel:
     def new_cache(self, encoded: Encoded) -> ScriptedCache:
         return ScriptedCache(torch.zeros(encoded.memory.size(0), 0, dtype=torch.long))
 
-    def decode(self, tgt_in: torch.Tensor, encoded: Encoded, *, cache: ScriptedCache | None = None,
-               need_weights: bool = False) -> Decoded:
+    def decode(
+        self, tgt_in: torch.Tensor, encoded: Encoded, *, cache: ScriptedCache | None = None, need_weights: bool = False
+    ) -> Decoded:
         full = tgt_in
         if cache is not None:
             full = cache.tokens = torch.cat([cache.tokens, tgt_in], dim=1)
@@ -108,8 +109,16 @@ def tiny_model(seed: int = 2, eos_bias: float = 2.5) -> EosBiased:
     """A seeded random 2+2-layer model; with these defaults and `source_batch(LENGTHS)` under
     LIMITS, some outputs end with EOS at different lengths and some hit the limit."""
     torch.manual_seed(seed)
-    config = ModelConfig(src_vocab_size=24, tgt_vocab_size=24, encoder_layers=2, decoder_layers=2, d_model=32,
-                         num_heads=4, d_ff=64, dropout=0.0)
+    config = ModelConfig(
+        src_vocab_size=24,
+        tgt_vocab_size=24,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+    )
     return EosBiased(Transformer(config).eval(), eos_bias)
 
 

@@ -174,7 +174,7 @@ def test_shards_are_disjoint_equal_and_drop_only_the_remainder(corpus):
 def test_unshuffled_is_sorted_and_deterministic(corpus):
     sampler = make_sampler(corpus, shuffle=False)
     order = np.concatenate(sampler.batches(0))
-    keys = list(zip(sampler.cost[order], sampler.tgt_lengths[order], sampler.src_lengths[order], order))
+    keys = list(zip(sampler.cost[order], sampler.tgt_lengths[order], sampler.src_lengths[order], order, strict=True))
     assert keys == sorted(keys)
     assert np.array_equal(order, np.concatenate(sampler.batches(9)))
 

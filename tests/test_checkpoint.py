@@ -2,8 +2,15 @@ import pytest
 import torch
 
 from nmt.checkpoint import (
-    atomic_write, average_checkpoints, latest_checkpoint, list_checkpoints, load_model_dir, load_state,
-    load_weights, save_checkpoint, save_model_dir,
+    atomic_write,
+    average_checkpoints,
+    latest_checkpoint,
+    list_checkpoints,
+    load_model_dir,
+    load_state,
+    load_weights,
+    save_checkpoint,
+    save_model_dir,
 )
 from nmt.cli import main
 from nmt.model import ModelConfig, Transformer
@@ -11,23 +18,37 @@ from nmt.model import ModelConfig, Transformer
 
 def tiny(seed=0, sharing="all"):
     torch.manual_seed(seed)
-    return Transformer(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, encoder_layers=1, decoder_layers=1,
-                                   d_model=16, num_heads=2, d_ff=32, dropout=0.0, sharing=sharing))
+    return Transformer(
+        ModelConfig(
+            src_vocab_size=20,
+            tgt_vocab_size=20,
+            encoder_layers=1,
+            decoder_layers=1,
+            d_model=16,
+            num_heads=2,
+            d_ff=32,
+            dropout=0.0,
+            sharing=sharing,
+        )
+    )
 
 
 def test_weights_round_trip_and_stay_tied(tmp_path):
     model = tiny()
     save_model_dir(model, tmp_path)
     loaded = load_model_dir(tmp_path)
-    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items()):
+    for (name, a), (_, b) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
     assert loaded.src_embed.weight is loaded.tgt_embed.weight is loaded.output.weight
 
 
 def test_weights_of_another_shape_are_refused(tmp_path):
     save_model_dir(tiny(), tmp_path)
-    other = Transformer(ModelConfig(src_vocab_size=20, tgt_vocab_size=20, encoder_layers=2, decoder_layers=1,
-                                    d_model=16, num_heads=2, d_ff=32))
+    other = Transformer(
+        ModelConfig(
+            src_vocab_size=20, tgt_vocab_size=20, encoder_layers=2, decoder_layers=1, d_model=16, num_heads=2, d_ff=32
+        )
+    )
     with pytest.raises(ValueError, match="do not fit"):
         load_weights(other, tmp_path / "model.safetensors")
 

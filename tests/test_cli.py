@@ -19,8 +19,24 @@ def test_translate_writes_one_line_per_input_line_in_order(tiny_model_dir, tmp_p
     lines = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen.", "Ein Kind."]
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.en"
-    assert main(["translate", "--model", str(tiny_model_dir), "--input", str(source), "--output", str(out),
-                 "--beam", "2", "--chunk", "2"]) == 0
+    assert (
+        main(
+            [
+                "translate",
+                "--model",
+                str(tiny_model_dir),
+                "--input",
+                str(source),
+                "--output",
+                str(out),
+                "--beam",
+                "2",
+                "--chunk",
+                "2",
+            ]
+        )
+        == 0
+    )
     written = out.read_text(encoding="utf-8").split("\n")
     assert len(written) == len(lines) + 1 and written[-1] == ""
     assert written[1] == ""  # an empty line gives an empty line
@@ -54,7 +70,7 @@ def test_invalid_utf8_names_the_line(tiny_model_dir):
 
 
 def test_translate_from_stdin(tiny_model_dir):
-    result = run_cli("translate", "--model", str(tiny_model_dir), "--beam", "1", stdin="Ein Mann.\n".encode())
+    result = run_cli("translate", "--model", str(tiny_model_dir), "--beam", "1", stdin=b"Ein Mann.\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().count("\n") == 1
 
@@ -63,8 +79,12 @@ def test_evaluate_prints_sacrebleu_scores_with_signatures(tiny_model_dir, tmp_pa
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
     src.write_text("Ein Mann.\nEin Hund.\n")
     ref.write_text("A man.\nA dog.\n")
-    assert main(["evaluate", "--model", str(tiny_model_dir), "--src", str(src), "--ref", str(ref), "--json",
-                 "--beam", "1"]) == 0
+    assert (
+        main(
+            ["evaluate", "--model", str(tiny_model_dir), "--src", str(src), "--ref", str(ref), "--json", "--beam", "1"]
+        )
+        == 0
+    )
     scores = json.loads(capsys.readouterr().out)
     assert {"bleu", "bleu_lowercase", "chrf", "bleu_signature", "chrf_signature"} <= set(scores)
     assert scores["sentences"] == 2 and "tok:13a" in scores["bleu_signature"]
@@ -76,8 +96,27 @@ def test_translate_sample_is_reproducible_with_a_seed(tiny_model_dir, tmp_path):
     outputs = []
     for _ in range(2):
         out = tmp_path / f"out{len(outputs)}.en"
-        assert main(["translate", "--model", str(tiny_model_dir), "--input", str(source), "--output", str(out),
-                     "--sample", "--temperature", "1.5", "--seed", "7", "--chunk", "2"]) == 0
+        assert (
+            main(
+                [
+                    "translate",
+                    "--model",
+                    str(tiny_model_dir),
+                    "--input",
+                    str(source),
+                    "--output",
+                    str(out),
+                    "--sample",
+                    "--temperature",
+                    "1.5",
+                    "--seed",
+                    "7",
+                    "--chunk",
+                    "2",
+                ]
+            )
+            == 0
+        )
         outputs.append(out.read_text(encoding="utf-8"))
     assert outputs[0] == outputs[1]
     assert outputs[0].split("\n")[1] == ""  # an empty line still gives an empty line

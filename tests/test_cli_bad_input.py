@@ -42,8 +42,11 @@ USAGE = [
     case("frobnicate", 2, "invalid choice: 'frobnicate'"),
     case("translate", 2, "the following arguments are required: --model"),
     case("translate --model {model} --beam two", 2, "argument --beam: invalid int value: 'two'"),
-    case("export --model {model} --out {new_dir} --quantization int4", 2,
-         "argument --quantization: invalid choice: 'int4'"),
+    case(
+        "export --model {model} --out {new_dir} --quantization int4",
+        2,
+        "argument --quantization: invalid choice: 'int4'",
+    ),
 ]
 
 # --- train: the config and the run directory -----------------------------------------------------
@@ -75,10 +78,16 @@ TRAIN = [
     case("train --resume --out {cut_run}", 1, "{cut_run}/config.yaml is incomplete .*was it cut short"),
     case("train {config} --out {old_run}", 1, "{old_run} already holds a training run: add --resume"),
     case("train {config} --out {a_file}", 1, "--out {a_file} is a file"),
-    case("train {config} --out {new_dir} --init-from {missing}", 1,
-         "--init-from: model directory {missing} does not exist"),
-    case("train {config} --out {old_run} --resume --init-from {old_run}", 1,
-         "--init-from starts a new run from a trained model; --resume continues a run: not both"),
+    case(
+        "train {config} --out {new_dir} --init-from {missing}",
+        1,
+        "--init-from: model directory {missing} does not exist",
+    ),
+    case(
+        "train {config} --out {old_run} --resume --init-from {old_run}",
+        1,
+        "--init-from starts a new run from a trained model; --resume continues a run: not both",
+    ),
 ]
 
 # --- every command that reads a model directory, on each kind of damaged one -----------------------
@@ -98,13 +107,15 @@ DAMAGES = {
 }
 MODEL_DIRS = [
     case(template.replace("{m}", "{" + damage + "}"), 1, message)
-    for command, template in ON_MODEL.items() for damage, message in DAMAGES.items()
+    for command, template in ON_MODEL.items()
+    for damage, message in DAMAGES.items()
 ] + [
     case("average --model {missing}", 1, "model directory {missing} does not exist"),
     case("average --model {not_model}", 1, "no checkpoints in {not_model}/checkpoints"),
     case("plot {missing}", 1, "{missing}/metrics.jsonl not found: train a model into"),
-    case("translate --model {model} --input {src} --weights {src}", 1,
-         "{src}: not a readable safetensors weights file"),
+    case(
+        "translate --model {model} --input {src} --weights {src}", 1, "{src}: not a readable safetensors weights file"
+    ),
     case("translate --model {model} --input {src} --weights {no_file}", 1, "{no_file} is missing"),
 ]
 
@@ -113,7 +124,11 @@ TRANSLATE = "translate --model {model} --input {src} --output {new_dir}/out.txt"
 TRANSLATE_CASES = [
     case(f"{TRANSLATE} --beam 0", 1, f"--beam must be between 1 and {MAX_BEAM}, got 0"),
     case(f"{TRANSLATE} --beam 1000", 1, f"--beam must be between 1 and {MAX_BEAM}, got 1000"),
-    case("translate --model {model} --input {src} --beam 251", 1, r"beam \(251\) must be at most 250, half the target vocabulary"),
+    case(
+        "translate --model {model} --input {src} --beam 251",
+        1,
+        r"beam \(251\) must be at most 250, half the target vocabulary",
+    ),
     case(f"{TRANSLATE} --chunk 0", 1, "--chunk must be at least 1, got 0"),
     case(f"{TRANSLATE} --workers 0", 1, "--workers must be at least 1, got 0"),
     case(f"{TRANSLATE} --threads -1", 1, "--threads must be at least 1, got -1"),
@@ -127,8 +142,11 @@ TRANSLATE_CASES = [
     case(f"{TRANSLATE} --sample --seed {2**70}", 1, f"seed .*got {2**70}"),
     case("translate --model {model} --input {no_file}", 1, "{no_file}: No such file or directory"),
     case("translate --model {model} --input {empty_dir}", 1, "{empty_dir}: Is a directory"),
-    case("translate --model {model} --input {src} --output {no_file}/out.txt", 1,
-         "{no_file}/out.txt: No such file or directory"),
+    case(
+        "translate --model {model} --input {src} --output {no_file}/out.txt",
+        1,
+        "{no_file}/out.txt: No such file or directory",
+    ),
     case("translate --model {model} --input {latin1}", 1, "{latin1}:2: not valid UTF-8"),
 ]
 
@@ -153,8 +171,11 @@ EVALUATE_CASES = [
 OTHERS = [
     case("average --model {model} --last 0", 1, "--last must be at least 1, got 0"),
     case("average --model {model}", 1, "no checkpoints in {model}/checkpoints"),
-    case("average --model {cut_checkpoint}", 1,
-         "{cut_checkpoint}/checkpoints/step_00000010.safetensors: not a readable safetensors"),
+    case(
+        "average --model {cut_checkpoint}",
+        1,
+        "{cut_checkpoint}/checkpoints/step_00000010.safetensors: not a readable safetensors",
+    ),
     case("plot {model}", 1, "{model}/metrics.jsonl not found: train a model into"),
     case("plot {torn_metrics}", 1, "{torn_metrics}/metrics.jsonl:2: not a metrics record"),
     case("plot {valid_only_metrics}", 1, "{valid_only_metrics}/metrics.jsonl: no train records to plot"),
@@ -164,8 +185,11 @@ OTHERS = [
     case("serve --model {model} --max-beam 1000", 1, f"--max-beam must be between 1 and {MAX_BEAM}, got 1000"),
     case("serve --model {model} --workers 0", 1, "--workers must be at least 1, got 0"),
     case("serve --model {model} --device tpu", 1, "--device must be auto, cpu, cuda or cuda:N"),
-    case("serve --model {model} --max-pending-sentences 8", 1,
-         r"--max-pending-sentences \(8\) must be at least --max-sentences \(64\)"),
+    case(
+        "serve --model {model} --max-pending-sentences 8",
+        1,
+        r"--max-pending-sentences \(8\) must be at least --max-sentences \(64\)",
+    ),
     case("serve --model {model} --max-sentences 0", 1, "max.sentences must be .*got 0"),
     case("export --model {model} --out {model}", 1, "--out {model} holds the model directory"),
     case("export --model {model} --out {a_file}", 1, "{a_file} already exists: choose another --out"),
@@ -235,8 +259,9 @@ def files(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
         "missing": root / "no_such_model",
         "not_model": root / "not_model",
         "wrong_types": damaged_copy(tiny_model_dir, root / "wrong_types", retype_d_model),
-        "cut_weights": damaged_copy(tiny_model_dir, root / "cut_weights",
-                                    lambda d: cut_in_half(d / "model.safetensors")),
+        "cut_weights": damaged_copy(
+            tiny_model_dir, root / "cut_weights", lambda d: cut_in_half(d / "model.safetensors")
+        ),
         "bad_decode": damaged_copy(tiny_model_dir, root / "bad_decode", add_decode_key),
         "cut_checkpoint": damaged_copy(tiny_model_dir, root / "cut_checkpoint", add_cut_checkpoint),
         "cut_run": damaged_copy(tiny_model_dir, root / "cut_run", lambda d: cut_in_half(d / "config.yaml")),
@@ -301,8 +326,23 @@ def test_set_takes_several_values(files, tmp_path, monkeypatch):
     """`--set a=1 b=2` and a repeated --set reach the training config, every value of them."""
     seen = {}
     monkeypatch.setattr("nmt.training.run.train", lambda config, out, **kwargs: seen.setdefault("c", config))
-    assert main(["train", str(files["config"]), "--out", str(tmp_path / "run"), "--quiet",
-                 "--set", "train.max_steps=7", "train.seed=2", "--set", "decode.beam=3"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                str(files["config"]),
+                "--out",
+                str(tmp_path / "run"),
+                "--quiet",
+                "--set",
+                "train.max_steps=7",
+                "train.seed=2",
+                "--set",
+                "decode.beam=3",
+            ]
+        )
+        == 0
+    )
     config = seen["c"]
     assert (config.train.max_steps, config.train.seed, config.decode.beam) == (7, 2, 3)
 
@@ -311,9 +351,24 @@ def test_a_closed_stdout_pipe_stops_quietly(files, tmp_path):
     """`nmt translate ... | head -1`: the reader goes away; no traceback, status 141 (128 + SIGPIPE)."""
     source = tmp_path / "many.de"
     source.write_text("Ein Mann.\n" * 2000, encoding="utf-8")
-    process = subprocess.Popen([sys.executable, "-m", "nmt", "translate", "--model", str(files["model"]),
-                                "--input", str(source), "--beam", "1", "--chunk", "10"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nmt",
+            "translate",
+            "--model",
+            str(files["model"]),
+            "--input",
+            str(source),
+            "--beam",
+            "1",
+            "--chunk",
+            "10",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert process.stdout.readline().endswith(b"\n")
     process.stdout.close()
     err = process.stderr.read().decode()

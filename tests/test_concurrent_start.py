@@ -12,13 +12,13 @@ import os
 import subprocess
 import sys
 
-from conftest import TINY_TRAINING
 from test_registry import FakeUpstream, race, serving
 
 from nmt.data.registry import MULTI30K
 
-ONE_STEP = ["train.max_steps=1", "train.valid_every=100000", "train.valid_bleu_sentences=0",
-            "train.best_metric=loss"]
+from conftest import TINY_TRAINING
+
+ONE_STEP = ["train.max_steps=1", "train.valid_every=100000", "train.valid_bleu_sentences=0", "train.best_metric=loss"]
 
 
 def test_two_training_runs_on_an_empty_cache_both_finish(multi30k_dir, tiny_corpus, tmp_path, monkeypatch):
@@ -31,10 +31,16 @@ def test_two_training_runs_on_an_empty_cache_both_finish(multi30k_dir, tiny_corp
     valid = {MULTI30K.files[("val", lang)].relpath for lang in ("de", "en")}
     with serving(FakeUpstream({relpath: (multi30k_dir / relpath).read_bytes() for relpath in valid})) as mirror:
         env = {**os.environ, "NMT_DATA_HOME": str(home), "NMT_MIRROR": f"{mirror.url}/multi30k"}
-        procs = [subprocess.Popen([sys.executable, "-m", "nmt", "train", str(config), "--out", str(tmp_path / out),
-                                   "--quiet", *sets], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                  text=True)
-                 for out in ("a", "b")]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "nmt", "train", str(config), "--out", str(tmp_path / out), "--quiet", *sets],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for out in ("a", "b")
+        ]
         stderr = race(mirror, procs)
 
     assert [p.returncode for p in procs] == [0, 0], stderr

@@ -125,40 +125,58 @@ def test_bad_values_are_refused_naming_the_key(override, message):
         load_config(None, [override])
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["decode.max_len_a=0", "decode.max_len_b=0"], "decode.max_len_a and decode.max_len_b are both 0"),
-    (["model.sharing=all", "tokenizer.joint=false"], "model.sharing=all .* needs tokenizer.joint=true"),
-    (["train.best_metric=bleu", "train.valid_bleu_sentences=0"], "best_metric=bleu needs"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["decode.max_len_a=0", "decode.max_len_b=0"], "decode.max_len_a and decode.max_len_b are both 0"),
+        (["model.sharing=all", "tokenizer.joint=false"], "model.sharing=all .* needs tokenizer.joint=true"),
+        (["train.best_metric=bleu", "train.valid_bleu_sentences=0"], "best_metric=bleu needs"),
+    ],
+)
 def test_bad_combinations_are_refused(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
 
 
-@pytest.mark.parametrize("override, key, expected", [
-    ("train.max_time=90", "max_time", 90.0),  # plain seconds, as documented (YAML reads an int)
-    ("train.max_time=90.5", "max_time", 90.5),
-    ("train.max_time=1h30m", "max_time", "1h30m"),
-    ("train.max_time='90'", "max_time", "90"),
-    ("train.clip_norm=null", "clip_norm", None),
-    ("train.clip_norm=5", "clip_norm", 5.0),  # an int where a float is wanted
-    ("train.label_smoothing=0", "label_smoothing", 0.0),
-    ("train.weight_decay=0", "weight_decay", 0.0),
-    ("train.adam_betas=[0, 0.999]", "adam_betas", [0.0, 0.999]),
-    ("train.device=cuda:1", "device", "cuda:1"),
-    ("train.seed=0", "seed", 0),
-    ("train.max_steps=1", "max_steps", 1),
-    ("train.valid_bleu_sentences=0", "valid_bleu_sentences", 0),  # fine with best_metric=loss below
-])
+@pytest.mark.parametrize(
+    "override, key, expected",
+    [
+        ("train.max_time=90", "max_time", 90.0),  # plain seconds, as documented (YAML reads an int)
+        ("train.max_time=90.5", "max_time", 90.5),
+        ("train.max_time=1h30m", "max_time", "1h30m"),
+        ("train.max_time='90'", "max_time", "90"),
+        ("train.clip_norm=null", "clip_norm", None),
+        ("train.clip_norm=5", "clip_norm", 5.0),  # an int where a float is wanted
+        ("train.label_smoothing=0", "label_smoothing", 0.0),
+        ("train.weight_decay=0", "weight_decay", 0.0),
+        ("train.adam_betas=[0, 0.999]", "adam_betas", [0.0, 0.999]),
+        ("train.device=cuda:1", "device", "cuda:1"),
+        ("train.seed=0", "seed", 0),
+        ("train.max_steps=1", "max_steps", 1),
+        ("train.valid_bleu_sentences=0", "valid_bleu_sentences", 0),  # fine with best_metric=loss below
+    ],
+)
 def test_good_edge_values_are_accepted(override, key, expected):
     config = load_config(None, ["train.best_metric=loss", override])
     assert getattr(config.train, key) == expected
 
 
 def test_other_good_edge_values_are_accepted():
-    config = load_config(None, ["model.dropout=0", "model.attention_dropout=0", "decode.length_penalty=0",
-                                "decode.max_len_a=0", "decode.beam=1", "data.max_src_len=3", "data.max_ratio=1",
-                                "data.max_ratio=null", "tokenizer.lowercase=null", "model.sharing=all"])
+    config = load_config(
+        None,
+        [
+            "model.dropout=0",
+            "model.attention_dropout=0",
+            "decode.length_penalty=0",
+            "decode.max_len_a=0",
+            "decode.beam=1",
+            "data.max_src_len=3",
+            "data.max_ratio=1",
+            "data.max_ratio=null",
+            "tokenizer.lowercase=null",
+            "model.sharing=all",
+        ],
+    )
     assert config.model.dropout == 0.0 and config.decode.max_len_a == 0.0 and config.data.max_ratio is None
     paths = ["data.corpus=null", "data.train_src=a.tsv", "data.valid_src=b.de", "data.valid_tgt=b.en"]
     assert load_config(None, paths).data.train_tgt is None  # a TSV holds both sides

@@ -1,11 +1,25 @@
+import itertools
 import math
 
 import pytest
 import torch
 
-from fake_model import (A, B, BOS, EOS, GREEDY_TRAP, LENGTH_TRADE, LIMITS, ScriptedModel, ended, source_batch,
-                        teacher_forced_log_prob, tiny_model)
 from nmt.decoding import SearchLimits, beam_search, beam_step, gnmt_length_penalty, greedy_search
+
+from fake_model import (
+    BOS,
+    EOS,
+    GREEDY_TRAP,
+    LENGTH_TRADE,
+    LIMITS,
+    A,
+    B,
+    ScriptedModel,
+    ended,
+    source_batch,
+    teacher_forced_log_prob,
+    tiny_model,
+)
 
 
 def test_gnmt_length_penalty():
@@ -38,8 +52,11 @@ def test_beam_step_equals_one_topk_over_beam_times_vocab():
 
 def test_standard_batch_has_ended_and_capped_hypotheses():
     src = source_batch()
-    kinds = [ended(h.tokens, s) for hs, s in zip(beam_search(tiny_model(), src, beam_size=3, n_best=3, limits=LIMITS), src)
-             for h in hs]
+    kinds = [
+        ended(h.tokens, s)
+        for hs, s in zip(beam_search(tiny_model(), src, beam_size=3, n_best=3, limits=LIMITS), src, strict=True)
+        for h in hs
+    ]
     assert any(kinds) and not all(kinds)
 
 
@@ -47,7 +64,7 @@ def test_cached_equals_uncached():
     model, src = tiny_model(), source_batch()
     cached = beam_search(model, src, beam_size=3, n_best=3, limits=LIMITS)
     uncached = beam_search(model, src, beam_size=3, n_best=3, use_cache=False, limits=LIMITS)
-    for c_hyps, u_hyps in zip(cached, uncached):
+    for c_hyps, u_hyps in zip(cached, uncached, strict=True):
         assert [h.tokens for h in c_hyps] == [h.tokens for h in u_hyps]
         assert [h.score for h in c_hyps] == pytest.approx([h.score for h in u_hyps], abs=1e-5)
 
@@ -62,7 +79,7 @@ def test_beam_of_one_is_greedy():
 def test_batch_equals_one_sentence_at_a_time():
     model, src = tiny_model(), source_batch()
     batched = beam_search(model, src, beam_size=3, n_best=2, limits=LIMITS)
-    for row, hyps in zip(src, batched):
+    for row, hyps in zip(src, batched, strict=True):
         alone = beam_search(model, row[row != 0].unsqueeze(0), beam_size=3, n_best=2, limits=LIMITS)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in hyps]
         assert [h.score for h in alone] == pytest.approx([h.score for h in hyps], abs=1e-5)
@@ -70,7 +87,9 @@ def test_batch_equals_one_sentence_at_a_time():
 
 def test_score_is_teacher_forced_log_prob_over_length_penalty():
     model, src = tiny_model(), source_batch()
-    for row, hyps in zip(src, beam_search(model, src, beam_size=3, n_best=3, length_penalty=0.6, limits=LIMITS)):
+    for row, hyps in zip(
+        src, beam_search(model, src, beam_size=3, n_best=3, length_penalty=0.6, limits=LIMITS), strict=True
+    ):
         for h in hyps:
             has_eos = ended(h.tokens, row)
             assert h.log_prob == pytest.approx(teacher_forced_log_prob(model, row, h.tokens, has_eos), abs=1e-4)
@@ -99,12 +118,14 @@ def test_n_best_are_distinct_and_sorted():
     for hyps in beam_search(model, src, beam_size=4, n_best=4, limits=LIMITS):
         assert len(hyps) == 4
         assert len({tuple(h.tokens) for h in hyps}) == 4
-        assert all(a.score >= b.score for a, b in zip(hyps, hyps[1:]))
+        assert all(a.score >= b.score for a, b in itertools.pairwise(hyps))
 
 
 def test_hypotheses_cut_at_the_limit_have_no_eos_and_their_own_length():
     model = ScriptedModel({(): {A: 1.0}, (A,): {A: 1.0}, (A, A): {A: 1.0}, (A, A, A): {A: 0.5, B: 0.5}})
-    hyps = beam_search(model, torch.tensor([[BOS, 7, EOS]]), beam_size=2, n_best=2, limits=SearchLimits(max_len_a=0.0, max_len_b=4))[0]
+    hyps = beam_search(
+        model, torch.tensor([[BOS, 7, EOS]]), beam_size=2, n_best=2, limits=SearchLimits(max_len_a=0.0, max_len_b=4)
+    )[0]
     assert sorted(h.tokens for h in hyps) == [[A, A, A, A], [A, A, A, B]]
     assert hyps[0].score == pytest.approx(math.log(0.5) / gnmt_length_penalty(4, 0.6))
 
@@ -112,7 +133,9 @@ def test_hypotheses_cut_at_the_limit_have_no_eos_and_their_own_length():
 def test_empty_batch_empty_source_and_bad_n_best():
     model = tiny_model()
     assert beam_search(model, torch.zeros(0, 5, dtype=torch.long)) == []
-    (hyps,) = beam_search(model, torch.tensor([[BOS, EOS]]), beam_size=3, n_best=3, limits=SearchLimits(max_len_a=1.0, max_len_b=3))
+    (hyps,) = beam_search(
+        model, torch.tensor([[BOS, EOS]]), beam_size=3, n_best=3, limits=SearchLimits(max_len_a=1.0, max_len_b=3)
+    )
     assert len(hyps) == 3 and all(math.isfinite(h.score) for h in hyps)
     with pytest.raises(ValueError):
         beam_search(model, torch.tensor([[BOS, EOS]]), beam_size=2, n_best=3)
@@ -121,7 +144,7 @@ def test_empty_batch_empty_source_and_bad_n_best():
 def test_attention_follows_each_hypothesis_through_reordering():
     model, src = tiny_model(), source_batch()
     results = beam_search(model, src, beam_size=3, n_best=3, return_attention=True, limits=LIMITS)
-    for row, hyps in zip(src, results):
+    for row, hyps in zip(src, results, strict=True):
         real = row[row != 0].unsqueeze(0)
         for h in hyps:
             steps = len(h.tokens) + ended(h.tokens, row)

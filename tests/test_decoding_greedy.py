@@ -3,9 +3,21 @@ import math
 import pytest
 import torch
 
-from fake_model import (A, BOS, EOS, GREEDY_TRAP, LIMITS, PAD, ScriptedModel, ended, source_batch,
-                        teacher_forced_log_prob, tiny_model)
 from nmt.decoding import SearchLimits, greedy_search
+
+from fake_model import (
+    BOS,
+    EOS,
+    GREEDY_TRAP,
+    LIMITS,
+    PAD,
+    A,
+    ScriptedModel,
+    ended,
+    source_batch,
+    teacher_forced_log_prob,
+    tiny_model,
+)
 
 
 def test_max_steps_is_linear_in_source_length_and_capped():
@@ -32,7 +44,7 @@ def test_search_uses_the_models_own_start_and_end_ids():
 def test_standard_batch_has_ended_and_capped_outputs():
     # guards the other tests: they mean something only if both kinds occur
     src = source_batch()
-    kinds = [ended(h.tokens, s) for h, s in zip(greedy_search(tiny_model(), src, limits=LIMITS), src)]
+    kinds = [ended(h.tokens, s) for h, s in zip(greedy_search(tiny_model(), src, limits=LIMITS), src, strict=True)]
     assert any(kinds) and not all(kinds)
 
 
@@ -41,14 +53,14 @@ def test_cached_equals_uncached():
     cached = greedy_search(model, src, limits=LIMITS)
     uncached = greedy_search(model, src, use_cache=False, limits=LIMITS)
     assert [h.tokens for h in cached] == [h.tokens for h in uncached]
-    for c, u in zip(cached, uncached):
+    for c, u in zip(cached, uncached, strict=True):
         assert c.score == pytest.approx(u.score, abs=1e-5)
 
 
 def test_batch_equals_one_sentence_at_a_time():
     model, src = tiny_model(), source_batch()
     batched = greedy_search(model, src, limits=LIMITS)
-    for row, hypothesis in zip(src, batched):
+    for row, hypothesis in zip(src, batched, strict=True):
         alone = greedy_search(model, row[row != 0].unsqueeze(0), limits=LIMITS)[0]
         assert alone.tokens == hypothesis.tokens
         assert alone.score == pytest.approx(hypothesis.score, abs=1e-5)
@@ -56,7 +68,7 @@ def test_batch_equals_one_sentence_at_a_time():
 
 def test_score_is_the_teacher_forced_log_prob():
     model, src = tiny_model(), source_batch()
-    for row, h in zip(src, greedy_search(model, src, limits=LIMITS)):
+    for row, h in zip(src, greedy_search(model, src, limits=LIMITS), strict=True):
         expected = teacher_forced_log_prob(model, row, h.tokens, ended(h.tokens, row))
         assert h.log_prob == pytest.approx(expected, abs=1e-4)
         assert h.score == h.log_prob  # greedy applies no length penalty
@@ -87,7 +99,7 @@ def test_attention_has_one_row_per_step_over_the_real_source():
     plain = greedy_search(model, src, limits=LIMITS)
     with_attention = greedy_search(model, src, return_attention=True, limits=LIMITS)
     uncached = greedy_search(model, src, return_attention=True, use_cache=False, limits=LIMITS)
-    for row, p, h, u in zip(src, plain, with_attention, uncached):
+    for row, p, h, u in zip(src, plain, with_attention, uncached, strict=True):
         assert h.tokens == p.tokens and p.attention is None
         steps = len(h.tokens) + ended(h.tokens, row)  # the EOS step has a row too
         assert h.attention.shape == (2, 4, steps, int((row != 0).sum()))  # (layers, heads, steps, src_len)

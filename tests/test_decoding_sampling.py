@@ -3,8 +3,9 @@ from collections import Counter
 import pytest
 import torch
 
-from fake_model import A, B, BOS, C, EOS, LIMITS, ScriptedModel, source_batch, tiny_model
 from nmt.decoding import greedy_search, sample, sampling_distribution
+
+from fake_model import BOS, EOS, LIMITS, A, B, C, ScriptedModel, source_batch, tiny_model
 
 THREE_WAY = {(): {A: 0.5, B: 0.3, C: 0.2}}  # then EOS
 MANY = torch.tensor([[BOS, 7, EOS]]).repeat(400, 1)  # 400 draws of the first token in one batch

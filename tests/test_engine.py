@@ -41,8 +41,9 @@ def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir
         a = one.translate_detailed(sources, beam=beam, n_best=beam)
         b = two.translate_detailed(sources, beam=beam, n_best=beam)
         assert len(one.engine.batches_by_length([one.encode_source(s)[0] for s in sources], beam)) > 2
-        assert [[(h.tokens, round(h.score, 5)) for h in x] for x in a] == \
-               [[(h.tokens, round(h.score, 5)) for h in x] for x in b]
+        assert [[(h.tokens, round(h.score, 5)) for h in x] for x in a] == [
+            [(h.tokens, round(h.score, 5)) for h in x] for x in b
+        ]
 
 
 def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model_dir, sources):
@@ -86,8 +87,18 @@ def test_bad_worker_counts_are_refused(tiny_model_dir):
 
 def test_engine_search_reports_what_it_ran():
     torch.manual_seed(0)
-    model = Transformer(ModelConfig(src_vocab_size=300, tgt_vocab_size=300, encoder_layers=1, decoder_layers=1,
-                                    d_model=32, num_heads=4, d_ff=64, dropout=0.0))
+    model = Transformer(
+        ModelConfig(
+            src_vocab_size=300,
+            tgt_vocab_size=300,
+            encoder_layers=1,
+            decoder_layers=1,
+            d_model=32,
+            num_heads=4,
+            d_ff=64,
+            dropout=0.0,
+        )
+    )
     engine = TorchEngine(model, DecodeConfig(max_len_b=3), precision="int8", workers=1, threads=1)
     (hyps,) = engine.translate_ids([[2, 10, 11, 3]], Search(beam=2, n_best=2))
     assert is_int8(engine.model) and not any(type(m) is torch.nn.Linear for m in engine.model.modules())

@@ -35,8 +35,16 @@ def model_dir_with(tmp_path, tiny_model_dir, **overrides):
     src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
     save_tokenizers(src_tok, tgt_tok, tmp_path)
     torch.manual_seed(0)
-    config = dict(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, encoder_layers=2,
-                  decoder_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.0)
+    config = dict(
+        src_vocab_size=src_tok.vocab_size,
+        tgt_vocab_size=tgt_tok.vocab_size,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+    )
     model = Transformer(ModelConfig(**{**config, **overrides}))
     last_norm = model.decoder_norm if model.config.norm_position == "pre" else model.decoder_layers[-1].ff_residual.norm
     end = model.output.weight[EOS_ID].detach()
@@ -55,20 +63,30 @@ def assert_same_translations(model_dir, sources, beam):
     torch_run = Translator.load(model_dir).translate_detailed(sources, beam=beam, n_best=beam)
     lengths = {len(h.tokens) for hyps in torch_run for h in hyps}
     assert len(lengths) > 1, f"the outputs should end at various lengths, not only {lengths}"
-    ct2_run = Translator.load(model_dir / "ct2", engine="ctranslate2").translate_detailed(sources, beam=beam,
-                                                                                       n_best=beam)
-    for ours, theirs in zip(torch_run, ct2_run):
+    ct2_run = Translator.load(model_dir / "ct2", engine="ctranslate2").translate_detailed(
+        sources, beam=beam, n_best=beam
+    )
+    for ours, theirs in zip(torch_run, ct2_run, strict=True):
         assert ours[0].tokens == theirs[0].tokens
         scores = {tuple(h.tokens): (h.score, h.log_prob) for h in theirs}
         shared = [(h.score, h.log_prob, scores[tuple(h.tokens)]) for h in ours if tuple(h.tokens) in scores]
-        assert shared and all(a == pytest.approx(c, abs=1e-3) and b == pytest.approx(d, abs=1e-3)
-                              for a, b, (c, d) in shared)
+        assert shared and all(
+            a == pytest.approx(c, abs=1e-3) and b == pytest.approx(d, abs=1e-3) for a, b, (c, d) in shared
+        )
 
 
 # Every preset's layer and head layout (narrowed to 4 dimensions per head, to stay small), both
 # norm positions, both activations, every sharing mode, a changed epsilon and position base.
-SHAPES = [dict(encoder_layers=p["encoder_layers"], decoder_layers=p["decoder_layers"], num_heads=p["num_heads"],
-               d_model=4 * p["num_heads"], d_ff=8 * p["num_heads"]) for p in PRESETS.values()] + [
+SHAPES = [
+    dict(
+        encoder_layers=p["encoder_layers"],
+        decoder_layers=p["decoder_layers"],
+        num_heads=p["num_heads"],
+        d_model=4 * p["num_heads"],
+        d_ff=8 * p["num_heads"],
+    )
+    for p in PRESETS.values()
+] + [
     dict(norm_position="pre", activation="gelu"),
     dict(sharing="none", encoder_layers=1, decoder_layers=3),
     dict(sharing="tgt_out", layer_norm_eps=1e-5, positional_base=500.0),
@@ -89,8 +107,9 @@ def test_greedy_text_is_identical_and_beam_scores_agree_on_the_tiny_model(tmp_pa
     ct2 = Translator.load(tmp_path / "ct2", engine="ctranslate2")
     torch_engine = Translator.load(tiny_model_dir)
     assert ct2.translate(sources, beam=1) == torch_engine.translate(sources, beam=1)
-    for ours, theirs in zip(torch_engine.translate_detailed(sources, beam=5),
-                            ct2.translate_detailed(sources, beam=5)):
+    for ours, theirs in zip(
+        torch_engine.translate_detailed(sources, beam=5), ct2.translate_detailed(sources, beam=5), strict=True
+    ):
         assert ours[0].tokens == theirs[0].tokens and ours[0].score == pytest.approx(theirs[0].score, abs=1e-3)
 
 
@@ -126,7 +145,7 @@ def test_what_the_engine_cannot_do_is_refused(tmp_path, tiny_model_dir):
     with pytest.raises(ValueError, match="sample"):
         ct2.translate(["Ein Hund."], sampling=Sampling(seed=1))
     with pytest.raises(ValueError, match="no PyTorch model"):
-        ct2.model
+        _ = ct2.model
     with pytest.raises(ValueError, match="no bf16 on CPU"):
         Translator.load(tiny_model_dir, engine="ctranslate2", precision="bf16", device="cpu")
     with pytest.raises(ValueError, match="--quantization must be one of"):
@@ -141,13 +160,19 @@ def test_what_the_engine_cannot_do_is_refused(tmp_path, tiny_model_dir):
 def test_export_and_translate_from_the_command_line(tmp_path, tiny_model_dir):
     out = tmp_path / "ct2"
     nmt = [sys.executable, "-m", "nmt"]
-    subprocess.run(nmt + ["export", "--model", str(tiny_model_dir), "--to", "ctranslate2", "--out", str(out)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        nmt + ["export", "--model", str(tiny_model_dir), "--to", "ctranslate2", "--out", str(out)],
+        check=True,
+        capture_output=True,
+    )
     lines = "Ein Hund rennt.\n\nZwei Männer.\n"
-    run = [nmt + ["translate", "--model", str(out), "--engine", "ctranslate2", "--beam", "2"],
-           nmt + ["translate", "--model", str(tiny_model_dir), "--beam", "2"]]
-    ct2, torch_out = (subprocess.run(cmd, input=lines, capture_output=True, text=True, check=True).stdout
-                      for cmd in run)
+    run = [
+        nmt + ["translate", "--model", str(out), "--engine", "ctranslate2", "--beam", "2"],
+        nmt + ["translate", "--model", str(tiny_model_dir), "--beam", "2"],
+    ]
+    ct2, torch_out = (
+        subprocess.run(cmd, input=lines, capture_output=True, text=True, check=True).stdout for cmd in run
+    )
     assert ct2 == torch_out and len(ct2.splitlines()) == 3
 
 

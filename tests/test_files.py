@@ -45,8 +45,10 @@ def test_stale_temp_of_dead_writer_removed_live_one_kept(tmp_path):
 
 def test_a_writer_failing_in_its_own_words_is_an_oserror_naming_the_file(tmp_path):
     def torch_on_a_full_disk(tmp):
-        raise RuntimeError("[enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file "
-                           "data/0: file write failed\nException raised from ...")
+        raise RuntimeError(
+            "[enforce fail at inline_container.cc:664] . PytorchStreamWriter failed writing file "
+            "data/0: file write failed\nException raised from ..."
+        )
 
     with pytest.raises(OSError, match=r"cannot write .*state\.pt: \[enforce fail.*file write failed$"):
         atomic_write(tmp_path / "state.pt", torch_on_a_full_disk)

@@ -6,8 +6,12 @@ from nmt.model import PRESETS, ModelConfig
 
 
 def test_presets_have_the_documented_sizes():
-    expected = {"reference": (4, 128, 8, 512), "small": (3, 256, 4, 1024), "base": (6, 512, 8, 2048),
-                "big": (6, 1024, 16, 4096)}
+    expected = {
+        "reference": (4, 128, 8, 512),
+        "small": (3, 256, 4, 1024),
+        "base": (6, 512, 8, 2048),
+        "big": (6, 1024, 16, 4096),
+    }
     assert set(PRESETS) == set(expected)
     for name, (layers, d, heads, d_ff) in expected.items():
         c = ModelConfig.preset(name)
@@ -45,30 +49,33 @@ def test_dict_round_trip():
     assert ModelConfig.from_dict(c.to_dict()) == c
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("d_model", "256", "d_model must be int, got '256'"),
-    ("d_model", [256], r"d_model must be int, got \[256\]"),
-    ("d_model", 256.0, "d_model must be int, got 256.0"),
-    ("encoder_layers", True, "encoder_layers must be int, got True"),  # JSON's true is no layer count
-    ("d_model", -256, "d_model must be >= 1, got -256"),
-    ("num_heads", 0, "num_heads must be >= 1"),
-    ("num_heads", 3, r"d_model \(512\) must be divisible by num_heads \(3\)"),
-    ("src_vocab_size", 0, "src_vocab_size must be >= 1"),
-    ("dropout", 1.5, r"dropout must be in \[0, 1\), got 1.5"),
-    ("dropout", "0.1", "dropout must be float, got '0.1'"),
-    ("attention_dropout", -0.1, "attention_dropout must be in"),
-    ("layer_norm_eps", 0, "layer_norm_eps must be > 0"),
-    ("positional_base", float("nan"), "positional_base must be a finite number"),
-    ("pad_id", -1, "pad_id must be a row of both vocabularies"),
-    ("pad_id", 8192, "pad_id must be a row of both vocabularies"),
-    ("eos_id", 8192, "eos_id must be a row of the target vocabulary"),
-    ("bos_id", -1, "bos_id must be a row of the target vocabulary"),
-    ("eos_id", 2, "pad_id, bos_id and eos_id must differ, got 0, 2, 2"),
-    ("activation", "tanh", "activation must be one of relu | gelu, got 'tanh'"),
-    ("norm_position", "middle", "norm_position must be one of post | pre"),
-    ("sharing", "some", "sharing must be one of none | tgt_out | all"),
-    ("sharing", None, "sharing must be str, got None"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("d_model", "256", "d_model must be int, got '256'"),
+        ("d_model", [256], r"d_model must be int, got \[256\]"),
+        ("d_model", 256.0, "d_model must be int, got 256.0"),
+        ("encoder_layers", True, "encoder_layers must be int, got True"),  # JSON's true is no layer count
+        ("d_model", -256, "d_model must be >= 1, got -256"),
+        ("num_heads", 0, "num_heads must be >= 1"),
+        ("num_heads", 3, r"d_model \(512\) must be divisible by num_heads \(3\)"),
+        ("src_vocab_size", 0, "src_vocab_size must be >= 1"),
+        ("dropout", 1.5, r"dropout must be in \[0, 1\), got 1.5"),
+        ("dropout", "0.1", "dropout must be float, got '0.1'"),
+        ("attention_dropout", -0.1, "attention_dropout must be in"),
+        ("layer_norm_eps", 0, "layer_norm_eps must be > 0"),
+        ("positional_base", float("nan"), "positional_base must be a finite number"),
+        ("pad_id", -1, "pad_id must be a row of both vocabularies"),
+        ("pad_id", 8192, "pad_id must be a row of both vocabularies"),
+        ("eos_id", 8192, "eos_id must be a row of the target vocabulary"),
+        ("bos_id", -1, "bos_id must be a row of the target vocabulary"),
+        ("eos_id", 2, "pad_id, bos_id and eos_id must differ, got 0, 2, 2"),
+        ("activation", "tanh", "activation must be one of relu | gelu, got 'tanh'"),
+        ("norm_position", "middle", "norm_position must be one of post | pre"),
+        ("sharing", "some", "sharing must be one of none | tgt_out | all"),
+        ("sharing", None, "sharing must be str, got None"),
+    ],
+)
 def test_model_json_with_a_bad_value_names_the_file_and_the_key(tmp_path, key, value, message):
     path = tmp_path / "model.json"
     path.write_text(json.dumps({**ModelConfig().to_dict(), key: value}))

@@ -26,8 +26,16 @@ def test_activation_dropout_drops_hidden_units_in_training_only():
 
 def test_a_model_with_activation_dropout_equals_one_without_at_inference():
     """The option adds no parameter and changes nothing in eval mode: the same seed builds the same weights."""
-    config = dict(src_vocab_size=32, tgt_vocab_size=32, encoder_layers=2, decoder_layers=2, d_model=16,
-                  num_heads=2, d_ff=32, dropout=0.0)
+    config = dict(
+        src_vocab_size=32,
+        tgt_vocab_size=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=16,
+        num_heads=2,
+        d_ff=32,
+        dropout=0.0,
+    )
     torch.manual_seed(3)
     plain = Transformer(ModelConfig(**config)).eval()
     torch.manual_seed(3)

@@ -6,8 +6,16 @@ from nmt.model import ModelConfig, Transformer, count_parameters
 
 
 def tiny_config(**overrides) -> ModelConfig:
-    values = dict(src_vocab_size=24, tgt_vocab_size=24, encoder_layers=2, decoder_layers=2, d_model=32,
-                  num_heads=4, d_ff=64, dropout=0.0)
+    values = dict(
+        src_vocab_size=24,
+        tgt_vocab_size=24,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+    )
     return ModelConfig(**{**values, **overrides})
 
 
@@ -78,7 +86,7 @@ def test_rows_sharing_a_sentence_equal_the_sentence_repeated():
     shared = model.decode(tgt, enc, need_weights=True)
     repeated = model.decode(tgt, enc.select(torch.tensor([0, 0, 1, 1])), need_weights=True)
     assert torch.allclose(shared.states, repeated.states, atol=1e-5)
-    for a, b in zip(shared.cross_weights, repeated.cross_weights):
+    for a, b in zip(shared.cross_weights, repeated.cross_weights, strict=True):
         assert a.shape == (4, 4, 3, 5) and torch.allclose(a, b, atol=1e-6)
 
 
@@ -99,8 +107,9 @@ def test_cache_reorder_moves_rows_and_select_drops_sentences():
     cache.select_sentences(torch.tensor([1]))
     rows = order[2:]
     kept = model.decode(torch.tensor([[16], [17]]), enc.select(torch.tensor([1])), cache=cache).states
-    again = model.decode(torch.cat([tgt[rows], torch.tensor([[16], [17]])], dim=1),
-                         enc.select(torch.tensor([1]))).states
+    again = model.decode(
+        torch.cat([tgt[rows], torch.tensor([[16], [17]])], dim=1), enc.select(torch.tensor([1]))
+    ).states
     assert torch.allclose(kept[:, 0], again[:, 3], atol=1e-5)
 
 
@@ -140,8 +149,9 @@ def test_sharing_modes_share_storage_or_not():
     # a gradient step through the output projection moves the embedding too
     before = shared.src_embed.weight.detach().clone()
     shared.train()
-    F.cross_entropy(shared(torch.tensor([[2, 5, 3]]), torch.tensor([[2, 6]])).flatten(0, 1),
-                    torch.tensor([6, 3])).backward()
+    F.cross_entropy(
+        shared(torch.tensor([[2, 5, 3]]), torch.tensor([[2, 6]])).flatten(0, 1), torch.tensor([6, 3])
+    ).backward()
     torch.optim.SGD(shared.parameters(), lr=1.0).step()
     assert not torch.equal(before, shared.src_embed.weight)
 
@@ -164,7 +174,7 @@ def test_tiny_model_learns_to_reverse_a_fixed_batch():
     src = torch.cat([torch.full((8, 1), 2), body, torch.full((8, 1), 3)], dim=1)
     tgt = torch.cat([torch.full((8, 1), 2), body.flip(1), torch.full((8, 1), 3)], dim=1)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for step in range(300):
+    for _ in range(300):
         logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten())
         opt.zero_grad()
@@ -175,14 +185,21 @@ def test_tiny_model_learns_to_reverse_a_fixed_batch():
     assert loss.item() < 0.05, loss.item()
 
 
-@pytest.mark.parametrize("preset, overrides", [
-    ("reference", {}), ("small", {}), ("base", {}), ("big", {}),
-    ("small", {"d_ff": 768}),  # d_ff = 3 * d_model: the shape of a fused [W_Q; W_K; W_V]
-])
+@pytest.mark.parametrize(
+    "preset, overrides",
+    [
+        ("reference", {}),
+        ("small", {}),
+        ("base", {}),
+        ("big", {}),
+        ("small", {"d_ff": 768}),  # d_ff = 3 * d_model: the shape of a fused [W_Q; W_K; W_V]
+    ],
+)
 def test_every_projection_starts_at_the_xavier_scale(preset, overrides):
     torch.manual_seed(0)
-    config = ModelConfig.preset(preset, src_vocab_size=64, tgt_vocab_size=64, encoder_layers=1, decoder_layers=1,
-                                **overrides)
+    config = ModelConfig.preset(
+        preset, src_vocab_size=64, tgt_vocab_size=64, encoder_layers=1, decoder_layers=1, **overrides
+    )
     model = Transformer(config)
     d, d_ff = config.d_model, config.d_ff
 

@@ -41,8 +41,9 @@ def figure_pixels(fig) -> tuple[int, int]:
 def synthetic_records(with_scores: bool = True) -> list[dict]:
     records = []
     for step in range(100, 1001, 100):
-        records.append({"kind": "train", "step": step, "loss": 10 - step / 200, "nll": 9 - step / 200,
-                        "lr": step * 1e-6})
+        records.append(
+            {"kind": "train", "step": step, "loss": 10 - step / 200, "nll": 9 - step / 200, "lr": step * 1e-6}
+        )
         if step % 500 == 0:
             valid = {"kind": "valid", "step": step, "loss": 8 - step / 250}
             if with_scores:
@@ -79,8 +80,11 @@ def test_learning_curves_png_lands_in_the_model_directory(tmp_path):
 def test_learning_curves_draw_the_records():
     fig = learning_curves_figure(synthetic_records())
     loss, scores, lr = fig.axes
-    assert [ax.get_title() for ax in fig.axes] == ["Loss", "Validation BLEU and chrF (greedy, sacreBLEU)",
-                                                   "Learning rate"]
+    assert [ax.get_title() for ax in fig.axes] == [
+        "Loss",
+        "Validation BLEU and chrF (greedy, sacreBLEU)",
+        "Learning rate",
+    ]
     train = next(line for line in loss.get_lines() if line.get_label() == "train NLL")
     assert list(train.get_xdata())[:3] == [100, 200, 300]
     assert list(train.get_ydata())[:3] == [8.5, 8.0, 7.5]
@@ -103,9 +107,11 @@ def test_attention_maps_are_distributions_of_the_right_shape(translator, maps):
     config = translator.model.config
     src, tgt = len(maps.src_pieces), len(maps.tgt_pieces)
     assert maps.tgt_pieces[0] == "[START]" and maps.src_pieces[-1] == "[END]"
-    expected = {"cross_attention": (config.decoder_layers, config.num_heads, tgt, src),
-                "encoder_self_attention": (config.encoder_layers, config.num_heads, src, src),
-                "decoder_self_attention": (config.decoder_layers, config.num_heads, tgt, tgt)}
+    expected = {
+        "cross_attention": (config.decoder_layers, config.num_heads, tgt, src),
+        "encoder_self_attention": (config.encoder_layers, config.num_heads, src, src),
+        "decoder_self_attention": (config.decoder_layers, config.num_heads, tgt, tgt),
+    }
     for kind, shape in expected.items():
         weights = maps.weights[kind]
         assert weights.shape == shape
@@ -161,8 +167,9 @@ def test_cli_plot_and_positions_write_pngs(tmp_path, capsys):
 
 def test_cli_attention_writes_one_png_per_kind(tiny_model_dir, tmp_path):
     out_dir = tmp_path / "attention"
-    assert main(["attention", "--model", str(tiny_model_dir), SENTENCE, "--out-dir", str(out_dir),
-                 "--device", "cpu"]) == 0
+    assert (
+        main(["attention", "--model", str(tiny_model_dir), SENTENCE, "--out-dir", str(out_dir), "--device", "cpu"]) == 0
+    )
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(f"{kind}.png" for kind in ATTENTION_KINDS)
     for path in out_dir.iterdir():
         width, height = png_size(path)

@@ -18,8 +18,16 @@ def sources(multi30k_dir):
 
 def model_for(**overrides) -> Transformer:
     torch.manual_seed(0)
-    config = dict(src_vocab_size=300, tgt_vocab_size=300, encoder_layers=2, decoder_layers=2, d_model=64,
-                  num_heads=4, d_ff=128, dropout=0.0)
+    config = dict(
+        src_vocab_size=300,
+        tgt_vocab_size=300,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=64,
+        num_heads=4,
+        d_ff=128,
+        dropout=0.0,
+    )
     return Transformer(ModelConfig(**{**config, **overrides})).eval()
 
 
@@ -41,8 +49,9 @@ def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources):
     """Cross-attention keys/values come from the split, quantized projections on both paths."""
 
     translator = Translator.load(tiny_model_dir, precision="int8")
-    src = torch.nn.utils.rnn.pad_sequence([torch.tensor(translator.encode_source(s)[0]) for s in sources],
-                                          batch_first=True)
+    src = torch.nn.utils.rnn.pad_sequence(
+        [torch.tensor(translator.encode_source(s)[0]) for s in sources], batch_first=True
+    )
     with torch.inference_mode():
         cached = beam_search(translator.model, src, beam_size=3, limits=SearchLimits(max_len_b=5))
         uncached = beam_search(translator.model, src, beam_size=3, limits=SearchLimits(max_len_b=5), use_cache=False)

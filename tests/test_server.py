@@ -11,9 +11,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from nmt.server.batching_queue import BatchingConfig, BatchingQueue
 from nmt.config import DecodeConfig
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
+from nmt.server.batching_queue import BatchingConfig, BatchingQueue
 from nmt.translator import Translation, Translator
 
 LOCAL = "http://127.0.0.1"  # TestClient's own Host, "testserver", is not one the server answers by default
@@ -125,11 +125,14 @@ def test_not_ready_until_the_worker_runs():
 
 
 # --- limits and bad requests ---------------------------------------------------------------------
-@pytest.mark.parametrize("body, limit", [
-    ({"text": ["a", "b", "c", "d"]}, "max_sentences"),
-    ({"text": ["short", "x" * 51]}, "max_chars"),
-    ({"text": ["a"], "beam": 5}, "max_beam"),
-])
+@pytest.mark.parametrize(
+    "body, limit",
+    [
+        ({"text": ["a", "b", "c", "d"]}, "max_sentences"),
+        ({"text": ["short", "x" * 51]}, "max_chars"),
+        ({"text": ["a"], "beam": 5}, "max_beam"),
+    ],
+)
 def test_a_request_over_a_limit_gets_422_naming_it(client, body, limit):
     response = client.post("/translate", json=body)
     assert response.status_code == 422
@@ -140,7 +143,9 @@ def test_a_body_over_the_limit_gets_413_with_or_without_content_length(client):
     big = json.dumps({"text": ["x" * 40] * 60}).encode()
     assert len(big) > 2000
     declared = client.post("/translate", content=big, headers=JSON)
-    streamed = client.post("/translate", content=iter([big[:1500], big[1500:]]), headers=JSON)  # chunked: no Content-Length
+    streamed = client.post(
+        "/translate", content=iter([big[:1500], big[1500:]]), headers=JSON
+    )  # chunked: no Content-Length
     for response in (declared, streamed):
         assert response.status_code == 413 and response.json()["limit"] == "max_body_bytes"
 
@@ -151,15 +156,18 @@ def test_malformed_json_gets_400(client, body):
     assert response.status_code == 400 and response.json()["error"] == "malformed_json"
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"text": "one string"}, "text"),
-    ({"text": ["ok", 3]}, "text.1"),
-    ({"text": ["a"], "beam": "2"}, "beam"),
-    ({"text": ["a"], "beam": 0}, "beam"),
-    ({"text": ["a"], "attention": "yes"}, "attention"),
-    ({"txet": ["a"]}, "txet"),
-    ([["a"]], "body"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"text": "one string"}, "text"),
+        ({"text": ["ok", 3]}, "text.1"),
+        ({"text": ["a"], "beam": "2"}, "beam"),
+        ({"text": ["a"], "beam": 0}, "beam"),
+        ({"text": ["a"], "attention": "yes"}, "attention"),
+        ({"txet": ["a"]}, "txet"),
+        ([["a"]], "body"),
+    ],
+)
 def test_wrong_types_get_422_saying_what_is_wrong(client, body, field):
     response = client.post("/translate", json=body)
     assert response.status_code == 422
@@ -187,8 +195,14 @@ def test_a_bad_request_fails_alone_not_the_requests_batched_with_it():
         bad.result(timeout=10)
     queue.stop()
     # the held call, the shared call that failed, then halves until the bad request is alone
-    assert [texts for texts, _, _ in stub.calls] == [["first"], ["x", "y", "ok", "bad", "z"], ["x", "y"],
-                                                     ["ok", "bad", "z"], ["ok", "bad"], ["z"]]
+    assert [texts for texts, _, _ in stub.calls] == [
+        ["first"],
+        ["x", "y", "ok", "bad", "z"],
+        ["x", "y"],
+        ["ok", "bad", "z"],
+        ["ok", "bad"],
+        ["z"],
+    ]
 
 
 def held_worker_then_queue(config: BatchingConfig):
@@ -256,8 +270,10 @@ def raw_request(url: str, body: bytes) -> socket.socket:
     """Send a POST /translate by hand and return the socket without reading the answer."""
     address = urlsplit(url)
     sock = socket.create_connection((address.hostname, address.port), timeout=10)
-    sock.sendall(b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    sock.sendall(
+        b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
     return sock
 
 
@@ -300,22 +316,39 @@ def test_nmt_serve_defaults_are_the_servers(monkeypatch):
 
 
 def test_nmt_serve_options_reach_the_server(monkeypatch):
-    seen = serve_arguments(monkeypatch, "--host", "0.0.0.0", "--deadline", "3", "--max-pending-sentences", "100",
-                           "--header-timeout", "2", "--max-connections", "0", "--allowed-hosts", "mt.example.org, 10.0.0.5",
-                           "--allowed-origins", "https://mt.example.org")
+    seen = serve_arguments(
+        monkeypatch,
+        "--host",
+        "0.0.0.0",
+        "--deadline",
+        "3",
+        "--max-pending-sentences",
+        "100",
+        "--header-timeout",
+        "2",
+        "--max-connections",
+        "0",
+        "--allowed-hosts",
+        "mt.example.org, 10.0.0.5",
+        "--allowed-origins",
+        "https://mt.example.org",
+    )
     assert seen["limits"].deadline_s == 3 and seen["batching"].max_pending_sentences == 100
     assert seen["connections"].header_timeout_s == 2 and seen["connections"].max_connections is None
     assert seen["access"].allowed_hosts == ("mt.example.org", "10.0.0.5")
     assert seen["access"].allowed_origins == ("https://mt.example.org",)
 
 
-@pytest.mark.parametrize("options, message", [
-    (["--workers", "0"], "--workers must be at least 1"),
-    (["--threads", "-2", "--engine", "ctranslate2"], "--threads must be at least 1"),
-    (["--deadline", "0"], "server limit deadline_s must be > 0, got 0"),
-    (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
-    (["--header-timeout", "-1"], "connection limit header_timeout_s must be > 0, got -1"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--workers", "0"], "--workers must be at least 1"),
+        (["--threads", "-2", "--engine", "ctranslate2"], "--threads must be at least 1"),
+        (["--deadline", "0"], "server limit deadline_s must be > 0, got 0"),
+        (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
+        (["--header-timeout", "-1"], "connection limit header_timeout_s must be > 0, got -1"),
+    ],
+)
 def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options, message):
     import nmt.server
     from nmt.cli import main
@@ -340,7 +373,8 @@ def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, tra
         health = client.get("/health").json()
         assert (health["engine"], health["parameters"]) == ("ctranslate2", None)
         body = client.post("/translate", json={"text": ["Ein Hund rennt.", "Zwei Männer."], "beam": 2}).json()
-        assert [t["text"] for t in body["translations"]] == translator.translate(["Ein Hund rennt.",
-                                                                                  "Zwei Männer."], beam=2)
+        assert [t["text"] for t in body["translations"]] == translator.translate(
+            ["Ein Hund rennt.", "Zwei Männer."], beam=2
+        )
         refused = client.post("/translate", json={"text": ["Ein Hund."], "attention": True})
         assert refused.status_code == 422 and refused.json()["error"] == "attention_unavailable"

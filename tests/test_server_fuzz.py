@@ -19,8 +19,9 @@ import pytest
 from nmt.server import ConnectionOptions, ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translator
 
-LIMITS = ServerLimits(max_sentences=4, max_chars=200, max_beam=4, max_body_bytes=12_000, body_timeout_s=0.5,
-                      deadline_s=20)
+LIMITS = ServerLimits(
+    max_sentences=4, max_chars=200, max_beam=4, max_body_bytes=12_000, body_timeout_s=0.5, deadline_s=20
+)
 CONNECTIONS = ConnectionOptions(header_timeout_s=0.5, keep_alive_s=1, max_header_bytes=8192, graceful_timeout_s=1)
 VALID = {"text": ["Ein Mann fährt Fahrrad.", "Zwei Hunde."], "beam": 1}
 
@@ -69,32 +70,58 @@ def exchange(url: str, raw: bytes) -> tuple[int | None, bytes]:
 def post(body: bytes, *, headers: str = "Content-Type: application/json\r\n", length: int | None = None) -> bytes:
     """A raw POST /translate that asks the server to close afterwards."""
     length = len(body) if length is None else length
-    return (f"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {length}\r\n"
-            "Connection: close\r\n\r\n").encode() + body
+    return (
+        f"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}Content-Length: {length}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
 
 
 def hostile_bodies(seed: int = 12) -> list[bytes]:
     """Malformed, hostile and undecodable bodies: hand-written ones, then seeded mutations of a valid one."""
     valid = json.dumps(VALID).encode()
     bodies = [
-        b"", b"{", b"}", b"[", b"null", b"true", b"0", b'"text"', b"{}", b"[]", b'{"text": null}',
+        b"",
+        b"{",
+        b"}",
+        b"[",
+        b"null",
+        b"true",
+        b"0",
+        b'"text"',
+        b"{}",
+        b"[]",
+        b'{"text": null}',
         b"[" * 1000 + b"]" * 1000,  # nested 1,000 deep: RecursionError in the parser
         b'{"text": ' + b"[" * 5000 + b"]" * 5000 + b"}",
         b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}",  # 5,000 digits: Python refuses to convert
-        b'{"text": ["a"], "beam": 1e999}', b'{"text": ["a"], "beam": NaN}', b'{"text": ["a"], "beam": -Infinity}',
-        b'{"text": ["a"], "beam": 99999999999999999999999}', b'{"text": ["a"], "beam": -1}',
-        b'{"text": ["a"], "beam": 2.0}', b'{"text": ["a"], "beam": true}', b'{"text": ["a"], "attention": 1}',
-        b'{"text": ["a"], "text": ["b", 1]}', b'{"text": [["a"]]}', b'{"text": [{"a": 1}]}', b'{"text": "a"}',
-        b'{"text": ["\\ud800"]}', b'{"text": ["\\udc00x"]}', b'{"text": ["ok", "\\udbff\\udbff"]}',  # lone surrogates
+        b'{"text": ["a"], "beam": 1e999}',
+        b'{"text": ["a"], "beam": NaN}',
+        b'{"text": ["a"], "beam": -Infinity}',
+        b'{"text": ["a"], "beam": 99999999999999999999999}',
+        b'{"text": ["a"], "beam": -1}',
+        b'{"text": ["a"], "beam": 2.0}',
+        b'{"text": ["a"], "beam": true}',
+        b'{"text": ["a"], "attention": 1}',
+        b'{"text": ["a"], "text": ["b", 1]}',
+        b'{"text": [["a"]]}',
+        b'{"text": [{"a": 1}]}',
+        b'{"text": "a"}',
+        b'{"text": ["\\ud800"]}',
+        b'{"text": ["\\udc00x"]}',
+        b'{"text": ["ok", "\\udbff\\udbff"]}',  # lone surrogates
         b'{"text": ["\xed\xa0\x80"]}',  # a surrogate encoded as UTF-8 bytes
-        b'{"text": ["\xc0\xaf"]}', b'{"text": ["\xff\xfe"]}', b'{"text": ["\xe2\x82"]}',  # overlong, invalid, cut
+        b'{"text": ["\xc0\xaf"]}',
+        b'{"text": ["\xff\xfe"]}',
+        b'{"text": ["\xe2\x82"]}',  # overlong, invalid, cut
         b"\xef\xbb\xbf" + valid,  # a byte-order mark
-        json.dumps(VALID).encode("utf-16"), json.dumps(VALID).encode("utf-32"),
+        json.dumps(VALID).encode("utf-16"),
+        json.dumps(VALID).encode("utf-32"),
         b'{"text": ["a\\u0000b", "\\u0001\\u001f\\u007f", "\\uffff\\ufffe", "\\u202e\\u200b"]}',
         # short: the tiny model's random weights decode up to 1.5 x the source length, slowly
         json.dumps({"text": ["e\u0301" * 10, "\U0001f600" * 5, "[END] [UNK] [PAD]", " \t\n "], "beam": 1}).encode(),
-        json.dumps({"text": ["x" * 201]}).encode(), json.dumps({"text": ["a"] * 5}).encode(),
-        json.dumps({"text": ["a"], "beam": 5}).encode(), json.dumps({"text": ["a"], "extra": 1}).encode(),
+        json.dumps({"text": ["x" * 201]}).encode(),
+        json.dumps({"text": ["a"] * 5}).encode(),
+        json.dumps({"text": ["a"], "beam": 5}).encode(),
+        json.dumps({"text": ["a"], "extra": 1}).encode(),
         json.dumps({"text": ["a"] * 4, "attention": True, "beam": 2}).encode(),
     ]
     rng = random.Random(seed)
@@ -119,39 +146,49 @@ def test_hostile_bodies_get_4xx_json_never_5xx(url):
     assert httpx.get(f"{url}/health").json()["ready"] is True
 
 
-@pytest.mark.parametrize("body, expected", [
-    (b'{"text": ["\\ud800"]}', (422, "invalid_text")),
-    (b'{"text": ["\xed\xa0\x80"]}', (400, "malformed_json")),
-    (b"[" * 1000 + b"]" * 1000, (400, "malformed_json")),
-    (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", (400, "malformed_json")),
-])
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        (b'{"text": ["\\ud800"]}', (422, "invalid_text")),
+        (b'{"text": ["\xed\xa0\x80"]}', (400, "malformed_json")),
+        (b"[" * 1000 + b"]" * 1000, (400, "malformed_json")),
+        (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", (400, "malformed_json")),
+    ],
+)
 def test_the_issues_examples_get_the_right_4xx(url, body, expected):
     status, answer = exchange(url, post(body))
     assert (status, json.loads(answer)["error"]) == expected
 
 
-@pytest.mark.parametrize("raw", [
-    post(b"x" * 20_000),  # over max_body_bytes, declared
-    post(b"", length=10**12),  # a Content-Length far beyond any limit
-    b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
-    b"Connection: close\r\n\r\n" + b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(16)) + b"0\r\n\r\n",
-    post(b"{}", headers="Content-Type: application/json\r\nX-Big: " + "a" * 20_000 + "\r\n"),  # one huge header
-    post(b"{}", headers="Content-Type: application/json\r\n" + "X-A: b\r\n" * 2000),  # very many headers
-    post(json.dumps(VALID).encode(), headers="Content-Type: text/plain\r\n"),  # a cross-site "simple" request
-    post(json.dumps(VALID).encode(), headers="Content-Type: application/json; charset=latin-1\r\n"),
-    post(json.dumps(VALID).encode(), headers=""),  # no Content-Type
-    post(json.dumps(VALID).encode(), headers="Content-Type: application/json\r\nOrigin: https://evil.example\r\n"),
-    post(json.dumps(VALID).encode(), headers="Content-Type: application/json\r\nOrigin: null\r\n"),
-    b"POST /translate HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",  # DNS rebinding
-    b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1:x\r\nConnection: close\r\n\r\n",
-    b"GET /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-    b"GET /nothing/../here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-    b"BREW /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
-    b"POST /translate HTTP/1.1\r\nConnection: close\r\n\r\n",  # no Host at all
-    b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\n{}",
-    b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(64)),  # a TLS hello on the plain port
-    b"GET / HTTP/9.9\r\n\r\n", b"\r\n\r\n\r\n", bytes(random.Random(3).randrange(256) for _ in range(3000)) + b"\r\n\r\n",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        post(b"x" * 20_000),  # over max_body_bytes, declared
+        post(b"", length=10**12),  # a Content-Length far beyond any limit
+        b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        + b"".join(b"400\r\n" + b"x" * 1024 + b"\r\n" for _ in range(16))
+        + b"0\r\n\r\n",
+        post(b"{}", headers="Content-Type: application/json\r\nX-Big: " + "a" * 20_000 + "\r\n"),  # one huge header
+        post(b"{}", headers="Content-Type: application/json\r\n" + "X-A: b\r\n" * 2000),  # very many headers
+        post(json.dumps(VALID).encode(), headers="Content-Type: text/plain\r\n"),  # a cross-site "simple" request
+        post(json.dumps(VALID).encode(), headers="Content-Type: application/json; charset=latin-1\r\n"),
+        post(json.dumps(VALID).encode(), headers=""),  # no Content-Type
+        post(json.dumps(VALID).encode(), headers="Content-Type: application/json\r\nOrigin: https://evil.example\r\n"),
+        post(json.dumps(VALID).encode(), headers="Content-Type: application/json\r\nOrigin: null\r\n"),
+        b"POST /translate HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",  # DNS rebinding
+        b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1:x\r\nConnection: close\r\n\r\n",
+        b"GET /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        b"GET /nothing/../here HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        b"BREW /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+        b"POST /translate HTTP/1.1\r\nConnection: close\r\n\r\n",  # no Host at all
+        b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\n{}",
+        b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(64)),  # a TLS hello on the plain port
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"\r\n\r\n\r\n",
+        bytes(random.Random(3).randrange(256) for _ in range(3000)) + b"\r\n\r\n",
+    ],
+)
 def test_huge_bodies_headers_and_protocol_garbage_get_4xx(url, raw):
     status, answer = exchange(url, raw)
     assert status is not None and 400 <= status < 500, (status, answer[:200])

@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
 
 import nmt.server.app
-from nmt.server.batching_queue import BatchingConfig, DeadlineExceeded, Overloaded, ShuttingDown
 from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
+from nmt.server.batching_queue import BatchingConfig, DeadlineExceeded, Overloaded, ShuttingDown
 from nmt.translator import Translator
 
 
@@ -149,19 +149,27 @@ run_app(app, ConnectionOptions(graceful_timeout_s=float(sys.argv[2])), sockets=[
 """
 
 
-@pytest.mark.parametrize("model_seconds, grace_s, in_hand_status", [
-    (1.0, 5, 200),  # the batch in hand finishes within the grace period: answered
-    (3.0, 0.5, 503),  # it does not: its clients are told at the end of the grace period
-])
+@pytest.mark.parametrize(
+    "model_seconds, grace_s, in_hand_status",
+    [
+        (1.0, 5, 200),  # the batch in hand finishes within the grace period: answered
+        (3.0, 0.5, 503),  # it does not: its clients are told at the end of the grace period
+    ],
+)
 def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_hand_status):
-    server = subprocess.Popen([sys.executable, "-c", SLOW_SERVER, str(model_seconds), str(grace_s)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SLOW_SERVER, str(model_seconds), str(grace_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
         wait_until(lambda: httpx.get(f"{url}/health", timeout=1).status_code == 200, timeout=60)
         with ThreadPoolExecutor(6) as pool:
-            answers = [pool.submit(httpx.post, f"{url}/translate", json={"text": [f"s{i}"]}, timeout=30)
-                       for i in range(6)]
+            answers = [
+                pool.submit(httpx.post, f"{url}/translate", json={"text": [f"s{i}"]}, timeout=30) for i in range(6)
+            ]
             wait_until(lambda: httpx.get(f"{url}/health").json()["batching"]["pending_sentences"] == 4)
             start = time.monotonic()
             server.send_signal(signal.SIGTERM)
@@ -183,30 +191,45 @@ def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_
 # --- cross-site -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def client():
-    app = create_app(EchoTranslator(), ServerLimits(max_attention_sentences=2), info=INFO,
-                     access=AccessPolicy(allowed_origins=("https://app.example",)))
+    app = create_app(
+        EchoTranslator(),
+        ServerLimits(max_attention_sentences=2),
+        info=INFO,
+        access=AccessPolicy(allowed_origins=("https://app.example",)),
+    )
     with TestClient(app, base_url=LOCAL) as client:
         yield client
 
 
-@pytest.mark.parametrize("headers, status, error", [
-    ({"Origin": "http://127.0.0.1"}, 200, None),  # the server's own page
-    ({"Origin": "https://app.example"}, 200, None),  # an allowed origin
-    ({"Origin": "https://evil.example"}, 403, "forbidden_origin"),
-    ({"Origin": "http://127.0.0.1:9999"}, 403, "forbidden_origin"),  # another port is another origin
-    ({"Origin": "null"}, 403, "forbidden_origin"),  # sandboxed frames, file:// pages
-    ({"Host": "evil.example"}, 403, "forbidden_host"),  # DNS rebinding
-])
+@pytest.mark.parametrize(
+    "headers, status, error",
+    [
+        ({"Origin": "http://127.0.0.1"}, 200, None),  # the server's own page
+        ({"Origin": "https://app.example"}, 200, None),  # an allowed origin
+        ({"Origin": "https://evil.example"}, 403, "forbidden_origin"),
+        ({"Origin": "http://127.0.0.1:9999"}, 403, "forbidden_origin"),  # another port is another origin
+        ({"Origin": "null"}, 403, "forbidden_origin"),  # sandboxed frames, file:// pages
+        ({"Host": "evil.example"}, 403, "forbidden_host"),  # DNS rebinding
+    ],
+)
 def test_host_and_origin_are_checked(client, headers, status, error):
     response = client.post("/translate", json={"text": ["a"]}, headers=headers)
     assert response.status_code == status
     assert response.json().get("error") == error
 
 
-@pytest.mark.parametrize("host, allowed", [
-    ("127.0.0.1:8000", True), ("[::1]:8000", True), ("LOCALHOST", True), ("localhost.evil.example", False),
-    ("127.0.0.1:port", False), ("evil.example:8000@127.0.0.1", False), ("", False),
-])
+@pytest.mark.parametrize(
+    "host, allowed",
+    [
+        ("127.0.0.1:8000", True),
+        ("[::1]:8000", True),
+        ("LOCALHOST", True),
+        ("localhost.evil.example", False),
+        ("127.0.0.1:port", False),
+        ("evil.example:8000@127.0.0.1", False),
+        ("", False),
+    ],
+)
 def test_host_names_are_compared_without_their_port(host, allowed):
     assert AccessPolicy().host_allowed(host) is allowed
 
@@ -217,8 +240,16 @@ def test_any_host_when_allowed_explicitly():
         assert client.post("/translate", json={"text": ["a"]}).status_code == 200
 
 
-@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data",
-                                          "application/json; charset=utf-16", None])
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+        "application/json; charset=utf-16",
+        None,
+    ],
+)
 def test_the_body_must_be_declared_json(client, content_type):
     headers = {"Content-Type": content_type} if content_type else {}
     response = client.post("/translate", content=b'{"text": ["a"]}', headers=headers)
@@ -273,8 +304,11 @@ def test_health_answers_while_a_large_answer_is_built(translator, tiny_model_dir
 def metric_samples(client) -> dict[tuple[str, tuple], float]:
     response = client.get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(response.text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
 
 
 def test_metrics_count_requests_batches_and_refusals():

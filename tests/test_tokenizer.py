@@ -7,9 +7,21 @@ from pathlib import Path
 import pytest
 
 from nmt.tokenizer import (
-    BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, UNK, UNK_ID,
-    SubwordTokenizer, TokenizerConfig, load_or_train_tokenizers, load_tokenizers,
-    normalize_text, save_tokenizers, train_tokenizers,
+    BOS,
+    BOS_ID,
+    EOS,
+    EOS_ID,
+    PAD,
+    PAD_ID,
+    UNK,
+    UNK_ID,
+    SubwordTokenizer,
+    TokenizerConfig,
+    load_or_train_tokenizers,
+    load_tokenizers,
+    normalize_text,
+    save_tokenizers,
+    train_tokenizers,
 )
 
 LANGS = ("en", "de", "fr", "cs")
@@ -26,7 +38,7 @@ def read_lines(root: Path, split: str, lang: str) -> list[str]:
 def round_trip_failures(tok: SubwordTokenizer, lines: list[str]) -> list[tuple[str, str]]:
     """(expected, got) for every line where decode(encode(line)) != normalize_text(line)."""
     decoded = [tok.decode(ids) for ids in tok.encode_batch(lines)]
-    return [(normalize_text(s), d) for s, d in zip(lines, decoded) if d != normalize_text(s)]
+    return [(normalize_text(s), d) for s, d in zip(lines, decoded, strict=True) if d != normalize_text(s)]
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +56,9 @@ def bpe(train_sample: dict[str, list[str]]) -> SubwordTokenizer:
 
 @pytest.fixture(scope="module")
 def unigram(train_sample: dict[str, list[str]]) -> SubwordTokenizer:
-    return SubwordTokenizer.train(train_sample["en"] + train_sample["de"],
-                                  TokenizerConfig(kind="unigram", vocab_size=2000))
+    return SubwordTokenizer.train(
+        train_sample["en"] + train_sample["de"], TokenizerConfig(kind="unigram", vocab_size=2000)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +77,12 @@ def test_normalize_text_applies_nfkc_and_folds_whitespace():
 
 
 def test_round_trip_on_every_sentence_of_the_corpus_in_all_languages(bpe, multi30k_dir):
-    lines = [s for lang in LANGS for split in ("train", "val", "test_2016_flickr")
-             for s in read_lines(multi30k_dir, split, lang)]
+    lines = [
+        s
+        for lang in LANGS
+        for split in ("train", "val", "test_2016_flickr")
+        for s in read_lines(multi30k_dir, split, lang)
+    ]
     assert len(lines) == 4 * (29000 + 1014 + 1000)
     failures = round_trip_failures(bpe, lines)
     assert failures == [], f"{len(failures)} sentences do not round-trip, e.g. {failures[:3]}"
@@ -192,8 +209,9 @@ def test_separate_tokenizers_have_own_vocabularies_and_files(train_sample, tmp_p
 def test_load_or_train_reuses_files_and_never_retrains(train_sample, tmp_path, caplog):
     config = TokenizerConfig(vocab_size=600)
     caplog.set_level(logging.INFO, logger="nmt.tokenizer")
-    src, _ = load_or_train_tokenizers(tmp_path, lambda: train_sample["en"][:500],
-                                      lambda: train_sample["de"][:500], config)
+    src, _ = load_or_train_tokenizers(
+        tmp_path, lambda: train_sample["en"][:500], lambda: train_sample["de"][:500], config
+    )
     assert "training" in caplog.text and (tmp_path / "tokenizer.json").is_file()
 
     def must_not_train():

@@ -20,8 +20,19 @@ QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.valid_
 
 
 def torchrun(model_dir, sets, *, resume=False, background=False):
-    args = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "nmt",
-            "train", "--out", str(model_dir), "--quiet"]
+    args = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "nmt",
+        "train",
+        "--out",
+        str(model_dir),
+        "--quiet",
+    ]
     if not resume:
         config = model_dir.parent / f"{model_dir.name}.yaml"
         config.write_text("{}\n")
@@ -70,7 +81,7 @@ def test_two_processes_equal_one_process_with_accumulation(overrides, tmp_path, 
             # gradient is zero up to rounding, and Adam turns that rounding noise into +-lr
             # steps that depend on the order of the reduction. Compare the query and value biases.
             d = x.numel() // 3
-            x, y = torch.cat([x[:d], x[2 * d:]]), torch.cat([y[:d], y[2 * d:]])
+            x, y = torch.cat([x[:d], x[2 * d :]]), torch.cat([y[:d], y[2 * d :]])
         assert torch.allclose(x, y, rtol=1e-4, atol=1e-6), key
     assert len(train_losses(single)) == 3
     assert train_losses(single) == pytest.approx(train_losses(double), rel=1e-5)
@@ -94,8 +105,12 @@ def test_torchrun_run_stopped_by_sigterm_resumes(overrides, tmp_path):
 
 def test_fsdp_run_resumes_to_the_same_parameters(overrides, tmp_path):
     """Sharded optimizer state and weights are gathered into the usual files and scattered back."""
-    sets = overrides + ["train.valid_every=2", "train.valid_bleu_sentences=0", "train.best_metric=loss",
-                        "train.fsdp=true"]
+    sets = overrides + [
+        "train.valid_every=2",
+        "train.valid_bleu_sentences=0",
+        "train.best_metric=loss",
+        "train.fsdp=true",
+    ]
     full, part = tmp_path / "full", tmp_path / "part"
     part.mkdir()
     torchrun(full, sets + ["train.max_steps=4"])

@@ -68,8 +68,7 @@ def test_orphan_newer_checkpoint_with_keep_last_1_resumes(overrides, tmp_path, r
     assert_same_weights(reference, model_dir, 6)
 
 
-def test_unreadable_newest_checkpoint_falls_back_and_a_bad_latest_is_ignored(overrides, tmp_path, reference,
-                                                                             caplog):
+def test_unreadable_newest_checkpoint_falls_back_and_a_bad_latest_is_ignored(overrides, tmp_path, reference, caplog):
     model_dir = tmp_path / "cut"
     run(overrides, model_dir, 4, "train.valid_every=2")
     folder = model_dir / "checkpoints"
@@ -122,8 +121,11 @@ def test_resume_before_the_first_checkpoint_does_not_repeat_records(overrides, t
 def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_weights(overrides, tmp_path):
     """A few kills at random moments of a real `nmt train` process, each followed by --resume."""
     steps = 30
-    sets = [x for o in overrides + QUIET + [f"train.max_steps={steps}", "train.valid_every=1", "train.keep_last=1"]
-            for x in ("--set", o)]
+    sets = [
+        x
+        for o in overrides + QUIET + [f"train.max_steps={steps}", "train.valid_every=1", "train.keep_last=1"]
+        for x in ("--set", o)
+    ]
     config = tmp_path / "empty.yaml"
     config.write_text("{}\n")
 

@@ -20,8 +20,12 @@ def trained(overrides, tmp_path):
 
 
 def test_fine_tuning_starts_with_the_parents_loss_on_its_own_data(overrides, trained, tmp_path):
-    child = build_trainer(load_config(None, overrides + SHORT + ["train.max_steps=6", "model.dropout=0.3"]),
-                          tmp_path / "child", dist=Distributed(), init_from=trained)
+    child = build_trainer(
+        load_config(None, overrides + SHORT + ["train.max_steps=6", "model.dropout=0.3"]),
+        tmp_path / "child",
+        dist=Distributed(),
+        init_from=trained,
+    )
     assert (tmp_path / "child" / "tokenizer.json").read_bytes() == (trained / "tokenizer.json").read_bytes()
     assert child.progress.step == 0 and not child.optimizer.state  # fresh optimizer and schedule
     parent = load_model_dir(trained)  # in eval mode, as validation runs

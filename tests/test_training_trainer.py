@@ -33,8 +33,12 @@ def test_interrupted_and_resumed_run_equals_uninterrupted_run(overrides, tmp_pat
     train(load_config(None, overrides + ["train.max_steps=8", "train.valid_every=4"]), full, progress_bar=False)
     part = tmp_path / "part"
     train(load_config(None, overrides + ["train.max_steps=4", "train.valid_every=4"]), part, progress_bar=False)
-    train(load_config(None, overrides + ["train.max_steps=8", "train.valid_every=4"]), part, resume=True,
-          progress_bar=False)
+    train(
+        load_config(None, overrides + ["train.max_steps=8", "train.valid_every=4"]),
+        part,
+        resume=True,
+        progress_bar=False,
+    )
     a, name_a = final_weights(full)
     b, name_b = final_weights(part)
     assert name_a == name_b == "step_00000008.safetensors"
@@ -45,8 +49,12 @@ def test_interrupted_and_resumed_run_equals_uninterrupted_run(overrides, tmp_pat
 
 
 def test_same_seed_gives_identical_loss_curve(overrides, tmp_path):
-    config = overrides + ["train.max_steps=5", "train.valid_every=100", "train.valid_bleu_sentences=0",
-                          "train.best_metric=loss"]
+    config = overrides + [
+        "train.max_steps=5",
+        "train.valid_every=100",
+        "train.valid_bleu_sentences=0",
+        "train.best_metric=loss",
+    ]
     train(load_config(None, config), tmp_path / "a", progress_bar=False)
     train(load_config(None, config), tmp_path / "b", progress_bar=False)
     curve = train_losses(tmp_path / "a")
@@ -56,8 +64,17 @@ def test_same_seed_gives_identical_loss_curve(overrides, tmp_path):
 
 def test_non_finite_losses_are_skipped_then_stop_training(overrides, tmp_path, monkeypatch):
     model_dir = tmp_path / "nan"
-    config = load_config(None, overrides + ["train.max_steps=20", "train.valid_every=2", "train.max_bad_steps=3",
-                                            "train.valid_bleu_sentences=0", "train.best_metric=loss"])
+    config = load_config(
+        None,
+        overrides
+        + [
+            "train.max_steps=20",
+            "train.valid_every=2",
+            "train.max_bad_steps=3",
+            "train.valid_bleu_sentences=0",
+            "train.best_metric=loss",
+        ],
+    )
     real_loss, calls = loss_module.sequence_loss, {"n": 0}
 
     def poisoned(*args, **kwargs):
@@ -80,9 +97,21 @@ def test_non_finite_losses_are_skipped_then_stop_training(overrides, tmp_path, m
 
 def test_checkpoints_keep_the_last_k(overrides, tmp_path):
     model_dir = tmp_path / "keep"
-    train(load_config(None, overrides + ["train.max_steps=6", "train.valid_every=1", "train.keep_last=2",
-                                         "train.valid_bleu_sentences=0", "train.best_metric=loss"]),
-          model_dir, progress_bar=False)
+    train(
+        load_config(
+            None,
+            overrides
+            + [
+                "train.max_steps=6",
+                "train.valid_every=1",
+                "train.keep_last=2",
+                "train.valid_bleu_sentences=0",
+                "train.best_metric=loss",
+            ],
+        ),
+        model_dir,
+        progress_bar=False,
+    )
     assert list_checkpoints(model_dir) == ["step_00000005", "step_00000006"]
     assert (model_dir / "model.safetensors").exists() and (model_dir / "model.json").exists()
 
@@ -90,12 +119,26 @@ def test_checkpoints_keep_the_last_k(overrides, tmp_path):
 def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
     model_dir = tmp_path / "signal"
     args = [sys.executable, "-m", "nmt", "train", "--out", str(model_dir), "--quiet"]
-    sets = [x for o in overrides + ["train.max_steps=100000", "train.valid_every=100000",
-                                    "train.valid_bleu_sentences=0", "train.best_metric=loss"] for x in ("--set", o)]
+    sets = [
+        x
+        for o in overrides
+        + [
+            "train.max_steps=100000",
+            "train.valid_every=100000",
+            "train.valid_bleu_sentences=0",
+            "train.best_metric=loss",
+        ]
+        for x in ("--set", o)
+    ]
     config = tmp_path / "empty.yaml"
     config.write_text("{}\n")
-    proc = subprocess.Popen(args[:4] + [str(config)] + args[4:] + sets, env=os.environ.copy(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        args[:4] + [str(config)] + args[4:] + sets,
+        env=os.environ.copy(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     metrics = model_dir / "metrics.jsonl"
     while time.time() < deadline and not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
@@ -107,8 +150,12 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
     weights, _ = latest_checkpoint(model_dir)
     stopped_at = int(weights.stem.split("_")[1])
     assert stopped_at >= 3
-    resumed = subprocess.run(args[:4] + args[4:] + ["--resume", "--set", f"train.max_steps={stopped_at + 2}"],
-                             capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        args[:4] + args[4:] + ["--resume", "--set", f"train.max_steps={stopped_at + 2}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert latest_checkpoint(model_dir)[0].name == f"step_{stopped_at + 2:08d}.safetensors"
 
@@ -117,8 +164,11 @@ def test_cli_refuses_to_overwrite_a_run_without_resume(overrides, tmp_path):
     from nmt.cli import main
 
     model_dir = tmp_path / "run"
-    train(load_config(None, overrides + ["train.max_steps=1", "train.valid_bleu_sentences=0",
-                                         "train.best_metric=loss"]), model_dir, progress_bar=False)
+    train(
+        load_config(None, overrides + ["train.max_steps=1", "train.valid_bleu_sentences=0", "train.best_metric=loss"]),
+        model_dir,
+        progress_bar=False,
+    )
     config = tmp_path / "c.yaml"
     config.write_text("{}\n")
     assert main(["train", str(config), "--out", str(model_dir)]) == 1
@@ -128,9 +178,21 @@ def test_early_stopping_after_patience_validations_without_improvement(overrides
     losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
     monkeypatch.setattr(trainer_module, "validate", lambda *args, **kwargs: {"loss": next(losses)})
     model_dir = tmp_path / "early"
-    reason = train(load_config(None, overrides + ["train.max_steps=100", "train.valid_every=1", "train.patience=2",
-                                                  "train.best_metric=loss", "train.valid_bleu_sentences=0"]),
-                   model_dir, progress_bar=False)
+    reason = train(
+        load_config(
+            None,
+            overrides
+            + [
+                "train.max_steps=100",
+                "train.valid_every=1",
+                "train.patience=2",
+                "train.best_metric=loss",
+                "train.valid_bleu_sentences=0",
+            ],
+        ),
+        model_dir,
+        progress_bar=False,
+    )
     assert reason == "no improvement in 2 validations (train.patience)"
     assert latest_checkpoint(model_dir)[0].name == "step_00000004.safetensors"  # best at 2, worse at 3 and 4
 
@@ -155,15 +217,44 @@ def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
     sentences = [[2, *rng.integers(4, 16, size=n).tolist(), 3] for n in rng.integers(1, 6, size=96)]
     copy_task = EncodedCorpus(RaggedArray.from_sequences(sentences), RaggedArray.from_sequences(sentences))
     data = TrainingData(None, None, copy_task, copy_task, [], [])  # BLEU off: no tokenizer needed
-    model = Transformer(ModelConfig(src_vocab_size=16, tgt_vocab_size=16, encoder_layers=1, decoder_layers=1,
-                                    d_model=32, num_heads=2, d_ff=64, dropout=0.0))
+    model = Transformer(
+        ModelConfig(
+            src_vocab_size=16,
+            tgt_vocab_size=16,
+            encoder_layers=1,
+            decoder_layers=1,
+            d_model=32,
+            num_heads=2,
+            d_ff=64,
+            dropout=0.0,
+        )
+    )
     placement = place(model, LossModule(model, 0.0), Distributed(), fsdp=False)
-    cfg = TrainConfig(max_steps=80, valid_every=20, log_every=20, batch_tokens=160, schedule="inverse_sqrt",
-                      peak_lr=3e-3, warmup=10, valid_bleu_sentences=0, best_metric="loss", keep_last=2)
-    sampler = TokenBatchSampler(copy_task.src_lengths(), copy_task.tgt_lengths(), max_tokens=cfg.batch_tokens,
-                                seed=cfg.seed)
-    trainer = Trainer(cfg, DecodeConfig(), tmp_path, data=data, placement=placement,
-                      optimizer=build_optimizer(model, cfg, fused=True), sampler=sampler, progress_bar=False)
+    cfg = TrainConfig(
+        max_steps=80,
+        valid_every=20,
+        log_every=20,
+        batch_tokens=160,
+        schedule="inverse_sqrt",
+        peak_lr=3e-3,
+        warmup=10,
+        valid_bleu_sentences=0,
+        best_metric="loss",
+        keep_last=2,
+    )
+    sampler = TokenBatchSampler(
+        copy_task.src_lengths(), copy_task.tgt_lengths(), max_tokens=cfg.batch_tokens, seed=cfg.seed
+    )
+    trainer = Trainer(
+        cfg,
+        DecodeConfig(),
+        tmp_path,
+        data=data,
+        placement=placement,
+        optimizer=build_optimizer(model, cfg, fused=True),
+        sampler=sampler,
+        progress_bar=False,
+    )
 
     assert trainer.run() == "reached train.max_steps=80"
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -174,9 +265,19 @@ def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
 
 
 def test_r_drop_trains_and_logs_the_plain_nll(overrides, tmp_path):
-    config = load_config(None, overrides + ["train.max_steps=4", "train.valid_every=100", "train.log_every=1",
-                                            "train.valid_bleu_sentences=0", "train.best_metric=loss",
-                                            "train.r_drop_alpha=5.0", "model.dropout=0.3"])
+    config = load_config(
+        None,
+        overrides
+        + [
+            "train.max_steps=4",
+            "train.valid_every=100",
+            "train.log_every=1",
+            "train.valid_bleu_sentences=0",
+            "train.best_metric=loss",
+            "train.r_drop_alpha=5.0",
+            "model.dropout=0.3",
+        ],
+    )
     train(config, tmp_path / "rdrop", progress_bar=False)
     records = [json.loads(line) for line in (tmp_path / "rdrop" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if r["kind"] == "train"]

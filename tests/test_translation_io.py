@@ -16,15 +16,21 @@ def translator(tiny_model_dir):
 
 def test_sentences_in_memory_and_streamed_give_the_same_lines(translator):
     streamed = io.StringIO()
-    written = translate_stream(translator, io.BytesIO("\n".join(SENTENCES).encode()), streamed, beam=2,
-                               chunk_lines=3)  # chunks of 3 and 1: the batching must not change a line
+    written = translate_stream(
+        translator, io.BytesIO("\n".join(SENTENCES).encode()), streamed, beam=2, chunk_lines=3
+    )  # chunks of 3 and 1: the batching must not change a line
     assert written == len(SENTENCES)
     assert streamed.getvalue().splitlines() == translate_sentences(translator, SENTENCES, beam=2)
 
 
 def test_truncated_sources_are_counted_with_their_lines(translator, caplog):
-    short = Translator(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
-                       decode=translator.decode, max_source_tokens=6)
+    short = Translator(
+        translator.model,
+        translator.src_tokenizer,
+        translator.tgt_tokenizer,
+        decode=translator.decode,
+        max_source_tokens=6,
+    )
     texts = ["Ein Kind.", " ".join(["Mann"] * 40), "Ein Hund.", " ".join(["Frau"] * 40)]
     with caplog.at_level(logging.WARNING, logger="nmt.translation_io"):
         out = translate_sentences(short, texts, beam=1, name="test.de")

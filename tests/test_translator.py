@@ -31,8 +31,13 @@ def test_empty_input_gives_empty_output(translator):
 
 
 def test_overlong_input_is_truncated_not_an_error(translator):
-    translator_short = Translator(translator.model, translator.src_tokenizer, translator.tgt_tokenizer,
-                                  decode=translator.decode, max_source_tokens=8)
+    translator_short = Translator(
+        translator.model,
+        translator.src_tokenizer,
+        translator.tgt_tokenizer,
+        decode=translator.decode,
+        max_source_tokens=8,
+    )
     result = translator_short.translate_detailed([" ".join(["Mann"] * 50), "Ein Kind."])
     assert result[0][0].truncated and not result[1][0].truncated
 
@@ -64,11 +69,11 @@ def test_sampling_draws_reproducibly_and_top_1_is_greedy(translator):
     first = translator.translate(SENTENCES, sampling=seeded)
     assert translator.translate(SENTENCES, sampling=seeded) == first
     # A flattened distribution over an 8-sentence batch: different seeds draw different outputs.
-    draws = {tuple(translator.translate(SENTENCES * 2, sampling=Sampling(temperature=2.0, seed=s)))
-             for s in range(4)}
+    draws = {tuple(translator.translate(SENTENCES * 2, sampling=Sampling(temperature=2.0, seed=s))) for s in range(4)}
     assert len(draws) > 1
-    assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=0)) == translator.translate(SENTENCES,
-                                                                                                         beam=1)
+    assert translator.translate(SENTENCES, sampling=Sampling(top_k=1, seed=0)) == translator.translate(
+        SENTENCES, beam=1
+    )
 
 
 def test_sampling_settings_are_checked(translator):

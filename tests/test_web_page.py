@@ -15,8 +15,9 @@ from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translator
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="needs Chromium: apt-get install -y chromium chromium-driver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and CHROMEDRIVER), reason="needs Chromium: apt-get install -y chromium chromium-driver"
+)
 
 SENTENCE = "Ein Mann fährt Fahrrad."
 
@@ -48,9 +49,18 @@ def url(translator, tiny_model_dir):
 def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM  # the Debian build: selenium must not look for (or fetch) another
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to read the page's console
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
@@ -112,8 +122,11 @@ def test_a_busy_server_shows_when_to_try_again(browser, url, translator):
     browser.find_element(By.ID, "source").send_keys(SENTENCE)
     answer = '{"error": "overloaded", "message": "the server is busy"}'
     # Stand in for the server's answer in the page itself: the test needs no overloaded model.
-    browser.execute_script("window.fetch = async () => new Response(arguments[0], "
-                           "{status: 503, headers: {'Retry-After': '7', 'Content-Type': 'application/json'}})", answer)
+    browser.execute_script(
+        "window.fetch = async () => new Response(arguments[0], "
+        "{status: 503, headers: {'Retry-After': '7', 'Content-Type': 'application/json'}})",
+        answer,
+    )
     browser.find_element(By.ID, "translate").click()
     status = browser.find_element(By.ID, "status")
     WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))

@@ -80,10 +80,12 @@ def apply_weights(model: torch.nn.Module, tensors: dict[str, torch.Tensor], sour
     expected = set(state) - set(tied_aliases(state))
     missing, unexpected = sorted(expected - set(tensors)), sorted(set(tensors) - set(state))
     if missing or unexpected:
-        raise ValueError(f"{source}: weights do not fit the model (missing {missing[:5]}, "
-                         f"unexpected {unexpected[:5]})")
-    wrong = [f"{k} {tuple(tensors[k].shape)} != {tuple(v.shape)}" for k, v in state.items()
-             if k in tensors and tensors[k].shape != v.shape]
+        raise ValueError(f"{source}: weights do not fit the model (missing {missing[:5]}, unexpected {unexpected[:5]})")
+    wrong = [
+        f"{k} {tuple(tensors[k].shape)} != {tuple(v.shape)}"
+        for k, v in state.items()
+        if k in tensors and tensors[k].shape != v.shape
+    ]
     if wrong:
         raise ValueError(f"{source}: weights do not fit the model (shapes: {'; '.join(wrong[:3])})")
     model.load_state_dict(tensors, strict=False)
@@ -113,8 +115,9 @@ def checkpoint_name(step: int) -> str:
     return f"step_{step:08d}"
 
 
-def save_checkpoint(model_dir: str | Path, step: int, model: torch.nn.Module, state: dict[str, Any],
-                    keep_last: int) -> Path:
+def save_checkpoint(
+    model_dir: str | Path, step: int, model: torch.nn.Module, state: dict[str, Any], keep_last: int
+) -> Path:
     """Write weights + state for `step`, point `latest` at it, then prune (see prune_checkpoints)."""
     folder = Path(model_dir) / CHECKPOINTS
     name = checkpoint_name(step)
@@ -237,8 +240,9 @@ def save_model_dir(model: Transformer, model_dir: str | Path, weights_name: str 
     save_weights(model, model_dir / weights_name)
 
 
-def load_model_dir(model_dir: str | Path, weights: str | Path | None = None,
-                   device: str | torch.device = "cpu") -> Transformer:
+def load_model_dir(
+    model_dir: str | Path, weights: str | Path | None = None, device: str | torch.device = "cpu"
+) -> Transformer:
     """Rebuild the Transformer from model.json and load its weights (default: model.safetensors)."""
     model_dir = Path(model_dir)
     config_path = model_dir / MODEL_CONFIG

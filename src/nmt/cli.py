@@ -1,15 +1,15 @@
 """The `nmt` command: a thin shell over the Python API.
 
-    nmt train CONFIG --out DIR [--set section.key=value ...] [--resume | --init-from MODEL_DIR]
-    nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
-    nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
-    nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
-    nmt export --model DIR --to ctranslate2 --out DIR2 [--quantization float32|int8|int16]
-    nmt average --model DIR [--last K]
-    nmt serve --model DIR [--host 127.0.0.1] [--port 8000]
-    nmt plot DIR [--out FILE]
-    nmt attention --model DIR "sentence" [--out-dir DIR]
-    nmt positions [--out FILE]
+nmt train CONFIG --out DIR [--set section.key=value ...] [--resume | --init-from MODEL_DIR]
+nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
+nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
+nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
+nmt export --model DIR --to ctranslate2 --out DIR2 [--quantization float32|int8|int16]
+nmt average --model DIR [--last K]
+nmt serve --model DIR [--host 127.0.0.1] [--port 8000]
+nmt plot DIR [--out FILE]
+nmt attention --model DIR "sentence" [--out-dir DIR]
+nmt positions [--out FILE]
 """
 
 from __future__ import annotations
@@ -85,16 +85,19 @@ def cmd_train(args: argparse.Namespace) -> int:
         if config_path is None:  # the run's own settings (a CONFIG given replaces them)
             config_path = out / RUN_CONFIG
             if not config_path.exists():
-                raise CommandError(f"--resume: {config_path} not found: give the run's CONFIG file, or start "
-                                   "a new run without --resume")
+                raise CommandError(
+                    f"--resume: {config_path} not found: give the run's CONFIG file, or start "
+                    "a new run without --resume"
+                )
         if args.init_from:
-            raise CommandError("--init-from starts a new run from a trained model; --resume continues a run: "
-                               "not both")
+            raise CommandError("--init-from starts a new run from a trained model; --resume continues a run: not both")
     elif config_path is None:
         raise CommandError("give a CONFIG file (or --resume with --out DIR)")
     elif holds_training_run(out):
-        raise CommandError(f"{out} already holds a training run: add --resume to continue it, "
-                           "or choose another --out (a tokenizer alone there is reused)")
+        raise CommandError(
+            f"{out} already holds a training run: add --resume to continue it, "
+            "or choose another --out (a tokenizer alone there is reused)"
+        )
     # The run's own config.yaml names every key: a missing one means it was cut short.
     config = load_config(config_path, args.set or [], complete=args.resume and args.config is None)
     reason = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
@@ -121,25 +124,36 @@ def model_options() -> argparse.ArgumentParser:
 def beam_options() -> argparse.ArgumentParser:
     """The search width, for the commands that translate with the model's defaults."""
     parent = Parser(add_help=False)
-    parent.add_argument("--beam", type=int, default=None,
-                        help="beam size (default: the model's decode.beam; 1 = greedy)")
+    parent.add_argument(
+        "--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)"
+    )
     return parent
 
 
-def engine_options(workers_default: str = "one per core; the torch engine uses fewer for few sentences"
-                   ) -> argparse.ArgumentParser:
+def engine_options(
+    workers_default: str = "one per core; the torch engine uses fewer for few sentences",
+) -> argparse.ArgumentParser:
     """The options that choose how a model translates (translate, evaluate, serve)."""
     parent = Parser(add_help=False)
     g = parent.add_argument_group("engine")
-    g.add_argument("--engine", choices=("torch", "ctranslate2"), default="torch",
-                   help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
-                        "model directory converted at load (needs the ctranslate2 extra)")
-    g.add_argument("--precision", choices=("fp32", "int8", "bf16"), default=None,
-                   help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
-                        "torch engine, CPUs with AMX (default: bf16 on CUDA, fp32 on CPU); refused where the "
-                        "device does not run it well")
-    g.add_argument("--workers", type=int, default=None,
-                   help=f"batches translated in parallel (default: {workers_default})")
+    g.add_argument(
+        "--engine",
+        choices=("torch", "ctranslate2"),
+        default="torch",
+        help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
+        "model directory converted at load (needs the ctranslate2 extra)",
+    )
+    g.add_argument(
+        "--precision",
+        choices=("fp32", "int8", "bf16"),
+        default=None,
+        help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
+        "torch engine, CPUs with AMX (default: bf16 on CUDA, fp32 on CPU); refused where the "
+        "device does not run it well",
+    )
+    g.add_argument(
+        "--workers", type=int, default=None, help=f"batches translated in parallel (default: {workers_default})"
+    )
     g.add_argument("--threads", type=int, default=None, help="intra-op threads per worker (default: cores / workers)")
     g.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -162,8 +176,15 @@ def load_translator(args: argparse.Namespace):
 
     check_beam(args.beam)
     check_engine_options(args)
-    return Translator.load(args.model, device=args.device, weights=args.weights, engine=args.engine,
-                           precision=args.precision, workers=args.workers, threads=args.threads)
+    return Translator.load(
+        args.model,
+        device=args.device,
+        weights=args.weights,
+        engine=args.engine,
+        precision=args.precision,
+        workers=args.workers,
+        threads=args.threads,
+    )
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -184,8 +205,15 @@ def cmd_translate(args: argparse.Namespace) -> int:
         source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         translator = load_translator(args)
         target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
-        translate_stream(translator, source, target, beam=args.beam, sampling=sampling,
-                         name=args.input or "<stdin>", chunk_lines=args.chunk)
+        translate_stream(
+            translator,
+            source,
+            target,
+            beam=args.beam,
+            sampling=sampling,
+            name=args.input or "<stdin>",
+            chunk_lines=args.chunk,
+        )
     return 0
 
 
@@ -216,9 +244,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     hypotheses = translate_sentences(translator, sources, beam=args.beam, name=str(src_path))
     scores = score_translations(hypotheses, references)
     if args.json:
-        print(json.dumps({"model": str(args.model), "beam": args.beam or translator.decode.beam,
-                          "engine": translator.engine.name, "precision": translator.engine.precision,
-                          **scores.to_dict()}))
+        print(
+            json.dumps(
+                {
+                    "model": str(args.model),
+                    "beam": args.beam or translator.decode.beam,
+                    "engine": translator.engine.name,
+                    "precision": translator.engine.precision,
+                    **scores.to_dict(),
+                }
+            )
+        )
     else:
         print(f"BLEU {scores.bleu:.2f}   {scores.bleu_signature}")
         print(f"BLEU (lower-cased) {scores.bleu_lowercase:.2f}")
@@ -231,8 +267,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .export_ctranslate2 import export_ctranslate2
 
     require_model_dir(args.model)
-    out = export_ctranslate2(args.model, args.out, quantization=args.quantization, weights=args.weights,
-                             force=args.force)
+    out = export_ctranslate2(
+        args.model, args.out, quantization=args.quantization, weights=args.weights, force=args.force
+    )
     print(f"exported to {out}; translate with: nmt translate --model {out} --engine ctranslate2", file=sys.stderr)
     return 0
 
@@ -247,8 +284,10 @@ def cmd_average(args: argparse.Namespace) -> int:
     model, names = average_last_checkpoints(args.model, args.last)
     out = Path(args.output) if args.output else Path(args.model) / "model.averaged.safetensors"
     save_weights(model, out)
-    print(f"averaged {len(names)} checkpoints ({', '.join(names)}) into {out}; use it with --weights {out}",
-          file=sys.stderr)
+    print(
+        f"averaged {len(names)} checkpoints ({', '.join(names)}) into {out}; use it with --weights {out}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -258,27 +297,57 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     check_beam(args.max_beam, "--max-beam")
     # The dataclasses check every value (ValueError: one line for the user, see main).
-    limits = ServerLimits(max_sentences=args.max_sentences, max_chars=args.max_chars, max_beam=args.max_beam,
-                          max_body_bytes=args.max_body_bytes, max_attention_sentences=args.max_attention_sentences,
-                          max_attention_cells=args.max_attention_cells, body_timeout_s=args.body_timeout,
-                          deadline_s=args.deadline)
-    batching = BatchingConfig(window_ms=args.batch_window_ms, max_sentences=args.batch_sentences,
-                              max_pending_sentences=args.max_pending_sentences, stop_timeout_s=args.stop_timeout)
-    connections = ConnectionOptions(header_timeout_s=args.header_timeout, keep_alive_s=args.keep_alive,
-                                    max_connections=args.max_connections or None,
-                                    max_header_bytes=args.max_header_bytes, backlog=args.backlog,
-                                    graceful_timeout_s=args.graceful_timeout)
+    limits = ServerLimits(
+        max_sentences=args.max_sentences,
+        max_chars=args.max_chars,
+        max_beam=args.max_beam,
+        max_body_bytes=args.max_body_bytes,
+        max_attention_sentences=args.max_attention_sentences,
+        max_attention_cells=args.max_attention_cells,
+        body_timeout_s=args.body_timeout,
+        deadline_s=args.deadline,
+    )
+    batching = BatchingConfig(
+        window_ms=args.batch_window_ms,
+        max_sentences=args.batch_sentences,
+        max_pending_sentences=args.max_pending_sentences,
+        stop_timeout_s=args.stop_timeout,
+    )
+    connections = ConnectionOptions(
+        header_timeout_s=args.header_timeout,
+        keep_alive_s=args.keep_alive,
+        max_connections=args.max_connections or None,
+        max_header_bytes=args.max_header_bytes,
+        backlog=args.backlog,
+        graceful_timeout_s=args.graceful_timeout,
+    )
     access = access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
     if batching.max_pending_sentences < limits.max_sentences:
-        raise CommandError(f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
-                           f"--max-sentences ({limits.max_sentences})")
+        raise CommandError(
+            f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
+            f"--max-sentences ({limits.max_sentences})"
+        )
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     check_engine_options(args)
-    load = dict(device=args.device, weights=args.weights, engine=args.engine, precision=args.precision,
-                workers=args.workers or 1, threads=args.threads)
-    serve(args.model, host=args.host, port=args.port, limits=limits, load=load, batching=batching,
-          access=access, connections=connections)
+    load = dict(
+        device=args.device,
+        weights=args.weights,
+        engine=args.engine,
+        precision=args.precision,
+        workers=args.workers or 1,
+        threads=args.threads,
+    )
+    serve(
+        args.model,
+        host=args.host,
+        port=args.port,
+        limits=limits,
+        load=load,
+        batching=batching,
+        access=access,
+        connections=connections,
+    )
     return 0
 
 
@@ -315,63 +384,102 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("train", help="train a tokenizer (if needed) and a model",
-                       description="Train into a self-contained model directory.")
+    p = sub.add_parser(
+        "train",
+        help="train a tokenizer (if needed) and a model",
+        description="Train into a self-contained model directory.",
+    )
     p.add_argument("config", nargs="?", help="YAML config (see configs/); optional with --resume")
     p.add_argument("--out", required=True, help="model directory to create (or resume)")
-    p.add_argument("--set", action="extend", nargs="+", metavar="SECTION.KEY=VALUE",
-                   help="override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)")
+    p.add_argument(
+        "--set",
+        action="extend",
+        nargs="+",
+        metavar="SECTION.KEY=VALUE",
+        help="override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
-    p.add_argument("--init-from", metavar="MODEL_DIR",
-                   help="fine-tune: start from this trained model's weights and tokenizer (fresh optimizer and "
-                        "warm-up; the config's model section must build the same model, dropout aside)")
+    p.add_argument(
+        "--init-from",
+        metavar="MODEL_DIR",
+        help="fine-tune: start from this trained model's weights and tokenizer (fresh optimizer and "
+        "warm-up; the config's model section must build the same model, dropout aside)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_train)
 
     model, beam, engine = model_options(), beam_options(), engine_options()
-    p = sub.add_parser("translate", help="translate lines from a file or stdin", parents=[model, beam, engine],
-                       description="One output line per input line, in order, written as it goes.")
+    p = sub.add_parser(
+        "translate",
+        help="translate lines from a file or stdin",
+        parents=[model, beam, engine],
+        description="One output line per input line, in order, written as it goes.",
+    )
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
     p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
-    p.add_argument("--sample", action="store_true",
-                   help="draw each translation at random from the model (back-translation, data augmentation)")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="draw each translation at random from the model (back-translation, data augmentation)",
+    )
     p.add_argument("--temperature", type=float, default=1.0, help="with --sample: > 1 flattens, < 1 sharpens")
     p.add_argument("--top-k", type=int, default=0, help="with --sample: draw among the k most likely tokens (0: all)")
     p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
     p.set_defaults(func=cmd_translate)
 
-    p = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) on a test set", parents=[model, beam, engine],
-                       description="Translate a test set and score it with sacreBLEU.")
+    p = sub.add_parser(
+        "evaluate",
+        help="BLEU and chrF (sacreBLEU) on a test set",
+        parents=[model, beam, engine],
+        description="Translate a test set and score it with sacreBLEU.",
+    )
     p.add_argument("--src", help="source file")
     p.add_argument("--ref", help="reference file")
     p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("export", help="export a model to another inference engine (CTranslate2)", parents=[model],
-                       description="Write the model as a CTranslate2 model directory (with nmt's tokenizer and "
-                                   "settings copied), for `--engine ctranslate2`.")
+    p = sub.add_parser(
+        "export",
+        help="export a model to another inference engine (CTranslate2)",
+        parents=[model],
+        description="Write the model as a CTranslate2 model directory (with nmt's tokenizer and "
+        "settings copied), for `--engine ctranslate2`.",
+    )
     p.add_argument("--to", choices=("ctranslate2",), default="ctranslate2", help="target engine")
     p.add_argument("--out", required=True, help="directory to create")
-    p.add_argument("--quantization", choices=("float32", "int8", "int16"), default="float32",
-                   help="how the weights are stored (default float32; --precision can still quantise at load)")
+    p.add_argument(
+        "--quantization",
+        choices=("float32", "int8", "int16"),
+        default="float32",
+        help="how the weights are stored (default float32; --precision can still quantise at load)",
+    )
     p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("average", help="average the last K checkpoints", parents=[model],
-                       description="Element-wise mean of the last K checkpoints' weights, written to a new "
-                                   "file (the best weights, DIR/model.safetensors, are left alone).")
+    p = sub.add_parser(
+        "average",
+        help="average the last K checkpoints",
+        parents=[model],
+        description="Element-wise mean of the last K checkpoints' weights, written to a new "
+        "file (the best weights, DIR/model.safetensors, are left alone).",
+    )
     p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, or all that are kept)")
-    p.add_argument("--output", help="weights file to write (default: DIR/model.averaged.safetensors); "
-                                    "translate with it through --weights")
+    p.add_argument(
+        "--output",
+        help="weights file to write (default: DIR/model.averaged.safetensors); translate with it through --weights",
+    )
     p.set_defaults(func=cmd_average)
 
-    p = sub.add_parser("serve", help="HTTP translation server with a web page",
-                       parents=[model, engine_options("1: the batching queue already makes whole batches")],
-                       description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
-                                   "Every limit below is explained in docs/serving.md.")
+    p = sub.add_parser(
+        "serve",
+        help="HTTP translation server with a web page",
+        parents=[model, engine_options("1: the batching queue already makes whole batches")],
+        description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
+        "Every limit below is explained in docs/serving.md.",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     g = p.add_argument_group("what one request may ask for (larger: 413/422 naming the limit)")
@@ -379,57 +487,117 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-chars", type=int, default=1000, help="most characters in one sentence (default 1000)")
     g.add_argument("--max-beam", type=int, default=8, help="largest beam a request may ask for (default 8)")
     g.add_argument("--max-body-bytes", type=int, default=256 * 1024, help="largest request body (default 262144)")
-    g.add_argument("--max-attention-sentences", type=int, default=8,
-                   help="most sentences in a request that asks for attention (default 8)")
-    g.add_argument("--max-attention-cells", type=int, default=2_000_000,
-                   help="most attention weights in one answer, about 8 bytes each as JSON (default 2000000)")
+    g.add_argument(
+        "--max-attention-sentences",
+        type=int,
+        default=8,
+        help="most sentences in a request that asks for attention (default 8)",
+    )
+    g.add_argument(
+        "--max-attention-cells",
+        type=int,
+        default=2_000_000,
+        help="most attention weights in one answer, about 8 bytes each as JSON (default 2000000)",
+    )
     g = p.add_argument_group("load (over it: 503 with Retry-After)")
-    g.add_argument("--max-pending-sentences", type=int, default=256,
-                   help="sentences waiting for the model; more are refused (default 256)")
-    g.add_argument("--deadline", type=float, default=30.0,
-                   help="seconds from a request's body to its answer; past it, 503 and the work is dropped (default 30)")
-    g.add_argument("--batch-window-ms", type=float, default=5.0,
-                   help="how long the worker waits for more requests to batch (default 5)")
+    g.add_argument(
+        "--max-pending-sentences",
+        type=int,
+        default=256,
+        help="sentences waiting for the model; more are refused (default 256)",
+    )
+    g.add_argument(
+        "--deadline",
+        type=float,
+        default=30.0,
+        help="seconds from a request's body to its answer; past it, 503 and the work is dropped (default 30)",
+    )
+    g.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=5.0,
+        help="how long the worker waits for more requests to batch (default 5)",
+    )
     g.add_argument("--batch-sentences", type=int, default=64, help="sentences per model call, at most (default 64)")
     g = p.add_argument_group("connections (uvicorn's own limits)")
-    g.add_argument("--header-timeout", type=float, default=10.0,
-                   help="seconds for a request's line and headers to arrive; then the connection closes (default 10)")
-    g.add_argument("--body-timeout", type=float, default=10.0, help="seconds for the body to arrive; then 408 (default 10)")
-    g.add_argument("--keep-alive", type=int, default=5, help="seconds an idle keep-alive connection stays open (default 5)")
-    g.add_argument("--max-connections", type=int, default=1024,
-                   help="connections plus requests in progress; more get 503 (0: no limit; default 1024)")
-    g.add_argument("--max-header-bytes", type=int, default=16 * 1024,
-                   help="request line and headers; more is a 400 (default 16384)")
+    g.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds for a request's line and headers to arrive; then the connection closes (default 10)",
+    )
+    g.add_argument(
+        "--body-timeout", type=float, default=10.0, help="seconds for the body to arrive; then 408 (default 10)"
+    )
+    g.add_argument(
+        "--keep-alive", type=int, default=5, help="seconds an idle keep-alive connection stays open (default 5)"
+    )
+    g.add_argument(
+        "--max-connections",
+        type=int,
+        default=1024,
+        help="connections plus requests in progress; more get 503 (0: no limit; default 1024)",
+    )
+    g.add_argument(
+        "--max-header-bytes",
+        type=int,
+        default=16 * 1024,
+        help="request line and headers; more is a 400 (default 16384)",
+    )
     g.add_argument("--backlog", type=int, default=128, help="connections waiting to be accepted (default 128)")
-    g.add_argument("--graceful-timeout", type=float, default=5.0,
-                   help="at SIGTERM, seconds for requests in progress before they are answered 503 (default 5)")
-    g.add_argument("--stop-timeout", type=float, default=4.0,
-                   help="then, seconds for the batch in the model's hands before the process exits anyway (default 4)")
+    g.add_argument(
+        "--graceful-timeout",
+        type=float,
+        default=5.0,
+        help="at SIGTERM, seconds for requests in progress before they are answered 503 (default 5)",
+    )
+    g.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=4.0,
+        help="then, seconds for the batch in the model's hands before the process exits anyway (default 4)",
+    )
     g = p.add_argument_group("cross-site protection")
-    g.add_argument("--allowed-hosts", default=None,
-                   help="comma-separated Host names to answer, '*' for any (default: 127.0.0.1, localhost, ::1 "
-                        "and --host); behind a proxy, the public name")
-    g.add_argument("--allowed-origins", default="",
-                   help="comma-separated origins (scheme://host[:port]) whose pages may call the API, besides the "
-                        "server's own page; '*' for any (default: none)")
+    g.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host names to answer, '*' for any (default: 127.0.0.1, localhost, ::1 "
+        "and --host); behind a proxy, the public name",
+    )
+    g.add_argument(
+        "--allowed-origins",
+        default="",
+        help="comma-separated origins (scheme://host[:port]) whose pages may call the API, besides the "
+        "server's own page; '*' for any (default: none)",
+    )
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("plot", help="learning curves of a model directory (PNG)",
-                       description="Draw loss, BLEU and learning rate from DIR/metrics.jsonl.")
+    p = sub.add_parser(
+        "plot",
+        help="learning curves of a model directory (PNG)",
+        description="Draw loss, BLEU and learning rate from DIR/metrics.jsonl.",
+    )
     p.add_argument("model_dir", help="model directory")
     p.add_argument("--out", help="PNG to write (default: DIR/learning_curves.png)")
     p.set_defaults(func=cmd_plot)
 
-    p = sub.add_parser("attention", help="attention heatmaps for one sentence (PNG)", parents=[model],
-                       description="Cross- and self-attention of every layer and head, one PNG per kind.")
+    p = sub.add_parser(
+        "attention",
+        help="attention heatmaps for one sentence (PNG)",
+        parents=[model],
+        description="Cross- and self-attention of every layer and head, one PNG per kind.",
+    )
     p.add_argument("sentence", help="source sentence")
     p.add_argument("--out-dir", default="attention", help="folder for the PNGs (default ./attention)")
     p.add_argument("--beam", type=int, default=1, help="beam size for the translation (default 1)")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.set_defaults(func=cmd_attention)
 
-    p = sub.add_parser("positions", help="plot the sinusoidal positional encodings (PNG)",
-                       description="Heatmap of PE(p, i) as in the reference design.")
+    p = sub.add_parser(
+        "positions",
+        help="plot the sinusoidal positional encodings (PNG)",
+        description="Heatmap of PE(p, i) as in the reference design.",
+    )
     p.add_argument("--out", default="positional_encoding.png", help="PNG to write")
     p.add_argument("--d-model", type=int, default=128, help="encoding width")
     p.add_argument("--length", type=int, default=100, help="positions to draw")
@@ -450,8 +618,11 @@ def describe_error(err: Exception) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        datefmt="%H:%M:%S",
+    )
     try:
         return args.func(args)
     except KeyboardInterrupt:

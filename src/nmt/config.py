@@ -22,7 +22,6 @@ from .files import atomic_write_text
 from .model.config import PRESETS, ModelConfig
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, TokenizerConfig
 
-
 # A torch device this code knows how to use (distributed.py and the Translator: CPU or CUDA).
 DEVICE = Rule(lambda v: re.fullmatch(r"auto|cpu|cuda(:\d+)?", v) is not None, "auto, cpu, cuda or cuda:N")
 # Each epoch's batch order comes from np.random.default_rng([seed, epoch]), which refuses seeds < 0.
@@ -49,8 +48,13 @@ class DataConfig:
 
     # Lengths count [START] and [END]: a limit under 3 would drop every pair.
     RULES: ClassVar[dict[str, Rule]] = {
-        "src_lang": NOT_EMPTY, "tgt_lang": NOT_EMPTY, "train_split": NOT_EMPTY, "valid_split": NOT_EMPTY,
-        "max_src_len": at_least(3), "max_tgt_len": at_least(3), "max_ratio": at_least(1),
+        "src_lang": NOT_EMPTY,
+        "tgt_lang": NOT_EMPTY,
+        "train_split": NOT_EMPTY,
+        "valid_split": NOT_EMPTY,
+        "max_src_len": at_least(3),
+        "max_tgt_len": at_least(3),
+        "max_ratio": at_least(1),
     }
 
     def __post_init__(self) -> None:
@@ -92,15 +96,22 @@ class ModelSection:
             raise ConfigError(f"model.{err}") from None
 
     def build(self, src_vocab_size: int, tgt_vocab_size: int, *, joint_vocabulary: bool) -> ModelConfig:
-        """The ModelConfig for these vocabularies (special-token ids as the tokenizer gives them): preset, then overrides."""
+        """The ModelConfig for these vocabularies, with the tokenizer's special-token ids: preset, then overrides."""
         overrides = {k: v for k, v in dataclasses.asdict(self).items() if k != "preset" and v is not None}
         if not joint_vocabulary:
             if overrides.get("sharing") == "all":
                 raise ConfigError(SHARING_ALL_NEEDS_JOINT)
             # Two vocabularies: row i means different pieces on each side, so only target and output tie.
             overrides.setdefault("sharing", "tgt_out")
-        return ModelConfig.preset(self.preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
-                                  pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, **overrides)
+        return ModelConfig.preset(
+            self.preset,
+            src_vocab_size=src_vocab_size,
+            tgt_vocab_size=tgt_vocab_size,
+            pad_id=PAD_ID,
+            bos_id=BOS_ID,
+            eos_id=EOS_ID,
+            **overrides,
+        )
 
 
 @dataclass
@@ -136,14 +147,29 @@ class TrainConfig:
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
 
     RULES: ClassVar[dict[str, Rule]] = {
-        "max_steps": at_least(1), "max_epochs": at_least(1), "seed": SEED, "batch_tokens": at_least(1),
-        "accumulate": at_least(1), "threads": at_least(1), "device": DEVICE,
-        "schedule": one_of("noam", "inverse_sqrt"), "lr_scale": above(0), "peak_lr": above(0), "warmup": at_least(1),
+        "max_steps": at_least(1),
+        "max_epochs": at_least(1),
+        "seed": SEED,
+        "batch_tokens": at_least(1),
+        "accumulate": at_least(1),
+        "threads": at_least(1),
+        "device": DEVICE,
+        "schedule": one_of("noam", "inverse_sqrt"),
+        "lr_scale": above(0),
+        "peak_lr": above(0),
+        "warmup": at_least(1),
         "adam_betas": Rule(lambda v: len(v) == 2 and all(0 <= b < 1 for b in v), "two numbers in [0, 1)"),
-        "adam_eps": above(0), "weight_decay": at_least(0), "label_smoothing": FRACTION, "r_drop_alpha": at_least(0),
+        "adam_eps": above(0),
+        "weight_decay": at_least(0),
+        "label_smoothing": FRACTION,
+        "r_drop_alpha": at_least(0),
         "clip_norm": above(0),
-        "log_every": at_least(1), "valid_every": at_least(1), "valid_bleu_sentences": at_least(0),
-        "best_metric": one_of("bleu", "loss"), "keep_last": at_least(1), "patience": at_least(1),
+        "log_every": at_least(1),
+        "valid_every": at_least(1),
+        "valid_bleu_sentences": at_least(0),
+        "best_metric": one_of("bleu", "loss"),
+        "keep_last": at_least(1),
+        "patience": at_least(1),
         "max_bad_steps": at_least(1),
     }
 
@@ -167,7 +193,10 @@ class DecodeConfig:
     batch_tokens: int = 8000  # source tokens per translation batch
 
     RULES: ClassVar[dict[str, Rule]] = {
-        "beam": at_least(1), "length_penalty": at_least(0), "max_len_a": at_least(0), "max_len_b": at_least(0),
+        "beam": at_least(1),
+        "length_penalty": at_least(0),
+        "max_len_a": at_least(0),
+        "max_len_b": at_least(0),
         "batch_tokens": at_least(1),
     }
 
@@ -211,8 +240,9 @@ def _build_section(name: str, cls: type, values: Any) -> Any:
     known = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(str(k) for k in set(values) - set(known))
     if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(f'{name}.{k}' for k in unknown)}; valid keys in "
-                          f"{name!r}: {', '.join(known)}")
+        raise ConfigError(
+            f"unknown key(s) {', '.join(f'{name}.{k}' for k in unknown)}; valid keys in {name!r}: {', '.join(known)}"
+        )
     for key, value in values.items():  # check_fields does this too, but TokenizerConfig cannot import it
         check_type(f"{name}.{key}", value, hints[key])
     try:
@@ -229,21 +259,27 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
     unknown = sorted(str(k) for k in set(values) - set(SECTIONS))
     if unknown:
         raise ConfigError(f"unknown section(s) {unknown}; valid sections: {', '.join(SECTIONS)}")
-    return ExperimentConfig(**{name: _build_section(name, cls, values.get(name) or {})
-                               for name, cls in SECTIONS.items()})
+    return ExperimentConfig(
+        **{name: _build_section(name, cls, values.get(name) or {}) for name, cls in SECTIONS.items()}
+    )
 
 
 # Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
 # gets its default. A new field goes here, or every existing model directory stops loading.
-ADDED_SINCE_SAVED: frozenset[str] = frozenset({"model.layer_norm_eps", "model.activation_dropout",
-                                                 "train.r_drop_alpha"})
+ADDED_SINCE_SAVED: frozenset[str] = frozenset(
+    {"model.layer_norm_eps", "model.activation_dropout", "train.r_drop_alpha"}
+)
 
 
 def missing_keys(values: dict[str, Any]) -> list[str]:
     """The `section.key`s that a dict written by ExperimentConfig.save would have but `values` lacks."""
-    return [f"{name}.{f.name}" for name, cls in SECTIONS.items() for f in dataclasses.fields(cls)
-            if (not isinstance(values.get(name), dict) or f.name not in values[name])
-            and f"{name}.{f.name}" not in ADDED_SINCE_SAVED]
+    return [
+        f"{name}.{f.name}"
+        for name, cls in SECTIONS.items()
+        for f in dataclasses.fields(cls)
+        if (not isinstance(values.get(name), dict) or f.name not in values[name])
+        and f"{name}.{f.name}" not in ADDED_SINCE_SAVED
+    ]
 
 
 def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -261,8 +297,9 @@ def apply_overrides(values: dict[str, Any], overrides: list[str]) -> dict[str, A
         try:
             values[section][name] = yaml.load(raw, Loader=ConfigLoader) if raw.strip() else None  # noqa: S506
         except yaml.YAMLError as err:
-            raise ConfigError(f"override {item!r}: the value is not valid YAML ({getattr(err, 'problem', err)})") \
-                from None
+            raise ConfigError(
+                f"override {item!r}: the value is not valid YAML ({getattr(err, 'problem', err)})"
+            ) from None
     return values
 
 
@@ -288,7 +325,8 @@ class ConfigLoader(yaml.SafeLoader):
 ConfigLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?$"),
-    list("-+0123456789."))
+    list("-+0123456789."),
+)
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -296,9 +334,10 @@ def read_yaml(path: str | Path) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
-        line = err.object[:err.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: not valid UTF-8 (byte {err.start} is {err.object[err.start]:#04x})") \
-            from None
+        line = err.object[: err.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not valid UTF-8 (byte {err.start} is {err.object[err.start]:#04x})"
+        ) from None
     except OSError as err:
         raise ConfigError(f"cannot read config {path}: {err.strerror}") from None
     try:

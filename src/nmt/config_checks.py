@@ -59,8 +59,11 @@ def check_type(key: str, value: Any, hint: Any) -> Any:
         if type(None) in typing.get_args(hint):
             return None
         raise ConfigError(f"{key} may not be null")
-    options = typing.get_args(hint) if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union \
+    options = (
+        typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union
         else (hint,)
+    )
     for option in options:
         origin = typing.get_origin(option) or option
         if origin is float and isinstance(value, (int, float)) and not isinstance(value, bool):

@@ -26,7 +26,6 @@ from .decoding import Hypothesis, SearchLimits, beam_search, greedy_search, samp
 from .model import Transformer
 from .precision import autocast_for, prepare_for_inference
 
-
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
 
 
@@ -118,8 +117,15 @@ class TorchEngine:
     name = "torch"
     supports_attention = True
 
-    def __init__(self, model: Transformer, decode: DecodeConfig, *, precision: str = "fp32",
-                 workers: int | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        decode: DecodeConfig,
+        *,
+        precision: str = "fp32",
+        workers: int | None = None,
+        threads: int | None = None,
+    ):
         check_counts(workers=workers, threads=threads)
         self.parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
         self.model = prepare_for_inference(model, precision)
@@ -165,15 +171,16 @@ class TorchEngine:
             else:  # map keeps the order; each worker takes the next (longest remaining) batch when free
                 pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode"))
                 found_batches = pool.map(run, enumerate(batches))
-            for rows, found in zip(batches, found_batches):
-                for i, hyps in zip(rows, found):
+            for rows, found in zip(batches, found_batches, strict=True):
+                for i, hyps in zip(rows, found, strict=True):
                     results[i] = hyps
         return results
 
     def _search(self, batch_ids: list[Sequence[int]], search: Search, batch_index: int) -> list[list[Hypothesis]]:
         pad_id = self.model.config.pad_id
-        src = torch.nn.utils.rnn.pad_sequence([torch.as_tensor(s) for s in batch_ids], batch_first=True,
-                                              padding_value=pad_id).to(self.device)
+        src = torch.nn.utils.rnn.pad_sequence(
+            [torch.as_tensor(s) for s in batch_ids], batch_first=True, padding_value=pad_id
+        ).to(self.device)
         limits = search_limits(self.decode)
         attention = search.return_attention
         with autocast_for(self.precision, self.device):
@@ -183,9 +190,26 @@ class TorchEngine:
                 generator = None
                 if search.seed is not None:
                     generator = torch.Generator(self.device).manual_seed(search.seed * 100_003 + batch_index)
-                return [[h] for h in sample(self.model, src, temperature=search.temperature, top_k=search.top_k,
-                                            generator=generator, limits=limits, return_attention=attention)]
+                return [
+                    [h]
+                    for h in sample(
+                        self.model,
+                        src,
+                        temperature=search.temperature,
+                        top_k=search.top_k,
+                        generator=generator,
+                        limits=limits,
+                        return_attention=attention,
+                    )
+                ]
             if search.beam == 1:
                 return [[h] for h in greedy_search(self.model, src, limits=limits, return_attention=attention)]
-            return beam_search(self.model, src, beam_size=search.beam, n_best=search.n_best,
-                               length_penalty=search.length_penalty, limits=limits, return_attention=attention)
+            return beam_search(
+                self.model,
+                src,
+                beam_size=search.beam,
+                n_best=search.n_best,
+                length_penalty=search.length_penalty,
+                limits=limits,
+                return_attention=attention,
+            )

@@ -28,8 +28,7 @@ import torch
 from .config import DecodeConfig
 from .decoding import Hypothesis, gnmt_length_penalty
 from .engine import Search, available_cores, check_counts, cut_batches, search_limits
-from .export_ctranslate2 import (CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2,
-                                 vocabulary)
+from .export_ctranslate2 import CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
 from .tokenizer import EOS, SubwordTokenizer
 
 log = logging.getLogger(__name__)
@@ -37,7 +36,9 @@ log = logging.getLogger(__name__)
 COMPUTE_TYPES = {"fp32": "float32", "int8": "int8_float32", "bf16": "bfloat16"}
 
 
-def rerank(hypotheses: list[tuple[list[str], float]], alpha: float, n_best: int) -> list[tuple[list[str], float, float]]:
+def rerank(
+    hypotheses: list[tuple[list[str], float]], alpha: float, n_best: int
+) -> list[tuple[list[str], float, float]]:
     """CTranslate2's finished hypotheses (tokens with the end token if reached, raw log-prob) ranked by
     nmt's GNMT score; returns the n_best best as (tokens without the end token, score, log_prob)."""
     ranked = []
@@ -61,9 +62,18 @@ class CTranslate2Engine:
     name = "ctranslate2"
     supports_attention = False
 
-    def __init__(self, ct2_dir: str | Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer,
-                 decode: DecodeConfig, *, precision: str = "fp32", device: str = "cpu",
-                 workers: int | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        ct2_dir: str | Path,
+        src_tokenizer: SubwordTokenizer,
+        tgt_tokenizer: SubwordTokenizer,
+        decode: DecodeConfig,
+        *,
+        precision: str = "fp32",
+        device: str = "cpu",
+        workers: int | None = None,
+        threads: int | None = None,
+    ):
         ctranslate2 = require_ctranslate2()
         check_counts(workers=workers, threads=threads)
         if precision not in COMPUTE_TYPES:
@@ -74,17 +84,30 @@ class CTranslate2Engine:
         cores = available_cores()
         self.workers = workers or (1 if device == "cuda" else max(1, cores // (threads or 1)))
         self.threads = threads or max(1, cores // self.workers)
-        self.translator = ctranslate2.Translator(str(ct2_dir), device=device, device_index=int(index or 0),
-                                                 compute_type=COMPUTE_TYPES[precision],
-                                                 inter_threads=self.workers, intra_threads=self.threads)
+        self.translator = ctranslate2.Translator(
+            str(ct2_dir),
+            device=device,
+            device_index=int(index or 0),
+            compute_type=COMPUTE_TYPES[precision],
+            inter_threads=self.workers,
+            intra_threads=self.threads,
+        )
         self.decode, self.precision = decode, precision
         self.device = torch.device(device, int(index) if index else None)
         self.src_vocab = vocabulary(src_tokenizer)
         self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
 
     @classmethod
-    def from_model_dir(cls, model_dir: str | Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer,
-                       decode: DecodeConfig, *, weights: str | Path | None = None, **options) -> CTranslate2Engine:
+    def from_model_dir(
+        cls,
+        model_dir: str | Path,
+        src_tokenizer: SubwordTokenizer,
+        tgt_tokenizer: SubwordTokenizer,
+        decode: DecodeConfig,
+        *,
+        weights: str | Path | None = None,
+        **options,
+    ) -> CTranslate2Engine:
         """An exported directory as is; an nmt model directory is exported first, to a temporary directory."""
         require_ctranslate2()  # before any work: a missing extra is the first thing to say
         if is_ctranslate2_dir(model_dir):
@@ -105,8 +128,15 @@ class CTranslate2Engine:
         lengths = [len(s) for s in ids]
         limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
         alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
-        options = dict(beam_size=search.beam, num_hypotheses=search.beam, length_penalty=0.0, return_scores=True,
-                       return_end_token=True, min_decoding_length=0, max_input_length=0)
+        options = dict(
+            beam_size=search.beam,
+            num_hypotheses=search.beam,
+            length_penalty=0.0,
+            return_scores=True,
+            return_end_token=True,
+            min_decoding_length=0,
+            max_input_length=0,
+        )
         # Sentences sorted by limit, cut into batches of the token budget, one asynchronous call each
         # (CTranslate2 spreads them over its workers) under the batch's largest limit. A sentence
         # whose hypotheses stayed short of its own limit stopped where it would have stopped under
@@ -117,19 +147,29 @@ class CTranslate2Engine:
         found, batch_limit = {}, {}
         pending = [(rows, self._translate(ids, rows, limit[rows[-1]], options)) for rows in batches]
         for rows, futures in pending:
-            found.update((i, future.result()) for i, future in zip(rows, futures))
+            found.update((i, future.result()) for i, future in zip(rows, futures, strict=True))
             batch_limit.update((i, limit[rows[-1]]) for i in rows)
-        redo = [i for i in sorted(found, key=limit.__getitem__)
-                if batch_limit[i] > limit[i] and any(len(h) >= limit[i] for h in found[i].hypotheses)]
-        pending = [(rows, self._translate(ids, rows, max_len, options))
-                   for max_len, group in itertools.groupby(redo, key=limit.__getitem__) for rows in [list(group)]]
+        redo = [
+            i
+            for i in sorted(found, key=limit.__getitem__)
+            if batch_limit[i] > limit[i] and any(len(h) >= limit[i] for h in found[i].hypotheses)
+        ]
+        pending = [
+            (rows, self._translate(ids, rows, max_len, options))
+            for max_len, group in itertools.groupby(redo, key=limit.__getitem__)
+            for rows in [list(group)]
+        ]
         for rows, futures in pending:
-            found.update((i, future.result()) for i, future in zip(rows, futures))
+            found.update((i, future.result()) for i, future in zip(rows, futures, strict=True))
         results = []
         for i in range(len(ids)):
-            best = rerank(list(zip(found[i].hypotheses, found[i].scores)), alpha, search.n_best)
-            results.append([Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
-                            for tokens, score, log_prob in best])
+            best = rerank(list(zip(found[i].hypotheses, found[i].scores, strict=True)), alpha, search.n_best)
+            results.append(
+                [
+                    Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
+                    for tokens, score, log_prob in best
+                ]
+            )
         return results
 
     def _translate(self, ids: Sequence[Sequence[int]], rows: list[int], max_len: int, options: dict) -> list:

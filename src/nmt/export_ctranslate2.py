@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 
 from .checkpoint import load_model_dir
-from .model_dir import MODEL_CONFIG, RUN_CONFIG, read_run_config
 from .model import Transformer
 from .model.embedding import sinusoidal_encoding
+from .model_dir import MODEL_CONFIG, RUN_CONFIG, read_run_config
 from .tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
 
 log = logging.getLogger(__name__)
@@ -46,8 +46,10 @@ def require_ctranslate2():
     try:
         import ctranslate2  # noqa: PLC0415 - an optional extra
     except ImportError:
-        raise ImportError("the CTranslate2 engine is an optional extra: pip install -c constraints.txt "
-                          "-e '.[ctranslate2]' (or pip install ctranslate2)") from None
+        raise ImportError(
+            "the CTranslate2 engine is an optional extra: pip install -c constraints.txt "
+            "-e '.[ctranslate2]' (or pip install ctranslate2)"
+        ) from None
     return ctranslate2
 
 
@@ -73,8 +75,9 @@ def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[s
     check_exportable(model)
     c = model.config
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[c.activation]
-    spec = transformer_spec.TransformerSpec.from_config((c.encoder_layers, c.decoder_layers), c.num_heads,
-                                          pre_norm=c.norm_position == "pre", activation=activation)
+    spec = transformer_spec.TransformerSpec.from_config(
+        (c.encoder_layers, c.decoder_layers), c.num_heads, pre_norm=c.norm_position == "pre", activation=activation
+    )
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
     spec.config.decoder_start_token = BOS
@@ -113,11 +116,11 @@ def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[s
     if c.norm_position == "pre":  # each stack ends with a LayerNorm
         norm(enc.layer_norm, model.encoder_norm)
         norm(dec.layer_norm, model.decoder_norm)
-    for target, layer in zip(enc.layer, model.encoder_layers):
+    for target, layer in zip(enc.layer, model.encoder_layers, strict=True):
         attention(target.self_attention, layer.self_attn, cross=False)
         norm(target.self_attention.layer_norm, layer.attn_residual.norm)
         feed_forward(target.ffn, layer.feed_forward, layer.ff_residual)
-    for target, layer in zip(dec.layer, model.decoder_layers):
+    for target, layer in zip(dec.layer, model.decoder_layers, strict=True):
         attention(target.self_attention, layer.self_attn, cross=False)
         norm(target.self_attention.layer_norm, layer.self_residual.norm)
         attention(target.attention, layer.cross_attn, cross=True)
@@ -132,8 +135,14 @@ def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[s
     return spec
 
 
-def export_ctranslate2(model_dir: str | Path, out_dir: str | Path, *, quantization: str = "float32",
-                       weights: str | Path | None = None, force: bool = False) -> Path:
+def export_ctranslate2(
+    model_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    quantization: str = "float32",
+    weights: str | Path | None = None,
+    force: bool = False,
+) -> Path:
     """Write `model_dir`'s model (or `weights`) as a CTranslate2 model directory `out_dir`; returns it.
 
     quantization: how the weights are stored (float32, int8, int16). The engine can still compute

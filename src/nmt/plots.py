@@ -22,9 +22,9 @@ import torch
 from matplotlib.figure import Figure
 
 from .model.embedding import sinusoidal_encoding
-from .tokenizer import BOS_ID
 from .model_dir import METRICS as METRICS_FILE
 from .model_dir import read_metrics
+from .tokenizer import BOS_ID
 from .translator import Translator
 
 DPI = 120
@@ -32,9 +32,11 @@ FONT = "DejaVu Sans"  # ships with matplotlib and has the "▁" word-start marke
 MAX_PANEL_INCHES = 6.0  # one heatmap's largest side: a 6-layer, 8-head grid stays a few thousand pixels
 MAX_LABELS = 60  # most piece labels along one side of a heatmap
 ATTENTION_KINDS = ("cross_attention", "encoder_self_attention", "decoder_self_attention")
-ATTENTION_TITLES = {"cross_attention": "Cross-attention: target queries over source keys",
-                    "encoder_self_attention": "Encoder self-attention",
-                    "decoder_self_attention": "Decoder self-attention (causal: no position sees the future)"}
+ATTENTION_TITLES = {
+    "cross_attention": "Cross-attention: target queries over source keys",
+    "encoder_self_attention": "Encoder self-attention",
+    "decoder_self_attention": "Decoder self-attention (causal: no position sees the future)",
+}
 
 
 def _save(fig: Figure, out: str | Path) -> Path:
@@ -66,7 +68,7 @@ def learning_curves_figure(records: list[dict[str, Any]]) -> Figure:
     has_scores = any(r.get("kind") == "valid" and ("bleu" in r or "chrf" in r) for r in records)
     names = ["loss", *(["scores"] if has_scores else []), "lr"]
     fig = Figure(figsize=(8, 2.6 * len(names) + 0.4), layout="constrained")
-    axes = dict(zip(names, fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0]))
+    axes = dict(zip(names, fig.subplots(len(names), 1, sharex=True, squeeze=False)[:, 0], strict=True))
 
     ax = axes["loss"]
     ax.plot(*_series(records, "train", "loss"), lw=1, color="tab:blue", alpha=0.6, label="train loss (label-smoothed)")
@@ -87,8 +89,15 @@ def learning_curves_figure(records: list[dict[str, Any]]) -> Figure:
                 finite = [i for i, v in enumerate(values) if math.isfinite(v)]
                 if finite:  # label the best score, the number people look for
                     best = max(finite, key=values.__getitem__)
-                    ax.annotate(f"{values[best]:.1f}", (steps[best], values[best]), textcoords="offset points",
-                                xytext=(0, 6), ha="center", fontsize=8, color=color)
+                    ax.annotate(
+                        f"{values[best]:.1f}",
+                        (steps[best], values[best]),
+                        textcoords="offset points",
+                        xytext=(0, 6),
+                        ha="center",
+                        fontsize=8,
+                        color=color,
+                    )
         ax.set_ylabel("score (0-100)")
         ax.set_title("Validation BLEU and chrF (greedy, sacreBLEU)")
 
@@ -139,9 +148,11 @@ class AttentionMaps:
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
         """(query pieces, key pieces) of one kind of attention."""
-        return {"cross_attention": (self.tgt_pieces, self.src_pieces),
-                "encoder_self_attention": (self.src_pieces, self.src_pieces),
-                "decoder_self_attention": (self.tgt_pieces, self.tgt_pieces)}[kind]
+        return {
+            "cross_attention": (self.tgt_pieces, self.src_pieces),
+            "encoder_self_attention": (self.src_pieces, self.src_pieces),
+            "decoder_self_attention": (self.tgt_pieces, self.tgt_pieces),
+        }[kind]
 
 
 @torch.no_grad()
@@ -165,11 +176,14 @@ def attention_maps(translator: Translator, sentence: str, *, beam: int = 1) -> A
         # per layer (1, heads, queries, keys) -> (layers, heads, queries, keys)
         return torch.stack([w[0] for w in per_layer]).float().cpu()
 
-    weights = {"cross_attention": stack(decoded.cross_weights),
-               "encoder_self_attention": stack(encoded.self_weights),
-               "decoder_self_attention": stack(decoded.self_weights)}
-    return AttentionMaps(sentence, best.text, translator.src_tokenizer.lookup(src_ids),
-                         translator.tgt_tokenizer.lookup(tgt_ids), weights)
+    weights = {
+        "cross_attention": stack(decoded.cross_weights),
+        "encoder_self_attention": stack(encoded.self_weights),
+        "decoder_self_attention": stack(decoded.self_weights),
+    }
+    return AttentionMaps(
+        sentence, best.text, translator.src_tokenizer.lookup(src_ids), translator.tgt_tokenizer.lookup(tgt_ids), weights
+    )
 
 
 def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
@@ -188,8 +202,14 @@ def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
     for layer in range(layers):
         for head in range(heads):
             ax = grid[layer, head]
-            image = ax.imshow(weights[layer, head].numpy(), cmap="viridis", vmin=0.0, vmax=vmax,
-                              aspect="auto", interpolation="nearest")
+            image = ax.imshow(
+                weights[layer, head].numpy(),
+                cmap="viridis",
+                vmin=0.0,
+                vmax=vmax,
+                aspect="auto",
+                interpolation="nearest",
+            )
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
             # Piece labels on the outer panels only: the columns and rows line up across the grid
             # (and the hundreds of tick labels of a big grid are what makes drawing it slow).
@@ -207,8 +227,10 @@ def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
     fig.supylabel(f"query ({query_side})")
     fig.supxlabel(f"key ({key_side})")
     fig.colorbar(image, ax=grid, shrink=min(1.0, 4.0 / layers + 0.3), label="attention weight")
-    fig.suptitle(f"{ATTENTION_TITLES[kind]}\nsource: {_shorten(maps.source)}\n"
-                 f"output: {_shorten(maps.translation)}", fontname=FONT)
+    fig.suptitle(
+        f"{ATTENTION_TITLES[kind]}\nsource: {_shorten(maps.source)}\noutput: {_shorten(maps.translation)}",
+        fontname=FONT,
+    )
     return fig
 
 
@@ -233,8 +255,9 @@ def positional_encoding_figure(*, d_model: int = 128, length: int = 100, base: f
     mesh = heat.pcolormesh(pe.T, cmap="RdBu", vmin=-1, vmax=1)
     heat.set_xlabel("position")
     heat.set_ylabel("dimension (depth)")
-    heat.set_title(f"PE(position, dimension), d_model={d_model}, base={base:g}\n"
-                   "even dimensions: sin, odd dimensions: cos")
+    heat.set_title(
+        f"PE(position, dimension), d_model={d_model}, base={base:g}\neven dimensions: sin, odd dimensions: cos"
+    )
     fig.colorbar(mesh, ax=heat, label="value")
 
     # Sines (even dimensions) from a quarter to half of the width: wavelengths 2*pi * base^(d / d_model).
@@ -251,7 +274,6 @@ def positional_encoding_figure(*, d_model: int = 128, length: int = 100, base: f
     return fig
 
 
-def plot_positional_encoding(out: str | Path, *, d_model: int = 128, length: int = 100,
-                             base: float = 10000.0) -> Path:
+def plot_positional_encoding(out: str | Path, *, d_model: int = 128, length: int = 100, base: float = 10000.0) -> Path:
     """Write the sinusoidal positional encoding picture to `out` (PNG); returns its path."""
     return _save(positional_encoding_figure(d_model=d_model, length=length, base=base), out)

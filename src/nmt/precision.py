@@ -58,11 +58,15 @@ def check_precision(precision: str, device: torch.device) -> None:
             raise PrecisionError(f"int8 runs on CPU only (fbgemm kernels); on {device.type} use bf16 or fp32")
         engines = torch.backends.quantized.supported_engines
         if not {"x86", "fbgemm"} & set(engines) or torch.backends.cpu.get_cpu_capability() == "DEFAULT":
-            raise PrecisionError(f"int8 needs an x86 CPU with AVX2 or AVX-512 (quantized engines here: "
-                                 f"{engines}, CPU capability {torch.backends.cpu.get_cpu_capability()}); use fp32")
+            raise PrecisionError(
+                f"int8 needs an x86 CPU with AVX2 or AVX-512 (quantized engines here: "
+                f"{engines}, CPU capability {torch.backends.cpu.get_cpu_capability()}); use fp32"
+            )
     if precision == "bf16" and device.type == "cpu" and "amx_bf16" not in cpu_flags():
-        raise PrecisionError("bf16 is slower than fp32 on a CPU without AMX (this one has "
-                             f"{torch.backends.cpu.get_cpu_capability()}): use int8 or fp32")
+        raise PrecisionError(
+            "bf16 is slower than fp32 on a CPU without AMX (this one has "
+            f"{torch.backends.cpu.get_cpu_capability()}): use int8 or fp32"
+        )
 
 
 def is_int8(model: nn.Module) -> bool:

@@ -34,7 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tokenizers import (
-    Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
 )
 
 from .files import atomic_write_text
@@ -75,8 +82,12 @@ class TokenizerConfig:
         """Raise ValueError naming the key (`tokenizer.vocab_size ...`) for a value training would choke on."""
         if self.kind not in KINDS:
             raise ValueError(f"tokenizer.kind: unknown tokenizer kind {self.kind!r}; expected one of {KINDS}")
-        for name, kinds in (("vocab_size", (int,)), ("min_frequency", (int,)), ("joint", (bool,)),
-                            ("lowercase", (bool, type(None)))):
+        for name, kinds in (
+            ("vocab_size", (int,)),
+            ("min_frequency", (int,)),
+            ("joint", (bool,)),
+            ("lowercase", (bool, type(None))),
+        ):
             if type(getattr(self, name)) not in kinds:  # type(), not isinstance: True is no vocabulary size
                 names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
                 raise ValueError(f"tokenizer.{name} must be {names}, got {getattr(self, name)!r}")
@@ -124,7 +135,7 @@ class SubwordTokenizer:
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         """Wrap a trained HF tokenizer; its special tokens must have the fixed ids."""
-        for token, expected in zip(SPECIAL_TOKENS, (PAD_ID, UNK_ID, BOS_ID, EOS_ID)):
+        for token, expected in zip(SPECIAL_TOKENS, (PAD_ID, UNK_ID, BOS_ID, EOS_ID), strict=True):
             found = tokenizer.token_to_id(token)
             if found != expected:
                 raise ValueError(f"special token {token} has id {found}, expected {expected}")
@@ -225,19 +236,26 @@ def _pipeline(config: TokenizerConfig) -> tuple[Tokenizer, trainers.Trainer]:
     if config.kind == "bpe":
         tokenizer = Tokenizer(models.BPE(unk_token=UNK, byte_fallback=True))
         trainer = trainers.BpeTrainer(
-            vocab_size=budget, min_frequency=config.min_frequency,
-            special_tokens=SPECIAL_TOKENS, show_progress=False,
+            vocab_size=budget,
+            min_frequency=config.min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            show_progress=False,
         )
     elif config.kind == "unigram":
         tokenizer = Tokenizer(models.Unigram())
         trainer = trainers.UnigramTrainer(
-            vocab_size=budget, special_tokens=SPECIAL_TOKENS, unk_token=UNK, show_progress=False,
+            vocab_size=budget,
+            special_tokens=SPECIAL_TOKENS,
+            unk_token=UNK,
+            show_progress=False,
         )
     else:  # wordpiece: no byte pieces, so it gets the whole budget
         tokenizer = Tokenizer(models.WordPiece(unk_token=UNK))
         trainer = trainers.WordPieceTrainer(
-            vocab_size=config.vocab_size, min_frequency=config.min_frequency,
-            special_tokens=SPECIAL_TOKENS, show_progress=False,
+            vocab_size=config.vocab_size,
+            min_frequency=config.min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            show_progress=False,
         )
     tokenizer.normalizer = _normalizer(config.lowercases)
     if config.kind == "wordpiece":
@@ -329,9 +347,7 @@ def load_tokenizers(directory: str | Path) -> tuple[SubwordTokenizer, SubwordTok
         return tokenizer, tokenizer
     if src.is_file() or tgt.is_file():
         return SubwordTokenizer.load(src), SubwordTokenizer.load(tgt)  # names the missing one
-    raise FileNotFoundError(
-        f"no tokenizer in {directory}: expected {JOINT_FILE} or {SRC_FILE} + {TGT_FILE}"
-    )
+    raise FileNotFoundError(f"no tokenizer in {directory}: expected {JOINT_FILE} or {SRC_FILE} + {TGT_FILE}")
 
 
 def load_or_train_tokenizers(
@@ -355,11 +371,19 @@ def load_or_train_tokenizers(
             log.warning(
                 "tokenizers in %s (kind=%s, joint=%s) differ from the config (kind=%s, joint=%s); "
                 "using the files: delete them to retrain",
-                directory, src.kind, src is tgt, config.kind, config.joint,
+                directory,
+                src.kind,
+                src is tgt,
+                config.kind,
+                config.joint,
             )
         return src, tgt
-    log.info("training %s %s tokenizer(s) (vocab %d)", "joint" if config.joint else "separate",
-             config.kind, config.vocab_size)
+    log.info(
+        "training %s %s tokenizer(s) (vocab %d)",
+        "joint" if config.joint else "separate",
+        config.kind,
+        config.vocab_size,
+    )
     src, tgt = train_tokenizers(src_lines_fn(), tgt_lines_fn(), config)
     save_tokenizers(src, tgt, directory)
     log.info("saved tokenizers to %s", directory)

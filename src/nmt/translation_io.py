@@ -32,8 +32,16 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
         yield number, text.rstrip("\r\n")
 
 
-def translate_stream(translator: Translator, source: BinaryIO, target: TextIO, *, beam: int | None = None,
-                     sampling: Sampling | None = None, name: str = "<stdin>", chunk_lines: int = 1000) -> int:
+def translate_stream(
+    translator: Translator,
+    source: BinaryIO,
+    target: TextIO,
+    *,
+    beam: int | None = None,
+    sampling: Sampling | None = None,
+    name: str = "<stdin>",
+    chunk_lines: int = 1000,
+) -> int:
     """Translate every line of `source` into `target`; returns the number of lines written.
 
     With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
@@ -45,23 +53,29 @@ def translate_stream(translator: Translator, source: BinaryIO, target: TextIO, *
         chunk = list(itertools.islice(lines, chunk_lines))
         if not chunk:
             break
-        numbers, texts = zip(*chunk)
+        numbers, texts = zip(*chunk, strict=True)
         chunk_sampling = sampling
         if sampling is not None and sampling.seed is not None:
             chunk_sampling = dataclasses.replace(sampling, seed=sampling.seed + index)
         results = translator.translate_detailed(list(texts), beam=beam, sampling=chunk_sampling)
-        for number, best in zip(numbers, results):
+        for number, best in zip(numbers, results, strict=True):
             if best[0].truncated:
-                log.warning("%s:%d: longer than %d tokens; translated the first %d only", name, number,
-                            translator.max_source_tokens, translator.max_source_tokens)
+                log.warning(
+                    "%s:%d: longer than %d tokens; translated the first %d only",
+                    name,
+                    number,
+                    translator.max_source_tokens,
+                    translator.max_source_tokens,
+                )
             target.write(best[0].text.replace("\n", " ") + "\n")
         target.flush()
         written += len(chunk)
     return written
 
 
-def translate_sentences(translator: Translator, texts: Sequence[str], *, beam: int | None = None,
-                        name: str = "<input>") -> list[str]:
+def translate_sentences(
+    translator: Translator, texts: Sequence[str], *, beam: int | None = None, name: str = "<input>"
+) -> list[str]:
     """The best translation of each of `texts` (lines 1.. of the file `name`), in order.
 
     Sources cut to the Translator's max_source_tokens are counted in one warning that names
@@ -71,6 +85,11 @@ def translate_sentences(translator: Translator, texts: Sequence[str], *, beam: i
     truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]
     if truncated:
         shown = ", ".join(f"{name}:{n}" for n in truncated[:5]) + (", ..." if len(truncated) > 5 else "")
-        log.warning("%d source sentences are longer than %d tokens; translated the first %d only (%s)",
-                    len(truncated), translator.max_source_tokens, translator.max_source_tokens, shown)
+        log.warning(
+            "%d source sentences are longer than %d tokens; translated the first %d only (%s)",
+            len(truncated),
+            translator.max_source_tokens,
+            translator.max_source_tokens,
+            shown,
+        )
     return [best[0].text for best in results]

@@ -87,10 +87,18 @@ class Sampling:
 class Translator:
     """Translates sentences with a trained model; build it with `Translator.load(model_dir)`."""
 
-    def __init__(self, model: Transformer | Engine, src_tokenizer: SubwordTokenizer,
-                 tgt_tokenizer: SubwordTokenizer, *, decode: DecodeConfig | None = None,
-                 max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS, precision: str = "fp32",
-                 workers: int | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        model: Transformer | Engine,
+        src_tokenizer: SubwordTokenizer,
+        tgt_tokenizer: SubwordTokenizer,
+        *,
+        decode: DecodeConfig | None = None,
+        max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS,
+        precision: str = "fp32",
+        workers: int | None = None,
+        threads: int | None = None,
+    ):
         """model: a Transformer (run by nmt's own engine with `precision`, `workers`, `threads`) or an engine."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
@@ -116,9 +124,17 @@ class Translator:
         return self.engine.device
 
     @classmethod
-    def load(cls, model_dir: str | Path, *, device: str = "auto", weights: str | Path | None = None,
-             engine: str = "torch", precision: str | None = None, workers: int | None = None,
-             threads: int | None = None) -> Translator:
+    def load(
+        cls,
+        model_dir: str | Path,
+        *,
+        device: str = "auto",
+        weights: str | Path | None = None,
+        engine: str = "torch",
+        precision: str | None = None,
+        workers: int | None = None,
+        threads: int | None = None,
+    ) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
 
         engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted
@@ -134,44 +150,79 @@ class Translator:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         precision = precision or ("bf16" if device.startswith("cuda") else "fp32")
-        if engine == "torch" and is_ctranslate2_dir(model_dir) and weights is None and not (model_dir / WEIGHTS).exists():
-            raise ValueError(f"{model_dir} holds a CTranslate2 export, not PyTorch weights: use engine "
-                             "'ctranslate2' (--engine ctranslate2)")
+        if (
+            engine == "torch"
+            and is_ctranslate2_dir(model_dir)
+            and weights is None
+            and not (model_dir / WEIGHTS).exists()
+        ):
+            raise ValueError(
+                f"{model_dir} holds a CTranslate2 export, not PyTorch weights: use engine "
+                "'ctranslate2' (--engine ctranslate2)"
+            )
         model = load_model_dir(model_dir, weights=weights, device=device) if engine == "torch" else None
         src_tok, tgt_tok = load_tokenizers(model_dir)
         decode = read_decode_config(model_dir)
         if engine == "ctranslate2":
             from .engine_ctranslate2 import CTranslate2Engine  # noqa: PLC0415 - an optional extra
 
-            search_engine = CTranslate2Engine.from_model_dir(model_dir, src_tok, tgt_tok, decode, weights=weights,
-                                                             precision=precision, device=device,
-                                                             workers=workers, threads=threads)
+            search_engine = CTranslate2Engine.from_model_dir(
+                model_dir,
+                src_tok,
+                tgt_tok,
+                decode,
+                weights=weights,
+                precision=precision,
+                device=device,
+                workers=workers,
+                threads=threads,
+            )
             return cls(search_engine, src_tok, tgt_tok, decode=decode)
         return cls(model, src_tok, tgt_tok, decode=decode, precision=precision, workers=workers, threads=threads)
 
     # --- the simple API ----------------------------------------------------------------------
-    def translate(self, texts: Sequence[str], *, beam: int | None = None, length_penalty: float | None = None,
-                  sampling: Sampling | None = None) -> list[str]:
+    def translate(
+        self,
+        texts: Sequence[str],
+        *,
+        beam: int | None = None,
+        length_penalty: float | None = None,
+        sampling: Sampling | None = None,
+    ) -> list[str]:
         """One translation per input sentence, in order. An empty sentence gives ''.
 
         beam: search width (1 = greedy); sampling: draw at random instead (see `Sampling`).
         """
-        return [best[0].text for best in self.translate_detailed(texts, beam=beam, length_penalty=length_penalty,
-                                                                  sampling=sampling)]
+        return [
+            best[0].text
+            for best in self.translate_detailed(texts, beam=beam, length_penalty=length_penalty, sampling=sampling)
+        ]
 
-    def translate_detailed(self, texts: Sequence[str], *, beam: int | None = None, n_best: int = 1,
-                           length_penalty: float | None = None, return_attention: bool = False,
-                           sampling: Sampling | None = None) -> list[list[Translation]]:
+    def translate_detailed(
+        self,
+        texts: Sequence[str],
+        *,
+        beam: int | None = None,
+        n_best: int = 1,
+        length_penalty: float | None = None,
+        return_attention: bool = False,
+        sampling: Sampling | None = None,
+    ) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention."""
         encoded = [self.encode_source(t) for t in texts]
         ids = [e[0] for e in encoded]
-        hyps = self.translate_ids(ids, beam=beam, n_best=n_best, length_penalty=length_penalty,
-                                  return_attention=return_attention, sampling=sampling)
+        hyps = self.translate_ids(
+            ids,
+            beam=beam,
+            n_best=n_best,
+            length_penalty=length_penalty,
+            return_attention=return_attention,
+            sampling=sampling,
+        )
         out = []
-        for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps):
+        for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
-            out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip())
-                        for h in sentence_hyps])
+            out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
         return out
 
     # --- the pieces ----------------------------------------------------------------------------
@@ -185,28 +236,50 @@ class Translator:
     def to_translation(self, h: Hypothesis, src_pieces: list[str], truncated: bool, empty: bool) -> Translation:
         if empty:  # nothing in, nothing out: the model's guess for an empty input is noise
             return Translation("", 0.0, 0.0, [], [], src_pieces, None, truncated)
-        return Translation(self.tgt_tokenizer.decode(h.tokens), h.score, h.log_prob, h.tokens,
-                           self.tgt_tokenizer.lookup(h.tokens), src_pieces, h.attention, truncated)
+        return Translation(
+            self.tgt_tokenizer.decode(h.tokens),
+            h.score,
+            h.log_prob,
+            h.tokens,
+            self.tgt_tokenizer.lookup(h.tokens),
+            src_pieces,
+            h.attention,
+            truncated,
+        )
 
-    def translate_ids(self, ids: Sequence[Sequence[int]], *, beam: int | None = None, n_best: int = 1,
-                      length_penalty: float | None = None, return_attention: bool = False,
-                      sampling: Sampling | None = None) -> list[list[Hypothesis]]:
+    def translate_ids(
+        self,
+        ids: Sequence[Sequence[int]],
+        *,
+        beam: int | None = None,
+        n_best: int = 1,
+        length_penalty: float | None = None,
+        return_attention: bool = False,
+        sampling: Sampling | None = None,
+    ) -> list[list[Hypothesis]]:
         """Search over source id lists (BOS/EOS included); n-best Hypotheses per sentence, in input order.
 
         With `sampling`, one random draw per sentence instead (beam and n_best must be unset or 1).
         """
         if sampling is not None and (beam not in (None, 1) or n_best != 1):
-            raise ValueError(f"sampling draws one translation per sentence: it takes no beam ({beam}) or "
-                             f"n_best ({n_best})")
+            raise ValueError(
+                f"sampling draws one translation per sentence: it takes no beam ({beam}) or n_best ({n_best})"
+            )
         beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
         if beam < 1 or n_best < 1 or n_best > beam:
             raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
         if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step
-            raise ValueError(f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the "
-                             "target vocabulary")
-        search = Search(beam=beam, n_best=n_best, return_attention=return_attention,
-                        length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty)
+            raise ValueError(
+                f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the target vocabulary"
+            )
+        search = Search(
+            beam=beam,
+            n_best=n_best,
+            return_attention=return_attention,
+            length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty,
+        )
         if sampling is not None:
-            search = dataclasses.replace(search, temperature=sampling.temperature, top_k=sampling.top_k,
-                                         seed=sampling.seed)
+            search = dataclasses.replace(
+                search, temperature=sampling.temperature, top_k=sampling.top_k, seed=sampling.seed
+            )
         return self.engine.translate_ids(ids, search)

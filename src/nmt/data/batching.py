@@ -227,8 +227,7 @@ class TokenBatchSampler:
         oversize = int((self.cost > max_tokens).sum())
         if oversize:
             warnings.warn(
-                f"{oversize} examples are longer than max_tokens={max_tokens}; "
-                "each will form a batch of its own",
+                f"{oversize} examples are longer than max_tokens={max_tokens}; each will form a batch of its own",
                 stacklevel=2,
             )
 

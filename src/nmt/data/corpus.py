@@ -22,10 +22,11 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
-from typing import IO, Iterator, TextIO
+from typing import IO, TextIO
 
 __all__ = [
     "CorpusError",
@@ -82,7 +83,7 @@ def open_text(path: str | Path) -> TextIO:
     path = Path(path)
     if path.suffix == ".gz":
         return gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
-    return open(path, "rt", encoding="utf-8", errors="strict", newline="\n")
+    return open(path, encoding="utf-8", errors="strict", newline="\n")
 
 
 def read_lines(path: str | Path) -> Iterator[str]:
@@ -116,8 +117,7 @@ def read_parallel(
             src_count = number - 1 if src_raw is None else longer_count
             tgt_count = number - 1 if tgt_raw is None else longer_count
             raise CorpusError(
-                f"parallel files differ in length: {src_path} has {src_count} lines, "
-                f"{tgt_path} has {tgt_count} lines"
+                f"parallel files differ in length: {src_path} has {src_count} lines, {tgt_path} has {tgt_count} lines"
             )
         src = _decode(src_raw, src_path, number).strip()
         tgt = _decode(tgt_raw, tgt_path, number).strip()
@@ -227,9 +227,7 @@ def _decode(raw: bytes, path: str | Path, number: int) -> str:
         hint = ""
         if number == 1 and raw.startswith(_GZIP_MAGIC):
             hint = " (the file looks gzip-compressed: name it *.gz)"
-        raise CorpusError(
-            f"invalid UTF-8 at byte {exc.start} of the line: {exc.reason}{hint}", path, number
-        ) from exc
+        raise CorpusError(f"invalid UTF-8 at byte {exc.start} of the line: {exc.reason}{hint}", path, number) from exc
     # A byte-order mark is valid UTF-8 but not text; left in, it would glue
     # itself to the first word of the corpus.
     if number == 1 and text.startswith(_BOM):

@@ -62,7 +62,9 @@ class RaggedArray:
             return cls(np.zeros(0, dtype=np.int32), np.zeros(1, dtype=np.int64))
         # Each part's offsets start at 0: shift them by the tokens before it.
         starts = np.cumsum([0] + [len(p.ids) for p in parts[:-1]])
-        offsets = np.concatenate([parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, starts)])
+        offsets = np.concatenate(
+            [parts[0].offsets[:1]] + [p.offsets[1:] + s for p, s in zip(parts, starts, strict=True)]
+        )
         return cls(np.concatenate([p.ids for p in parts]), offsets)
 
     def __len__(self) -> int:
@@ -149,7 +151,7 @@ def encode_corpus(
     src_parts, tgt_parts = [], []
     pairs = iter(pairs)
     while chunk := list(itertools.islice(pairs, chunk_size)):
-        src_text, tgt_text = zip(*chunk)
+        src_text, tgt_text = zip(*chunk, strict=True)
         src_ids, tgt_ids = encode_src(list(src_text)), encode_tgt(list(tgt_text))
         if len(src_ids) != len(chunk) or len(tgt_ids) != len(chunk):
             raise ValueError("an encoder returned a different number of sequences than it was given")
@@ -183,8 +185,9 @@ def file_fingerprint(path: str | Path) -> str:
     return f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
 
-def cached_encode(cache_dir: str | Path, key: str, make: Callable[[], EncodedCorpus], *,
-                  keep: int = 32) -> EncodedCorpus:
+def cached_encode(
+    cache_dir: str | Path, key: str, make: Callable[[], EncodedCorpus], *, keep: int = 32
+) -> EncodedCorpus:
     """Load ``<cache_dir>/<key>.npz`` if it can be read, else build it with ``make()`` and save it.
 
     Saving is atomic (see ``EncodedCorpus.save``), so a cache file that
@@ -227,6 +230,7 @@ def _load_if_usable(path: Path) -> EncodedCorpus | None:
 
 def prune_cache(cache_dir: Path, keep: int) -> None:
     """Delete all but the ``keep`` most recently used ``*.npz`` files in ``cache_dir``."""
+
     def last_used(p: Path) -> float:
         try:
             return p.stat().st_mtime

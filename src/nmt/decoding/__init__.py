@@ -12,6 +12,12 @@ from .penalties import SearchLimits, gnmt_length_penalty
 from .sampling import sample, sampling_distribution
 
 __all__ = [
-    "Hypothesis", "greedy_search", "beam_search", "beam_step", "sample", "sampling_distribution",
-    "gnmt_length_penalty", "SearchLimits",
+    "Hypothesis",
+    "greedy_search",
+    "beam_search",
+    "beam_step",
+    "sample",
+    "sampling_distribution",
+    "gnmt_length_penalty",
+    "SearchLimits",
 ]

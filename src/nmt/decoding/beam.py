@@ -20,8 +20,9 @@ from .penalties import SearchLimits
 from .state import SearchState, Step
 
 
-def beam_step(beam_scores: torch.Tensor, log_probs: torch.Tensor,
-              num_candidates: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def beam_step(
+    beam_scores: torch.Tensor, log_probs: torch.Tensor, num_candidates: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The best `num_candidates` (beam, token) continuations of each sentence, best first.
 
     beam_scores: (batch, beam) each beam's running log-prob; log_probs: (batch, beam, vocab)
@@ -107,21 +108,40 @@ def beam_search(
         beams = scores.size(1)  # 1 at the first step, then k: the k best first tokens are all distinct
         now = state.next_step()
         log_probs = now.log_probs  # (active * beams, vocab)
-        cand_scores, cand_beams, cand_tokens = beam_step(scores, log_probs.view(-1, beams, log_probs.size(-1)),
-                                                         2 * k)  # (active, 2k)
+        cand_scores, cand_beams, cand_tokens = beam_step(
+            scores, log_probs.view(-1, beams, log_probs.size(-1)), 2 * k
+        )  # (active, 2k)
         cand_rows = cand_beams + beams * torch.arange(sentence.numel(), device=src.device).unsqueeze(1)
         is_eos = cand_tokens == state.eos_id
 
         ended = ended_candidates(is_eos[:, :k], cand_scores[:, :k], room)  # (active, k)
         room = room - ended.sum(dim=1)
-        _collect(finished, state, now, sentence, ended, cand_rows[:, :k], cand_tokens[:, :k], cand_scores[:, :k],
-                 alpha=length_penalty)
+        _collect(
+            finished,
+            state,
+            now,
+            sentence,
+            ended,
+            cand_rows[:, :k],
+            cand_tokens[:, :k],
+            cand_scores[:, :k],
+            alpha=length_penalty,
+        )
 
         live = live_positions(is_eos, k)  # (active, k)
         scores, rows, tokens = cand_scores.gather(1, live), cand_rows.gather(1, live), cand_tokens.gather(1, live)
         capped = (max_len <= step) & (room > 0)  # at the limit and still short of hypotheses: take the live beams
-        _collect(finished, state, now, sentence, capped.unsqueeze(1) & scores.isfinite(), rows, tokens, scores,
-                 alpha=length_penalty)
+        _collect(
+            finished,
+            state,
+            now,
+            sentence,
+            capped.unsqueeze(1) & scores.isfinite(),
+            rows,
+            tokens,
+            scores,
+            alpha=length_penalty,
+        )
 
         done = (room <= 0) | (max_len <= step)  # (active,)
         if not done.any():  # beams move only within their sentence: its encoder output stays put
@@ -135,9 +155,18 @@ def beam_search(
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
 
 
-def _collect(finished: list[list[Hypothesis]], state: SearchState, step: Step, sentence: torch.Tensor,
-             mask: torch.Tensor, rows: torch.Tensor, tokens: torch.Tensor, scores: torch.Tensor, *,
-             alpha: float) -> None:
+def _collect(
+    finished: list[list[Hypothesis]],
+    state: SearchState,
+    step: Step,
+    sentence: torch.Tensor,
+    mask: torch.Tensor,
+    rows: torch.Tensor,
+    tokens: torch.Tensor,
+    scores: torch.Tensor,
+    *,
+    alpha: float,
+) -> None:
     """Add the candidates where `mask` (active, n) is True to their sentences' finished lists.
 
     rows, tokens, scores: (active, n) each candidate's state row, token and total log-prob.
@@ -146,5 +175,5 @@ def _collect(finished: list[list[Hypothesis]], state: SearchState, step: Step, s
         return
     owners = sentence.unsqueeze(1).expand_as(mask)[mask].tolist()
     hypotheses = state.finish(step, rows[mask], tokens[mask], scores[mask], alpha=alpha)
-    for owner, hypothesis in zip(owners, hypotheses):
+    for owner, hypothesis in zip(owners, hypotheses, strict=True):
         finished[owner].append(hypothesis)

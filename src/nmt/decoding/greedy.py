@@ -6,7 +6,7 @@ sampling (sampling.py) reuses it with a random pick instead of argmax.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -60,7 +60,7 @@ def one_best_search(
         if done.any():
             rows = done.nonzero().squeeze(1)
             finished = state.finish(now, rows, tokens[rows], total[rows])
-            for i, hypothesis in zip(sentence[rows].tolist(), finished):
+            for i, hypothesis in zip(sentence[rows].tolist(), finished, strict=True):
                 results[i] = hypothesis
             alive &= ~done
         # Finished rows leave the batch once they are a quarter of it: compacting the cache
@@ -92,5 +92,6 @@ def greedy_search(
     model's (`model.config`). Returns one Hypothesis per sentence, in input order (an empty
     batch gives []); score == log_prob.
     """
-    return one_best_search(model, src, pick_argmax, limits=limits, use_cache=use_cache,
-                           return_attention=return_attention)
+    return one_best_search(
+        model, src, pick_argmax, limits=limits, use_cache=use_cache, return_attention=return_attention
+    )

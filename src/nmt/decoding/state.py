@@ -39,8 +39,9 @@ class SearchState:
     attention: torch.Tensor | None = None  # (rows, layers, heads, steps, src_len) of the steps so far
 
     @classmethod
-    def start(cls, model: Transformer, src: torch.Tensor, *, use_cache: bool = True,
-              return_attention: bool = False) -> SearchState:
+    def start(
+        cls, model: Transformer, src: torch.Tensor, *, use_cache: bool = True, return_attention: bool = False
+    ) -> SearchState:
         """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
 
         Beam search grows this to `beam` rows per sentence after the first step, by `advance`.
@@ -65,8 +66,9 @@ class SearchState:
         does the same through the exported model's output bias, so both engines score alike.)
         """
         if self.cache is not None:  # feed only the newest token; earlier ones are in the cache
-            out = self.model.decode(self.prefix[:, -1:], self.encoded, cache=self.cache,
-                                    need_weights=self.collect_attention)
+            out = self.model.decode(
+                self.prefix[:, -1:], self.encoded, cache=self.cache, need_weights=self.collect_attention
+            )
         else:
             out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
         logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
@@ -76,8 +78,14 @@ class SearchState:
             attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
         return Step(logits.log_softmax(dim=-1), attention)
 
-    def advance(self, step: Step, tokens: torch.Tensor, order: torch.Tensor | None = None, *,
-                sentences: torch.Tensor | None = None) -> None:
+    def advance(
+        self,
+        step: Step,
+        tokens: torch.Tensor,
+        order: torch.Tensor | None = None,
+        *,
+        sentences: torch.Tensor | None = None,
+    ) -> None:
         """Keep rows `order` (in that order), then append each kept row's chosen token.
 
         step: what `next_step` gave for the current rows (its attention joins the history).
@@ -102,8 +110,9 @@ class SearchState:
                 self.cache.select_sentences(sentences)
         self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # (rows, steps + 2)
 
-    def finish(self, step: Step, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *,
-               alpha: float = 0.0) -> list[Hypothesis]:
+    def finish(
+        self, step: Step, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *, alpha: float = 0.0
+    ) -> list[Hypothesis]:
         """Hypotheses made of rows `rows` extended by this `step`'s `tokens` (call before `advance`).
 
         rows, tokens, log_probs: (n,) each; log_probs are the totals including this step.
@@ -117,7 +126,7 @@ class SearchState:
             attention = new if self.attention is None else torch.cat([self.attention[rows], new], dim=3)
         lengths = self.src_lengths[rows].tolist()
         hypotheses = []
-        for i, (sequence, log_prob) in enumerate(zip(sequences, log_probs.tolist())):
+        for i, (sequence, log_prob) in enumerate(zip(sequences, log_probs.tolist(), strict=True)):
             length = len(sequence)  # output tokens, counting the EOS if there is one
             if sequence[-1] == eos_id:
                 sequence.pop()

@@ -6,6 +6,15 @@ from .masks import causal_mask, decoder_self_mask, padding_mask
 from .transformer import Decoded, Encoded, Transformer, count_parameters
 
 __all__ = [
-    "PRESETS", "ModelConfig", "Transformer", "Encoded", "Decoded", "DecoderCache", "LayerCache",
-    "causal_mask", "decoder_self_mask", "padding_mask", "count_parameters",
+    "PRESETS",
+    "ModelConfig",
+    "Transformer",
+    "Encoded",
+    "Decoded",
+    "DecoderCache",
+    "LayerCache",
+    "causal_mask",
+    "decoder_self_mask",
+    "padding_mask",
+    "count_parameters",
 ]

@@ -135,7 +135,8 @@ class MultiHeadAttention(nn.Module):
             values = values.view(batch, heads, group, q_len, d_head).transpose(1, 2).reshape(rows, heads, q_len, d_head)
             if weights is not None:
                 k_len = weights.size(-1)
-                weights = weights.view(batch, heads, group, q_len, k_len).transpose(1, 2).reshape(rows, heads, q_len,
-                                                                                               k_len)
+                weights = (
+                    weights.view(batch, heads, group, q_len, k_len).transpose(1, 2).reshape(rows, heads, q_len, k_len)
+                )
         values = values.transpose(1, 2).reshape(rows, q_len, self.d_model)  # concat heads
         return self.out_proj(values), weights

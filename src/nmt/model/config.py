@@ -30,7 +30,9 @@ class ModelConfig:
     activation_dropout: float = 0.0  # on the feed-forward's hidden units, after the activation (the paper: none)
     activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
     norm_position: str = "post"  # "post": LayerNorm(x + sublayer(x)) as in the paper; "pre": x + sublayer(LayerNorm(x))
-    sharing: str = "all"  # "none": three matrices; "tgt_out": target embedding = output; "all": source = target = output
+    sharing: str = (
+        "all"  # "none": three matrices; "tgt_out": target embedding = output; "all": source = target = output
+    )
     pad_id: int = 0  # id of the padding token in both vocabularies
     bos_id: int = 2  # target start token: the decoder's first input (model.json files older than it: 2)
     eos_id: int = 3  # target end token: a search stops when it is chosen (model.json files older than it: 3)
@@ -55,8 +57,15 @@ class ModelConfig:
                 raise ValueError(f"{f.name} must be {kind.__name__}, got {value!r}")
             if kind is float and not math.isfinite(value):
                 raise ValueError(f"{f.name} must be a finite number, got {value!r}")
-        for name in ("src_vocab_size", "tgt_vocab_size", "encoder_layers", "decoder_layers", "d_model", "num_heads",
-                     "d_ff"):
+        for name in (
+            "src_vocab_size",
+            "tgt_vocab_size",
+            "encoder_layers",
+            "decoder_layers",
+            "d_model",
+            "num_heads",
+            "d_ff",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
@@ -74,8 +83,11 @@ class ModelConfig:
             raise ValueError(f"pad_id, bos_id and eos_id must differ, got {self.pad_id}, {self.bos_id}, {self.eos_id}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
-        for name, choices in (("activation", ACTIVATIONS), ("norm_position", NORM_POSITIONS),
-                              ("sharing", SHARING_MODES)):
+        for name, choices in (
+            ("activation", ACTIVATIONS),
+            ("norm_position", NORM_POSITIONS),
+            ("sharing", SHARING_MODES),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {' | '.join(choices)}, got {getattr(self, name)!r}")
         if self.sharing == "all" and self.src_vocab_size != self.tgt_vocab_size:

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .attention import MultiHeadAttention
 from .cache import DecoderCache, LayerCache
 from .config import ModelConfig
 from .embedding import PositionalEncoding, TokenEmbedding
-from .attention import MultiHeadAttention
 from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .masks import causal_mask, decoder_self_mask, padding_mask
 
@@ -64,7 +64,7 @@ class Transformer(nn.Module):
             if isinstance(module, (MultiHeadAttention, FeedForward)):
                 module.reset_parameters()
         # An untied output matrix starts like the embeddings: N(0, d^-1/2).
-        nn.init.normal_(self.output.weight, std=self.config.d_model ** -0.5)
+        nn.init.normal_(self.output.weight, std=self.config.d_model**-0.5)
 
     # --- the three entry points ------------------------------------------------------
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> Encoded:

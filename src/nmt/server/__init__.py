@@ -13,9 +13,29 @@ web/index.html     the web page
 """
 
 from .app import (
-    AccessPolicy, ApiError, BatchingConfig, ConnectionOptions, ServerLimits, access_policy, create_app, model_info,
-    run_app, serve, serve_in_thread,
+    AccessPolicy,
+    ApiError,
+    BatchingConfig,
+    ConnectionOptions,
+    ServerLimits,
+    access_policy,
+    create_app,
+    model_info,
+    run_app,
+    serve,
+    serve_in_thread,
 )
 
-__all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "access_policy",
-           "create_app", "model_info", "run_app", "serve", "serve_in_thread"]
+__all__ = [
+    "AccessPolicy",
+    "ApiError",
+    "BatchingConfig",
+    "ConnectionOptions",
+    "ServerLimits",
+    "access_policy",
+    "create_app",
+    "model_info",
+    "run_app",
+    "serve",
+    "serve_in_thread",
+]

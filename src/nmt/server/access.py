@@ -43,8 +43,9 @@ class AccessPolicy:
             return True
         # Strictly name[:port]: urlsplit would read "evil@127.0.0.1" as 127.0.0.1 and pass a bad port.
         match = HOST_HEADER.fullmatch(host_header)
-        return match is not None and match["name"].lower().strip("[]") in {h.lower().strip("[]")
-                                                                          for h in self.allowed_hosts}
+        return match is not None and match["name"].lower().strip("[]") in {
+            h.lower().strip("[]") for h in self.allowed_hosts
+        }
 
     def origin_allowed(self, origin: str, host_header: str) -> bool:
         """Whether a request from this Origin may be answered: the page's own origin, or an allowed one."""
@@ -75,16 +76,30 @@ class AccessGuard:
         if not host or host == "\0":
             refusal = 400, "bad_host", "the request needs exactly one Host header"
         elif not self.policy.host_allowed(host):
-            refusal = 403, "forbidden_host", (f"Host {host!r} is not served here; allowed: "
-                                              f"{', '.join(self.policy.allowed_hosts)} (option --allowed-hosts)")
+            refusal = (
+                403,
+                "forbidden_host",
+                (
+                    f"Host {host!r} is not served here; allowed: "
+                    f"{', '.join(self.policy.allowed_hosts)} (option --allowed-hosts)"
+                ),
+            )
         elif origin is not None and not self.policy.origin_allowed(origin, host):
-            refusal = 403, "forbidden_origin", (f"requests from pages at {origin!r} are not accepted (option "
-                                                "--allowed-origins)")
+            refusal = (
+                403,
+                "forbidden_origin",
+                (f"requests from pages at {origin!r} are not accepted (option --allowed-origins)"),
+            )
         if refusal is None:
             await self.app(scope, receive, send)
             return
         status, code, message = refusal
         body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
-        await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

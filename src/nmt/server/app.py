@@ -46,16 +46,27 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
-from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
+from ..model_dir import read_run_config
+from ..translator import Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
+from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
 from .metrics import ServerMetrics, StatusCounter
 from .requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
-from ..model_dir import read_run_config
-from ..translator import Translation, Translator
 
-__all__ = ["AccessPolicy", "ApiError", "BatchingConfig", "ConnectionOptions", "ServerLimits", "access_policy",
-           "create_app", "model_info", "run_app", "serve", "serve_in_thread"]
+__all__ = [
+    "AccessPolicy",
+    "ApiError",
+    "BatchingConfig",
+    "ConnectionOptions",
+    "ServerLimits",
+    "access_policy",
+    "create_app",
+    "model_info",
+    "run_app",
+    "serve",
+    "serve_in_thread",
+]
 
 log = logging.getLogger(__name__)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
@@ -65,12 +76,15 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
     """What /health says about the model: its directory name, size and languages."""
     model_dir = Path(model_dir)
     config = read_run_config(model_dir)
-    return {"model": model_dir.resolve().name,
-            "parameters": translator.parameter_count,
-            "engine": translator.engine.name, "precision": translator.engine.precision,
-            "src_lang": config.data.src_lang if config else None,
-            "tgt_lang": config.data.tgt_lang if config else None,
-            "device": str(translator.device)}
+    return {
+        "model": model_dir.resolve().name,
+        "parameters": translator.parameter_count,
+        "engine": translator.engine.name,
+        "precision": translator.engine.precision,
+        "src_lang": config.data.src_lang if config else None,
+        "tgt_lang": config.data.tgt_lang if config else None,
+        "device": str(translator.device),
+    }
 
 
 def index_page() -> str:
@@ -85,8 +99,9 @@ async def client_gone(receive: Receive) -> None:
         await asyncio.sleep(0.05)  # uvicorn blocks in receive(); an ASGI server that answers at once must not spin
 
 
-async def wait_for_answer(request: Request, future: Future[list[list[Translation]]], queue: BatchingQueue,
-                          deadline_s: float) -> list[list[Translation]] | None:
+async def wait_for_answer(
+    request: Request, future: Future[list[list[Translation]]], queue: BatchingQueue, deadline_s: float
+) -> list[list[Translation]] | None:
     """The translations, or None if the client hung up first; ApiError (503) past the deadline.
 
     Either way the request is cancelled: still queued, it is dropped before the model sees it;
@@ -110,21 +125,37 @@ async def wait_for_answer(request: Request, future: Future[list[list[Translation
         try:
             return answer.result()
         except DeadlineExceeded as err:
-            raise ApiError(503, "deadline_exceeded", f"{err} of {deadline_s:g} s: the server is busy",
-                           limit="deadline_s", retry_after_s=queue.retry_after_s()) from None
+            raise ApiError(
+                503,
+                "deadline_exceeded",
+                f"{err} of {deadline_s:g} s: the server is busy",
+                limit="deadline_s",
+                retry_after_s=queue.retry_after_s(),
+            ) from None
         except ShuttingDown as err:
             raise ApiError(503, "shutting_down", str(err), retry_after_s=1) from None
         except Exception as err:  # noqa: BLE001 - a model failure is reported as JSON, not a bare 500
             raise ApiError(500, "translation_failed", f"{type(err).__name__}: {err}") from err
     if gone in done:
         return None
-    raise ApiError(503, "deadline_exceeded", f"no translation within the {deadline_s:g} s deadline: the server "
-                   "is busy", limit="deadline_s", retry_after_s=queue.retry_after_s())
+    raise ApiError(
+        503,
+        "deadline_exceeded",
+        f"no translation within the {deadline_s:g} s deadline: the server is busy",
+        limit="deadline_s",
+        retry_after_s=queue.retry_after_s(),
+    )
 
 
 # --- the app ----------------------------------------------------------------------------------------
-def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], batching: BatchingConfig | None = None,
-               access: AccessPolicy | None = None) -> FastAPI:
+def create_app(
+    translator: Any,
+    limits: ServerLimits,
+    *,
+    info: dict[str, Any],
+    batching: BatchingConfig | None = None,
+    access: AccessPolicy | None = None,
+) -> FastAPI:
     """The ASGI app around a loaded translator (anything with Translator.translate_detailed).
 
     Its lifespan starts and stops the batching worker, so run it under uvicorn (serve, serve_in_thread)
@@ -157,8 +188,11 @@ def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], b
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
-        return JSONResponse({"error": code, "message": f"{request.method} {request.url.path}: {err.detail}"},
-                            status_code=err.status_code, headers=err.headers)
+        return JSONResponse(
+            {"error": code, "message": f"{request.method} {request.url.path}: {err.detail}"},
+            status_code=err.status_code,
+            headers=err.headers,
+        )
 
     @app.get("/", response_class=HTMLResponse)
     async def index() -> HTMLResponse:
@@ -166,9 +200,13 @@ def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], b
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        body = {"ready": queue.running, **info, "default_beam": default_beam, "limits": asdict(limits),
-                "batching": {**asdict(queue.config), **asdict(queue.stats),
-                             "pending_sentences": queue.pending_sentences}}
+        body = {
+            "ready": queue.running,
+            **info,
+            "default_beam": default_beam,
+            "limits": asdict(limits),
+            "batching": {**asdict(queue.config), **asdict(queue.stats), "pending_sentences": queue.pending_sentences},
+        }
         return JSONResponse(body, status_code=200 if queue.running else 503)
 
     @app.get("/metrics")
@@ -200,16 +238,25 @@ def create_app(translator: Any, limits: ServerLimits, *, info: dict[str, Any], b
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
         if parsed.attention and not attention_available:
-            raise ApiError(422, "attention_unavailable", f"this server's engine ({engine_name}) does not return "
-                           "attention weights; leave out \"attention\"")
+            raise ApiError(
+                422,
+                "attention_unavailable",
+                f'this server\'s engine ({engine_name}) does not return attention weights; leave out "attention"',
+            )
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
         try:
-            future = queue.submit(parsed.text, beam=beam, attention=parsed.attention,
-                                  deadline=time.monotonic() + limits.deadline_s)
+            future = queue.submit(
+                parsed.text, beam=beam, attention=parsed.attention, deadline=time.monotonic() + limits.deadline_s
+            )
         except Overloaded as err:
-            raise ApiError(503, "overloaded", f"the server is busy: {err}; try again later",
-                           limit="max_pending_sentences", retry_after_s=err.retry_after_s) from None
+            raise ApiError(
+                503,
+                "overloaded",
+                f"the server is busy: {err}; try again later",
+                limit="max_pending_sentences",
+                retry_after_s=err.retry_after_s,
+            ) from None
         results = await wait_for_answer(request, future, queue, limits.deadline_s)
         if results is None:
             return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
@@ -227,6 +274,7 @@ def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origin
 
     Without allowed_hosts: the loopback names, plus `host` when it is a specific address.
     """
+
     def names(value: str) -> tuple[str, ...]:
         return tuple(name.strip() for name in value.split(",") if name.strip())
 
@@ -237,9 +285,18 @@ def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origin
     return AccessPolicy(allowed_hosts=hosts, allowed_origins=names(allowed_origins))
 
 
-def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, limits: ServerLimits | None = None,
-          device: str = "auto", batching: BatchingConfig | None = None, access: AccessPolicy | None = None,
-          connections: ConnectionOptions | None = None, load: dict[str, Any] | None = None) -> None:
+def serve(
+    model_dir: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: ServerLimits | None = None,
+    device: str = "auto",
+    batching: BatchingConfig | None = None,
+    access: AccessPolicy | None = None,
+    connections: ConnectionOptions | None = None,
+    load: dict[str, Any] | None = None,
+) -> None:
     """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see connections.py).
 
     load: Translator.load's options (engine, precision, workers, threads, weights, device).
@@ -253,24 +310,41 @@ def serve(model_dir: str | Path, *, host: str = "127.0.0.1", port: int = 8000, l
     if host not in LOOPBACK_NAMES:
         log.warning("listening on %s: there is no authentication; anyone who can reach it can use it", host)
     if host in ("0.0.0.0", "::") and "*" not in access.allowed_hosts:
-        log.warning("only Host names %s are answered: add the names clients use with --allowed-hosts",
-                    ", ".join(access.allowed_hosts))
-    log.info("serving %s (%s -> %s, %s parameters) at http://%s:%d/", info["model"], info["src_lang"],
-             info["tgt_lang"], info["parameters"], host, port)
+        log.warning(
+            "only Host names %s are answered: add the names clients use with --allowed-hosts",
+            ", ".join(access.allowed_hosts),
+        )
+    log.info(
+        "serving %s (%s -> %s, %s parameters) at http://%s:%d/",
+        info["model"],
+        info["src_lang"],
+        info["tgt_lang"],
+        info["parameters"],
+        host,
+        port,
+    )
     app = create_app(translator, limits or ServerLimits(), info=info, batching=batching, access=access)
     run_app(app, connections or ConnectionOptions(), host=host, port=port)
 
 
-def run_app(app: FastAPI, connections: ConnectionOptions, *, host: str = "127.0.0.1", port: int = 8000,
-            sockets: list[socket.socket] | None = None, log_level: str = "info") -> None:
+def run_app(
+    app: FastAPI,
+    connections: ConnectionOptions,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    sockets: list[socket.socket] | None = None,
+    log_level: str = "info",
+) -> None:
     """Run an app from create_app with uvicorn, in this thread, until SIGTERM or Ctrl-C."""
     config = uvicorn_config(app, connections, host=host, port=port, log_level=log_level)
     DrainingServer(config, on_shutdown=app.state.queue.close).run(sockets=sockets)
 
 
 @contextmanager
-def serve_in_thread(app: FastAPI, *, host: str = "127.0.0.1", timeout: float = 30.0,
-                    connections: ConnectionOptions | None = None) -> Iterator[str]:
+def serve_in_thread(
+    app: FastAPI, *, host: str = "127.0.0.1", timeout: float = 30.0, connections: ConnectionOptions | None = None
+) -> Iterator[str]:
     """Run the app with uvicorn in a background thread on a free port; yields its base URL.
 
     For tests and notebooks. The socket is bound here, before the thread starts, so the port is

@@ -51,8 +51,9 @@ log = logging.getLogger(__name__)
 class Translates(Protocol):
     """What the queue needs from a Translator (tests pass stand-ins)."""
 
-    def translate_detailed(self, texts: Sequence[str], *, beam: int | None = None,
-                           return_attention: bool = False) -> list[list[Translation]]: ...
+    def translate_detailed(
+        self, texts: Sequence[str], *, beam: int | None = None, return_attention: bool = False
+    ) -> list[list[Translation]]: ...
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,10 @@ class BatchingConfig:
 
     def __post_init__(self):
         if self.window_ms < 0 or self.max_sentences < 1 or self.max_pending_sentences < 1 or self.stop_timeout_s < 0:
-            raise ValueError(f"need window_ms >= 0, max_sentences >= 1, max_pending_sentences >= 1 and "
-                             f"stop_timeout_s >= 0, got {self}")
+            raise ValueError(
+                f"need window_ms >= 0, max_sentences >= 1, max_pending_sentences >= 1 and "
+                f"stop_timeout_s >= 0, got {self}"
+            )
 
 
 class Overloaded(RuntimeError):
@@ -128,8 +131,9 @@ BatchObserver = Callable[[int, float], None]  # (sentences, seconds) of each mod
 class BatchingQueue:
     """A bounded queue of translation requests and the one worker thread that serves it."""
 
-    def __init__(self, translator: Translates, config: BatchingConfig | None = None, *,
-                 on_batch: BatchObserver | None = None):
+    def __init__(
+        self, translator: Translates, config: BatchingConfig | None = None, *, on_batch: BatchObserver | None = None
+    ):
         self.translator = translator
         self.config = config or BatchingConfig()
         self.stats = BatchStats()
@@ -191,8 +195,9 @@ class BatchingQueue:
             self._thread = None
         self._fail_queued()  # anything that raced in before the lock closed the door
 
-    def submit(self, texts: Sequence[str], *, beam: int, attention: bool = False,
-               deadline: float = math.inf) -> Future[list[list[Translation]]]:
+    def submit(
+        self, texts: Sequence[str], *, beam: int, attention: bool = False, deadline: float = math.inf
+    ) -> Future[list[list[Translation]]]:
         """Queue sentences for translation; the future resolves to one n-best list per sentence.
 
         Raises Overloaded when the pending sentences would pass max_pending_sentences (a request
@@ -208,8 +213,10 @@ class BatchingQueue:
                 return job.future
             if self._pending and self._pending + len(job.texts) > self.config.max_pending_sentences:
                 self.stats.rejected += 1
-                raise Overloaded(f"{self._pending} sentences are waiting (at most "
-                                 f"{self.config.max_pending_sentences})", retry_after_s=self.retry_after_s())
+                raise Overloaded(
+                    f"{self._pending} sentences are waiting (at most {self.config.max_pending_sentences})",
+                    retry_after_s=self.retry_after_s(),
+                )
             self._pending += len(job.texts)
             self._queue.put(job)
         # A cancelled request leaves the count now, not when the worker reaches it: a burst of
@@ -320,7 +327,7 @@ class BatchingQueue:
             self._observe(len(texts), time.perf_counter() - start)
             offset = 0
             for job in jobs:
-                job.future.set_result(results[offset: offset + len(job.texts)])
+                job.future.set_result(results[offset : offset + len(job.texts)])
                 offset += len(job.texts)
         self.stats.requests += len(jobs)
         self.stats.sentences += len(texts)

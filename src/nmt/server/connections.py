@@ -97,14 +97,25 @@ def protocol_class(header_timeout_s: float) -> type[HeaderTimeoutProtocol]:
     return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": header_timeout_s})
 
 
-def uvicorn_config(app: object, options: ConnectionOptions, *, host: str = "127.0.0.1", port: int = 8000,
-                   log_level: str = "info") -> uvicorn.Config:
+def uvicorn_config(
+    app: object, options: ConnectionOptions, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info"
+) -> uvicorn.Config:
     """uvicorn's Config for the app with these limits (the one place they are translated)."""
-    return uvicorn.Config(app, host=host, port=port, log_level=log_level, http=protocol_class(options.header_timeout_s),
-                          ws="none", lifespan="on", timeout_keep_alive=options.keep_alive_s,
-                          limit_concurrency=options.max_connections, backlog=options.backlog,
-                          h11_max_incomplete_event_size=options.max_header_bytes,
-                          timeout_graceful_shutdown=options.graceful_timeout_s, server_header=False)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        http=protocol_class(options.header_timeout_s),
+        ws="none",
+        lifespan="on",
+        timeout_keep_alive=options.keep_alive_s,
+        limit_concurrency=options.max_connections,
+        backlog=options.backlog,
+        h11_max_incomplete_event_size=options.max_header_bytes,
+        timeout_graceful_shutdown=options.graceful_timeout_s,
+        server_header=False,
+    )
 
 
 class DrainingServer(uvicorn.Server):

@@ -37,17 +37,20 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         stats = self.queue.stats
-        yield GaugeMetricFamily("nmt_queue_pending_sentences", "Sentences waiting for the model",
-                                value=self.queue.pending_sentences)
-        yield GaugeMetricFamily("nmt_worker_running", "1 while the batching worker runs",
-                                value=int(self.queue.running))
+        yield GaugeMetricFamily(
+            "nmt_queue_pending_sentences", "Sentences waiting for the model", value=self.queue.pending_sentences
+        )
+        yield GaugeMetricFamily("nmt_worker_running", "1 while the batching worker runs", value=int(self.queue.running))
         yield CounterMetricFamily("nmt_sentences_translated", "Sentences the model answered", value=stats.sentences)
         yield CounterMetricFamily("nmt_model_calls", "Calls to the model (retries included)", value=stats.calls)
         yield CounterMetricFamily("nmt_model_seconds", "Seconds spent in the model", value=stats.model_seconds)
-        dropped = CounterMetricFamily("nmt_requests_dropped", "Requests not translated, by reason",
-                                      labels=["reason"])
-        for reason, count in (("disconnected", stats.dropped), ("deadline", stats.timed_out),
-                              ("overloaded", stats.rejected), ("shutdown", stats.shut_out)):
+        dropped = CounterMetricFamily("nmt_requests_dropped", "Requests not translated, by reason", labels=["reason"])
+        for reason, count in (
+            ("disconnected", stats.dropped),
+            ("deadline", stats.timed_out),
+            ("overloaded", stats.rejected),
+            ("shutdown", stats.shut_out),
+        ):
             dropped.add_metric([reason], count)
         yield dropped
 
@@ -57,14 +60,22 @@ class ServerMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.requests = Counter("nmt_http_requests", "HTTP answers by path and status", ["path", "status"],
-                                registry=self.registry)
-        self.latency = Histogram("nmt_request_seconds", "POST /translate time, from the headers in to the answer",
-                                 ["outcome"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self.batch_sentences = Histogram("nmt_batch_sentences", "Sentences per model call", buckets=BATCH_BUCKETS,
-                                         registry=self.registry)
-        self.batch_seconds = Histogram("nmt_batch_seconds", "Seconds per model call", buckets=LATENCY_BUCKETS,
-                                       registry=self.registry)
+        self.requests = Counter(
+            "nmt_http_requests", "HTTP answers by path and status", ["path", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "nmt_request_seconds",
+            "POST /translate time, from the headers in to the answer",
+            ["outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.batch_sentences = Histogram(
+            "nmt_batch_sentences", "Sentences per model call", buckets=BATCH_BUCKETS, registry=self.registry
+        )
+        self.batch_seconds = Histogram(
+            "nmt_batch_seconds", "Seconds per model call", buckets=LATENCY_BUCKETS, registry=self.registry
+        )
 
     def watch(self, queue: BatchingQueue) -> None:
         """Report this queue's depth and counters (call once per app)."""
@@ -103,4 +114,3 @@ class StatusCounter:
             await self.app(scope, receive, counting_send)
         finally:
             self.metrics.requests.labels(path, str(status or "none")).inc()
-

@@ -56,8 +56,9 @@ class TranslateRequest(BaseModel):
 class ApiError(Exception):
     """A refusal the client should see as JSON with this status (and Retry-After when it may retry)."""
 
-    def __init__(self, status: int, code: str, message: str, *, limit: str | None = None,
-                 retry_after_s: int | None = None):
+    def __init__(
+        self, status: int, code: str, message: str, *, limit: str | None = None, retry_after_s: int | None = None
+    ):
         super().__init__(message)
         self.status, self.code, self.message, self.limit = status, code, message, limit
         self.retry_after_s = retry_after_s
@@ -81,15 +82,19 @@ def check_json_content_type(request: Request) -> None:
     media_type, *params = [part.strip().lower() for part in declared.split(";")]
     charset = next((p.split("=", 1)[1].strip('" ') for p in params if p.startswith("charset=")), "utf-8")
     if media_type != "application/json" or charset not in ("utf-8", "utf8"):
-        raise ApiError(415, "unsupported_media_type",
-                       f"the body must be sent as Content-Type: application/json (UTF-8), not {declared!r}")
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"the body must be sent as Content-Type: application/json (UTF-8), not {declared!r}",
+        )
 
 
 async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
     """The body, refused with 413 as soon as it passes max_bytes (Content-Length may be absent or lie),
     and with 408 if it has not all arrived within timeout_s (a client trickling bytes holds a slot)."""
-    too_large = ApiError(413, "limit_exceeded", f"the request body is larger than {max_bytes} bytes",
-                         limit="max_body_bytes")
+    too_large = ApiError(
+        413, "limit_exceeded", f"the request body is larger than {max_bytes} bytes", limit="max_body_bytes"
+    )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise too_large
@@ -102,8 +107,9 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
                     raise too_large
                 chunks.append(chunk)
     except TimeoutError:
-        raise ApiError(408, "body_timeout", f"the request body did not arrive within {timeout_s:g} s",
-                       limit="body_timeout_s") from None
+        raise ApiError(
+            408, "body_timeout", f"the request body did not arrive within {timeout_s:g} s", limit="body_timeout_s"
+        ) from None
     return b"".join(chunks)
 
 
@@ -113,7 +119,9 @@ def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
         # Decoded here, strictly: json.loads(bytes) would let encoded surrogates (ED A0 80) through.
         data = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise ApiError(400, "malformed_json", f"the body is not valid UTF-8: {err.reason} at byte {err.start}") from None
+        raise ApiError(
+            400, "malformed_json", f"the body is not valid UTF-8: {err.reason} at byte {err.start}"
+        ) from None
     except RecursionError:  # json nests by recursion: a deeply nested body exhausts the stack
         raise ApiError(400, "malformed_json", "the body nests too deeply") from None
     except ValueError as err:  # JSONDecodeError, and integers longer than Python converts (4,300 digits)
@@ -122,8 +130,9 @@ def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
         request = TranslateRequest.model_validate(data)
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
-        raise ApiError(422, "invalid_request",
-                       f'expected {{"text": [str, ...], "beam": int, "attention": bool}}: {problems}') from None
+        raise ApiError(
+            422, "invalid_request", f'expected {{"text": [str, ...], "beam": int, "attention": bool}}: {problems}'
+        ) from None
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body nests too deeply") from None
     check_limits(request, limits)
@@ -133,32 +142,47 @@ def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
 def check_limits(request: TranslateRequest, limits: ServerLimits) -> None:
     """422 for a request this server declines: too many or too long sentences, text it cannot encode."""
     if len(request.text) > limits.max_sentences:
-        raise ApiError(422, "limit_exceeded", f"{len(request.text)} sentences; at most {limits.max_sentences} "
-                       "per request", limit="max_sentences")
+        raise ApiError(
+            422,
+            "limit_exceeded",
+            f"{len(request.text)} sentences; at most {limits.max_sentences} per request",
+            limit="max_sentences",
+        )
     for i, text in enumerate(request.text):
         if len(text) > limits.max_chars:
-            raise ApiError(422, "limit_exceeded", f"sentence {i} has {len(text)} characters; at most "
-                           f"{limits.max_chars}", limit="max_chars")
+            raise ApiError(
+                422,
+                "limit_exceeded",
+                f"sentence {i} has {len(text)} characters; at most {limits.max_chars}",
+                limit="max_chars",
+            )
         try:
             text.encode("utf-8")  # a lone surrogate ("\ud800" in JSON) is not text: the tokenizer fails on it
         except UnicodeEncodeError as err:
-            raise ApiError(422, "invalid_text", f"sentence {i} is not valid Unicode text: {err.reason} at "
-                           f"character {err.start}") from None
+            raise ApiError(
+                422, "invalid_text", f"sentence {i} is not valid Unicode text: {err.reason} at character {err.start}"
+            ) from None
     if request.beam is not None and request.beam < 1:
         raise ApiError(422, "invalid_request", f"beam must be at least 1, got {request.beam}")
     if request.beam is not None and request.beam > limits.max_beam:
-        raise ApiError(422, "limit_exceeded", f"beam {request.beam} is larger than {limits.max_beam}",
-                       limit="max_beam")
+        raise ApiError(422, "limit_exceeded", f"beam {request.beam} is larger than {limits.max_beam}", limit="max_beam")
     if request.attention and len(request.text) > limits.max_attention_sentences:
-        raise ApiError(422, "limit_exceeded", f"attention for {len(request.text)} sentences; at most "
-                       f"{limits.max_attention_sentences} per request", limit="max_attention_sentences")
+        raise ApiError(
+            422,
+            "limit_exceeded",
+            f"attention for {len(request.text)} sentences; at most {limits.max_attention_sentences} per request",
+            limit="max_attention_sentences",
+        )
 
 
 # --- translations out -----------------------------------------------------------------------------
 def translation_json(translation: Translation, *, attention: bool) -> dict[str, Any]:
     """One best translation as JSON; with attention, its (layers, heads, tgt, src) weights and pieces."""
-    out: dict[str, Any] = {"text": translation.text, "score": round(translation.score, 4),
-                           "truncated": translation.truncated}
+    out: dict[str, Any] = {
+        "text": translation.text,
+        "score": round(translation.score, 4),
+        "truncated": translation.truncated,
+    }
     if attention:
         weights = translation.attention  # (layers, heads, steps, src_len); None for an empty input
         tgt_pieces = list(translation.pieces)
@@ -182,8 +206,12 @@ def answer_body(beam: int, results: list[list[Translation]], *, attention: bool,
     if attention:
         cells = sum(math.prod(best[0].attention.shape) for best in results if best[0].attention is not None)
         if cells > max_cells:
-            raise ApiError(422, "limit_exceeded", f"the attention asked for has {cells} weights; at most "
-                           f"{max_cells} per answer: ask for fewer or shorter sentences",
-                           limit="max_attention_cells")
+            raise ApiError(
+                422,
+                "limit_exceeded",
+                f"the attention asked for has {cells} weights; at most "
+                f"{max_cells} per answer: ask for fewer or shorter sentences",
+                limit="max_attention_cells",
+            )
     body = {"beam": beam, "translations": [translation_json(best[0], attention=attention) for best in results]}
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")

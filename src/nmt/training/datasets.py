@@ -66,8 +66,9 @@ class TrainingData:
     valid_ref_text: list[str]
 
 
-def encode_split(files: CorpusFiles, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer,
-                 tokenizer_dir: Path) -> EncodedCorpus:
+def encode_split(
+    files: CorpusFiles, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer, tokenizer_dir: Path
+) -> EncodedCorpus:
     """Encode once; later runs load the cached ids (keyed by the files and the tokenizer files)."""
     tokenizer_files = sorted(p.read_bytes() for p in tokenizer_dir.glob("tokenizer*.json"))
     key = cache_key(files.fingerprint(), *tokenizer_files)
@@ -82,8 +83,9 @@ def encode_split(files: CorpusFiles, src_tok: SubwordTokenizer, tgt_tok: Subword
 
 
 def select(corpus: EncodedCorpus, keep: list[int] | np.ndarray) -> EncodedCorpus:
-    return EncodedCorpus(RaggedArray.from_sequences(corpus.src[i] for i in keep),
-                         RaggedArray.from_sequences(corpus.tgt[i] for i in keep))
+    return EncodedCorpus(
+        RaggedArray.from_sequences(corpus.src[i] for i in keep), RaggedArray.from_sequences(corpus.tgt[i] for i in keep)
+    )
 
 
 def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: Path) -> TrainingData:
@@ -96,8 +98,13 @@ def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: 
         tokenizer,
     )
     train = encode_split(train_files, src_tok, tgt_tok, model_dir)
-    keep, report = filter_by_length(train.src_lengths(), train.tgt_lengths(), max_src_len=data.max_src_len,
-                                    max_tgt_len=data.max_tgt_len, max_ratio=data.max_ratio)
+    keep, report = filter_by_length(
+        train.src_lengths(),
+        train.tgt_lengths(),
+        max_src_len=data.max_src_len,
+        max_tgt_len=data.max_tgt_len,
+        max_ratio=data.max_ratio,
+    )
     log.info("training pairs: %s", report.report())
     if len(keep) < len(train):
         train = select(train, keep)

@@ -64,8 +64,9 @@ class LossOutput:
     tokens: int  # real tokens in this piece
 
 
-def label_smoothed_loss(logits: torch.Tensor, labels: torch.Tensor, *, normaliser: int | float,
-                        smoothing: float = 0.1, pad_id: int = 0) -> LossOutput:
+def label_smoothed_loss(
+    logits: torch.Tensor, labels: torch.Tensor, *, normaliser: int | float, smoothing: float = 0.1, pad_id: int = 0
+) -> LossOutput:
     """Loss over (..., vocab) logits and (...) labels, padding excluded, summed / normaliser."""
     flat_logits = logits.reshape(-1, logits.size(-1))  # (positions, vocab)
     flat_labels = labels.reshape(-1)
@@ -78,8 +79,15 @@ def _smoothed(logits: torch.Tensor, labels: torch.Tensor, normaliser: int | floa
     return LossOutput(loss=loss_sum / normaliser, nll_sum=nll_sum, correct=correct, tokens=int(labels.numel()))
 
 
-def sequence_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, *,
-                  normaliser: int | float, smoothing: float = 0.1) -> LossOutput:
+def sequence_loss(
+    model: Transformer,
+    src: torch.Tensor,
+    tgt_in: torch.Tensor,
+    tgt_out: torch.Tensor,
+    *,
+    normaliser: int | float,
+    smoothing: float = 0.1,
+) -> LossOutput:
     """Teacher-forced loss of a batch; only real (non-padding) positions reach the output projection."""
     states = model.decode(tgt_in, model.encode(src)).states  # (batch, tgt_len, d_model)
     real = tgt_out != model.config.pad_id  # (batch, tgt_len)
@@ -93,8 +101,16 @@ def symmetric_kl(logits_1: torch.Tensor, logits_2: torch.Tensor) -> torch.Tensor
     return ((log_p1.exp() - log_p2.exp()) * (log_p1 - log_p2)).sum()
 
 
-def r_drop_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, *,
-                normaliser: int | float, smoothing: float = 0.1, alpha: float = 1.0) -> LossOutput:
+def r_drop_loss(
+    model: Transformer,
+    src: torch.Tensor,
+    tgt_in: torch.Tensor,
+    tgt_out: torch.Tensor,
+    *,
+    normaliser: int | float,
+    smoothing: float = 0.1,
+    alpha: float = 1.0,
+) -> LossOutput:
     """R-Drop (Liang et al. 2021): the batch twice through the model, so two dropout masks, and
 
         loss = (CE_1 + CE_2) / 2 + alpha / 4 * (KL(P_1 || P_2) + KL(P_2 || P_1))
@@ -106,7 +122,7 @@ def r_drop_loss(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor, tgt
     doubled = [torch.cat([t, t]) for t in (src, tgt_in, tgt_out)]
     states = model.decode(doubled[1], model.encode(doubled[0])).states  # (2 * batch, tgt_len, d_model)
     real = tgt_out != model.config.pad_id  # (batch, tgt_len): the same positions in both halves
-    logits = model.logits(torch.cat([states[: src.size(0)][real], states[src.size(0):][real]]))  # (2 * real, vocab)
+    logits = model.logits(torch.cat([states[: src.size(0)][real], states[src.size(0) :][real]]))  # (2 * real, vocab)
     labels = tgt_out[real]
     loss_sum, nll_sum, correct = SmoothedCrossEntropy.apply(logits, torch.cat([labels, labels]), smoothing)
     first, second = logits.chunk(2)
@@ -126,8 +142,15 @@ class LossModule(torch.nn.Module):
 
     def forward(self, src, tgt_in, tgt_out, normaliser: float):
         if self.r_drop_alpha > 0:
-            out = r_drop_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing,
-                              alpha=self.r_drop_alpha)
+            out = r_drop_loss(
+                self.model,
+                src,
+                tgt_in,
+                tgt_out,
+                normaliser=normaliser,
+                smoothing=self.smoothing,
+                alpha=self.r_drop_alpha,
+            )
         else:
             out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
         return out.loss, out.nll_sum, out.correct

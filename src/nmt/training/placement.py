@@ -57,8 +57,9 @@ class Replicas:
     def optimizer_state(self, optimizer: torch.optim.Optimizer) -> dict:
         return optimizer.state_dict()
 
-    def load(self, weights: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, optimizer_state: dict,
-             source: str) -> None:
+    def load(
+        self, weights: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, optimizer_state: dict, source: str
+    ) -> None:
         """Weights (as read from `source`, strictly) and the optimizer state they were saved with."""
         apply_weights(self.model, weights, source)
         optimizer.load_state_dict(optimizer_state)
@@ -112,11 +113,14 @@ class Shards:
 
         return get_optimizer_state_dict(self.step_module, optimizer, options=_full_options())
 
-    def load(self, weights: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, optimizer_state: dict,
-             source: str) -> None:
+    def load(
+        self, weights: dict[str, torch.Tensor], optimizer: torch.optim.Optimizer, optimizer_state: dict, source: str
+    ) -> None:
         """Scatter whole weights and optimizer state (read on every rank) into this rank's shards."""
         from torch.distributed.checkpoint.state_dict import (  # noqa: PLC0415
-            StateDictOptions, set_model_state_dict, set_optimizer_state_dict,
+            StateDictOptions,
+            set_model_state_dict,
+            set_optimizer_state_dict,
         )
 
         plain = Transformer(self.model.config)
@@ -128,8 +132,9 @@ class Shards:
         if missing := canonical - set(state):
             raise ValueError(f"{source}: lacks parameters {sorted(missing)[:5]}")
         set_model_state_dict(self.step_module, state, options=StateDictOptions(full_state_dict=True, strict=False))
-        set_optimizer_state_dict(self.step_module, optimizer, optimizer_state,
-                                 options=StateDictOptions(full_state_dict=True))
+        set_optimizer_state_dict(
+            self.step_module, optimizer, optimizer_state, options=StateDictOptions(full_state_dict=True)
+        )
 
     def check_agree(self) -> None:
         """Nothing to compare: each rank holds a different shard by design."""

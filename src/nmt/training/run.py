@@ -33,8 +33,14 @@ from .trainer import Trainer
 log = logging.getLogger(__name__)
 
 
-def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = False, progress_bar: bool = True,
-          init_from: str | Path | None = None) -> str:
+def train(
+    config: ExperimentConfig,
+    model_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress_bar: bool = True,
+    init_from: str | Path | None = None,
+) -> str:
     """Train a model into `model_dir` (see Trainer); returns why training stopped.
 
     init_from: fine-tune: start from that model directory's weights and tokenizer (see `build_trainer`).
@@ -55,9 +61,15 @@ def train(config: ExperimentConfig, model_dir: str | Path, *, resume: bool = Fal
         dist.close()
 
 
-def build_trainer(config: ExperimentConfig, model_dir: str | Path, *, dist: Distributed,
-                  data: TrainingData | None = None, progress_bar: bool = True,
-                  init_from: str | Path | None = None) -> Trainer:
+def build_trainer(
+    config: ExperimentConfig,
+    model_dir: str | Path,
+    *,
+    dist: Distributed,
+    data: TrainingData | None = None,
+    progress_bar: bool = True,
+    init_from: str | Path | None = None,
+) -> Trainer:
     """Every part of a run, built from `config` (data loaded unless given), handed to a Trainer.
 
     init_from: a trained model directory to fine-tune. Its tokenizer is copied (the vocabulary is
@@ -76,8 +88,11 @@ def build_trainer(config: ExperimentConfig, model_dir: str | Path, *, dist: Dist
                 copy_tokenizers(init_from, model_dir)
         data = data or load_training_data(config.data, config.tokenizer, model_dir)
     torch.manual_seed(cfg.seed)
-    model_config = config.model.build(data.src_tokenizer.vocab_size, data.tgt_tokenizer.vocab_size,
-                                      joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer)
+    model_config = config.model.build(
+        data.src_tokenizer.vocab_size,
+        data.tgt_tokenizer.vocab_size,
+        joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer,
+    )
     model = Transformer(model_config).to(dist.device)
     if init_from is not None:  # before the placement: shards are cut from these weights
         load_starting_weights(model, init_from)
@@ -88,17 +103,37 @@ def build_trainer(config: ExperimentConfig, model_dir: str | Path, *, dist: Dist
         model.encode = torch.compile(model.encode, dynamic=True)
         model.decode = torch.compile(model.decode, dynamic=True)
     optimizer = build_optimizer(model, cfg, fused=placement.fused_optimizer and dist.device.type in ("cpu", "cuda"))
-    sampler = TokenBatchSampler(data.train.src_lengths(), data.train.tgt_lengths(), max_tokens=cfg.batch_tokens,
-                                seed=cfg.seed, num_shards=dist.world_size, shard_index=dist.rank)
-    return Trainer(cfg, config.decode, model_dir, data=data, placement=placement, optimizer=optimizer,
-                   sampler=sampler, progress_bar=progress_bar)
+    sampler = TokenBatchSampler(
+        data.train.src_lengths(),
+        data.train.tgt_lengths(),
+        max_tokens=cfg.batch_tokens,
+        seed=cfg.seed,
+        num_shards=dist.world_size,
+        shard_index=dist.rank,
+    )
+    return Trainer(
+        cfg,
+        config.decode,
+        model_dir,
+        data=data,
+        placement=placement,
+        optimizer=optimizer,
+        sampler=sampler,
+        progress_bar=progress_bar,
+    )
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, *, fused: bool) -> torch.optim.Optimizer:
     """Adam (AdamW with weight decay) at lr 0: the Trainer sets each step's rate from the schedule."""
     optimizer_cls = torch.optim.AdamW if cfg.weight_decay > 0 else torch.optim.Adam
-    return optimizer_cls(model.parameters(), lr=0.0, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps,
-                         weight_decay=cfg.weight_decay, fused=fused)
+    return optimizer_cls(
+        model.parameters(),
+        lr=0.0,
+        betas=tuple(cfg.adam_betas),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+        fused=fused,
+    )
 
 
 def prepare_model_dir(model_dir: Path) -> None:
@@ -129,12 +164,15 @@ def copy_tokenizers(init_from: Path, model_dir: Path) -> None:
 def load_starting_weights(model: Transformer, init_from: Path) -> None:
     """`init_from`'s weights (model.safetensors) into `model`, once its config is known to match."""
     saved = ModelConfig.load(init_from / MODEL_CONFIG)
-    differ = [f"{f.name} ({getattr(saved, f.name)} there, {getattr(model.config, f.name)} here)"
-              for f in dataclasses.fields(ModelConfig)
-              if f.name not in MAY_DIFFER_WHEN_FINE_TUNING and getattr(saved, f.name) != getattr(model.config, f.name)]
+    differ = [
+        f"{f.name} ({getattr(saved, f.name)} there, {getattr(model.config, f.name)} here)"
+        for f in dataclasses.fields(ModelConfig)
+        if f.name not in MAY_DIFFER_WHEN_FINE_TUNING and getattr(saved, f.name) != getattr(model.config, f.name)
+    ]
     if differ:
-        raise ValueError(f"--init-from {init_from}: the config builds a different model: {'; '.join(differ)} "
-                         "(set model.* to match)")
+        raise ValueError(
+            f"--init-from {init_from}: the config builds a different model: {'; '.join(differ)} (set model.* to match)"
+        )
     weights = init_from / WEIGHTS
     apply_weights(model, read_weights(weights), weights)
     log.info("starting from the weights of %s", weights)

@@ -65,9 +65,18 @@ class Trainer:
     batches of this rank. A Trainer builds nothing, so a test can hand it a tiny model and data.
     """
 
-    def __init__(self, train: TrainConfig, decode: DecodeConfig, model_dir: str | Path, *, data: TrainingData,
-                 placement: Replicas | Shards, optimizer: torch.optim.Optimizer, sampler: TokenBatchSampler,
-                 progress_bar: bool = True):
+    def __init__(
+        self,
+        train: TrainConfig,
+        decode: DecodeConfig,
+        model_dir: str | Path,
+        *,
+        data: TrainingData,
+        placement: Replicas | Shards,
+        optimizer: torch.optim.Optimizer,
+        sampler: TokenBatchSampler,
+        progress_bar: bool = True,
+    ):
         self.train_config, self.decode_config, self.model_dir = train, decode, Path(model_dir)
         self.data, self.placement, self.optimizer, self.sampler = data, placement, optimizer, sampler
         self.model, self.dist = placement.model, placement.dist
@@ -100,8 +109,9 @@ class Trainer:
             last = i == len(batches) - 1  # DDP synchronises gradients on the last micro-batch only
             with self.placement.gradient_sync(enabled=last):
                 with autocast:
-                    loss, nll, correct = self.placement.step_module(batch.src, batch.tgt_in, batch.tgt_out,
-                                                                    local_normaliser)
+                    loss, nll, correct = self.placement.step_module(
+                        batch.src, batch.tgt_in, batch.tgt_out, local_normaliser
+                    )
                 loss.backward()
             totals += torch.stack([loss.detach() / self.dist.world_size, nll, correct]).double().cpu()
         loss_sum, nll_sum, correct = self.dist.sum(totals.tolist())
@@ -118,8 +128,14 @@ class Trainer:
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.progress.step += 1
-        return {"loss": loss_sum, "nll": nll_sum / normaliser, "acc": correct / normaliser, "lr": lr,
-                "tokens": normaliser, "grad_norm": grad_norm.item()}
+        return {
+            "loss": loss_sum,
+            "nll": nll_sum / normaliser,
+            "acc": correct / normaliser,
+            "lr": lr,
+            "tokens": normaliser,
+            "grad_norm": grad_norm.item(),
+        }
 
     # --- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -128,11 +144,16 @@ class Trainer:
         A collective: every rank calls it. Under FSDP the optimizer state is gathered whole
         and keyed by parameter name, so the files do not depend on the number of processes.
         """
-        rng = self.dist.gather((torch.get_rng_state(),
-                                torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None))
-        return {"progress": asdict(self.progress), "optimizer": self.placement.optimizer_state(self.optimizer),
-                "fsdp": self.placement.sharded,
-                "rng_cpu": [cpu for cpu, _ in rng], "rng_cuda": [cuda for _, cuda in rng if cuda is not None]}
+        rng = self.dist.gather(
+            (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
+        )
+        return {
+            "progress": asdict(self.progress),
+            "optimizer": self.placement.optimizer_state(self.optimizer),
+            "fsdp": self.placement.sharded,
+            "rng_cpu": [cpu for cpu, _ in rng],
+            "rng_cuda": [cuda for _, cuda in rng if cuda is not None],
+        }
 
     def save(self) -> None:
         state = self.state_dict()  # collectives: every rank takes part
@@ -157,13 +178,18 @@ class Trainer:
         except (KeyError, TypeError) as err:
             raise ValueError(f"{source}.state.pt: not a training state of this version ({err})") from None
         if state.get("fsdp", False) != self.placement.sharded:
-            raise ValueError(f"{source}.state.pt was written {'with' if state.get('fsdp') else 'without'} "
-                             "train.fsdp; resume it the same way")
+            raise ValueError(
+                f"{source}.state.pt was written {'with' if state.get('fsdp') else 'without'} "
+                "train.fsdp; resume it the same way"
+            )
         self.placement.load(weights, self.optimizer, optimizer, f"{source}.safetensors")
         self.progress, self.saved_step = progress, progress.step
         if len(rng_cpu) != self.dist.world_size:
-            log.warning("checkpoint was written by %d processes, now %d: dropout noise will differ from an "
-                        "uninterrupted run", len(rng_cpu), self.dist.world_size)
+            log.warning(
+                "checkpoint was written by %d processes, now %d: dropout noise will differ from an uninterrupted run",
+                len(rng_cpu),
+                self.dist.world_size,
+            )
         rank = min(self.dist.rank, len(rng_cpu) - 1)
         torch.set_rng_state(rng_cpu[rank])
         if self.device.type == "cuda" and rng_cuda:
@@ -185,8 +211,14 @@ class Trainer:
 
     def _validate(self, model: Transformer) -> bool:
         cfg = self.train_config
-        result = validate(model, self.data, batch_tokens=cfg.batch_tokens, device=self.device,
-                          bleu_sentences=cfg.valid_bleu_sentences, decode=self.decode_config)
+        result = validate(
+            model,
+            self.data,
+            batch_tokens=cfg.batch_tokens,
+            device=self.device,
+            bleu_sentences=cfg.valid_bleu_sentences,
+            decode=self.decode_config,
+        )
         self.metrics.write("valid", self.progress.step, **result)
         metric = cfg.best_metric  # "bleu" or "loss" (checked by TrainConfig)
         value = result[metric] if metric == "bleu" else -result[metric]  # higher is better
@@ -196,8 +228,12 @@ class Trainer:
             save_model_dir(model, self.model_dir)
         else:
             self.progress.bad_validations += 1
-        log.info("step %d validation: %s%s", self.progress.step,
-                 ", ".join(f"{k} {v:.4g}" for k, v in result.items()), " (best)" if improved else "")
+        log.info(
+            "step %d validation: %s%s",
+            self.progress.step,
+            ", ".join(f"{k} {v:.4g}" for k, v in result.items()),
+            " (best)" if improved else "",
+        )
         return improved
 
     # --- the loop ---------------------------------------------------------------------------
@@ -217,8 +253,14 @@ class Trainer:
         """(index_in_epoch, Batch) forever from the saved data position, advancing epochs."""
         while True:
             p = self.progress
-            yield from iterate_batches(self.data.train.src, self.data.train.tgt, self.sampler, epoch=p.epoch,
-                                       start=p.batch_in_epoch, pin_memory=self.device.type == "cuda")
+            yield from iterate_batches(
+                self.data.train.src,
+                self.data.train.tgt,
+                self.sampler,
+                epoch=p.epoch,
+                start=p.batch_in_epoch,
+                pin_memory=self.device.type == "cuda",
+            )
             p.epoch, p.batch_in_epoch = p.epoch + 1, 0
             if self.train_config.max_epochs is not None and p.epoch >= self.train_config.max_epochs:
                 return
@@ -238,8 +280,14 @@ class Trainer:
         """Train until a stop condition; returns why training stopped."""
         cfg, p = self.train_config, self.progress
         self.model.train()
-        bar = tqdm(total=cfg.max_steps, initial=p.step, unit="step", dynamic_ncols=True,
-                   disable=not self.progress_bar or None, desc="train")
+        bar = tqdm(
+            total=cfg.max_steps,
+            initial=p.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=not self.progress_bar or None,
+            desc="train",
+        )
         window = dict.fromkeys(("loss", "nll", "acc", "tokens", "wait", "time"), 0.0)
         consecutive_bad, stream = 0, self.batches()
         # The budget is wall-clock time, validation and checkpoints included.
@@ -292,15 +340,22 @@ class Trainer:
             raise TrainingDiverged(
                 f"{consecutive} consecutive steps had a non-finite loss or gradient; stopped. "
                 f"The last good checkpoint in {self.model_dir / 'checkpoints'} is intact: "
-                "lower the learning rate (train.lr_scale / train.peak_lr) and resume.")
+                "lower the learning rate (train.lr_scale / train.peak_lr) and resume."
+            )
 
     def log_window(self, window: dict, lr: float, bar) -> None:
         tokens = max(window["tokens"], 1)
-        record = {"loss": window["loss"] / tokens, "nll": window["nll"] / tokens, "acc": window["acc"] / tokens,
-                  "ppl": math.exp(min(window["nll"] / tokens, 50)), "lr": lr,
-                  "tokens_per_s": window["tokens"] / max(window["time"], 1e-9),
-                  "data_wait_frac": window["wait"] / max(window["time"], 1e-9),
-                  "epoch": self.progress.epoch, "elapsed": self.progress.elapsed}
+        record = {
+            "loss": window["loss"] / tokens,
+            "nll": window["nll"] / tokens,
+            "acc": window["acc"] / tokens,
+            "ppl": math.exp(min(window["nll"] / tokens, 50)),
+            "lr": lr,
+            "tokens_per_s": window["tokens"] / max(window["time"], 1e-9),
+            "data_wait_frac": window["wait"] / max(window["time"], 1e-9),
+            "epoch": self.progress.epoch,
+            "elapsed": self.progress.elapsed,
+        }
         self.metrics.write("train", self.progress.step, **record)
         postfix = {"loss": f"{record['loss']:.3f}", "lr": f"{lr:.2e}", "tok/s": f"{record['tokens_per_s']:.0f}"}
         if self.max_time is not None:

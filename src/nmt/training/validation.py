@@ -16,8 +16,9 @@ from .loss import label_smoothed_loss
 
 
 @torch.no_grad()
-def validation_loss(model: Transformer, data: TrainingData, *, batch_tokens: int,
-                    device: torch.device) -> dict[str, float]:
+def validation_loss(
+    model: Transformer, data: TrainingData, *, batch_tokens: int, device: torch.device
+) -> dict[str, float]:
     """Per-token negative log-likelihood (no smoothing), perplexity and accuracy over real tokens."""
     valid = data.valid
     sampler = TokenBatchSampler(valid.src_lengths(), valid.tgt_lengths(), max_tokens=batch_tokens, shuffle=False)
@@ -33,8 +34,15 @@ def validation_loss(model: Transformer, data: TrainingData, *, batch_tokens: int
     return {"loss": nll / tokens, "ppl": math.exp(min(nll / tokens, 50)), "acc": correct / tokens}
 
 
-def validate(model: Transformer, data: TrainingData, *, batch_tokens: int, device: torch.device,
-             bleu_sentences: int, decode: DecodeConfig) -> dict[str, float]:
+def validate(
+    model: Transformer,
+    data: TrainingData,
+    *,
+    batch_tokens: int,
+    device: torch.device,
+    bleu_sentences: int,
+    decode: DecodeConfig,
+) -> dict[str, float]:
     """Loss/ppl/acc, plus cased BLEU and chrF of greedy translations of the first `bleu_sentences`."""
     was_training = model.training
     model.eval()
@@ -43,8 +51,9 @@ def validate(model: Transformer, data: TrainingData, *, batch_tokens: int, devic
         # One worker on the training process's own threads: no thread pool and no change to torch's
         # thread count inside a training process (under torchrun a pool of decoding threads made
         # rank 0 abort at exit now and then: "terminate called without an active exception").
-        translator = Translator(model, data.src_tokenizer, data.tgt_tokenizer, decode=decode, workers=1,
-                                threads=torch.get_num_threads())
+        translator = Translator(
+            model, data.src_tokenizer, data.tgt_tokenizer, decode=decode, workers=1, threads=torch.get_num_threads()
+        )
         sources = data.valid_src_text[:bleu_sentences]
         hyps = translator.translate(sources, beam=1)
         scores = score_translations(hyps, data.valid_ref_text[:bleu_sentences])
