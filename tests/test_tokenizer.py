@@ -250,3 +250,21 @@ def test_load_errors_name_the_path(tmp_path):
         SubwordTokenizer.load(corrupt)
     with pytest.raises(FileNotFoundError, match=str(tmp_path)):
         load_tokenizers(tmp_path)
+
+
+# ----- BPE-dropout ----------------------------------------------------------------------
+def test_bpe_dropout_samples_segmentations_of_the_same_text_and_leaves_the_original_alone(bpe, train_sample):
+    lines = train_sample["de"][:200]
+    dropped = bpe.with_bpe_dropout(0.3)
+    first, second = dropped.encode_batch(lines), dropped.encode_batch(lines)
+    assert first != second  # a new draw at every call
+    assert [dropped.decode(ids) for ids in first] == [bpe.decode(ids) for ids in bpe.encode_batch(lines)]
+    assert sum(map(len, first)) > sum(map(len, bpe.encode_batch(lines)))  # skipped merges: more pieces
+    assert bpe.encode_batch(lines) == bpe.encode_batch(lines)  # the tokenizer itself stays deterministic
+
+
+def test_bpe_dropout_needs_merges_to_drop(unigram, bpe):
+    with pytest.raises(ValueError, match="BPE-dropout needs a bpe tokenizer, not unigram"):
+        unigram.with_bpe_dropout(0.1)
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\)"):
+        bpe.with_bpe_dropout(1.0)

@@ -282,3 +282,13 @@ def test_r_drop_trains_and_logs_the_plain_nll(overrides, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "rdrop" / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in records if r["kind"] == "train"]
     assert len(steps) == 4 and all(math.isfinite(r["loss"]) and r["loss"] >= r["nll"] * 0.9 for r in steps)
+
+
+def test_bpe_dropout_runs_whole_epochs(overrides, tmp_path):
+    config = load_config(
+        None,
+        overrides
+        + ["data.bpe_dropout=0.1", "train.max_epochs=2", "train.max_steps=null", "train.valid_every=1000"]
+        + ["train.valid_bleu_sentences=0", "train.best_metric=loss"],
+    )
+    assert train(config, tmp_path / "bpe_dropout", progress_bar=False) == "reached train.max_epochs=2"

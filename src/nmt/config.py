@@ -45,6 +45,7 @@ class DataConfig:
     max_src_len: int = 128  # drop training pairs whose source is longer (tokens, incl. [START]/[END])
     max_tgt_len: int = 128  # drop training pairs whose target is longer (tokens, incl. [START]/[END])
     max_ratio: float | None = 3.0  # drop training pairs whose length ratio exceeds this (null: keep all)
+    bpe_dropout: float = 0.0  # re-segment the training pairs each epoch, skipping each BPE merge with this chance
 
     # Lengths count [START] and [END]: a limit under 3 would drop every pair.
     RULES: ClassVar[dict[str, Rule]] = {
@@ -55,6 +56,7 @@ class DataConfig:
         "max_src_len": at_least(3),
         "max_tgt_len": at_least(3),
         "max_ratio": at_least(1),
+        "bpe_dropout": Rule(lambda v: 0 <= v < 1, "in [0, 1)"),
     }
 
     def __post_init__(self) -> None:
@@ -220,6 +222,8 @@ class ExperimentConfig:
         # Checked again by ModelSection.build, but only once the tokenizer is trained: say it now.
         if self.model.sharing == "all" and not self.tokenizer.joint:
             raise ConfigError(SHARING_ALL_NEEDS_JOINT)
+        if self.data.bpe_dropout > 0 and self.tokenizer.kind != "bpe":
+            raise ConfigError(f"data.bpe_dropout needs tokenizer.kind=bpe (merges to drop), not {self.tokenizer.kind}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -267,7 +271,7 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
 # Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
 # gets its default. A new field goes here, or every existing model directory stops loading.
 ADDED_SINCE_SAVED: frozenset[str] = frozenset(
-    {"model.layer_norm_eps", "model.activation_dropout", "train.r_drop_alpha"}
+    {"model.layer_norm_eps", "model.activation_dropout", "train.r_drop_alpha", "data.bpe_dropout"}
 )
 
 

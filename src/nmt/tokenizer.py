@@ -172,6 +172,22 @@ class SubwordTokenizer:
         """Like ``encode`` for many texts at once, using all cores (HF's parallel batch encode)."""
         return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=add_special)]
 
+    def with_bpe_dropout(self, p: float) -> SubwordTokenizer:
+        """A copy that skips each BPE merge with probability ``p`` (Provilkov et al. 2020), for training data.
+
+        Every call of the copy may segment a word differently, into pieces of the same vocabulary
+        (down to single characters), so a model sees many segmentations of its training text. The
+        tokenizers library draws these from its own generator, which cannot be seeded. Only BPE
+        has merges to drop: another kind is a ValueError. This tokenizer is not changed.
+        """
+        if self.kind != "bpe":
+            raise ValueError(f"BPE-dropout needs a bpe tokenizer, not {self.kind}")
+        if not 0 < p < 1:
+            raise ValueError(f"BPE-dropout must be in (0, 1), got {p}")
+        copy = Tokenizer.from_str(self._tokenizer.to_str())
+        copy.model.dropout = p
+        return SubwordTokenizer(copy)
+
     def decode(self, ids: Sequence[int]) -> str:
         """Ids -> natural text: stop at the first EOS, drop PAD and BOS, keep ``[UNK]`` visible."""
         kept = []

@@ -8,7 +8,7 @@ directory), which pairs survive the length filters (and a report of those that d
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +64,30 @@ class TrainingData:
     valid: EncodedCorpus
     valid_src_text: list[str]  # raw validation sentences, for BLEU
     valid_ref_text: list[str]
+    # With BPE-dropout: the training pairs of `train`, in its order, segmented afresh at each call.
+    resample_train: Callable[[], EncodedCorpus] | None = None
+
+    def train_for_epoch(self) -> EncodedCorpus:
+        """The training pairs as one epoch sees them: `train`, or a new sampled segmentation of it."""
+        return self.resample_train() if self.resample_train is not None else self.train
+
+
+def bpe_dropout_resampler(
+    files: CorpusFiles, keep: np.ndarray | None, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer, p: float
+) -> Callable[[], EncodedCorpus]:
+    """A function encoding the training pairs (those in `keep`, in order) with BPE-dropout `p`.
+
+    Only training pairs are sampled: validation and test text, and the tokenizer saved with the
+    model, keep the deterministic segmentation that translation uses.
+    """
+    src_drop = src_tok.with_bpe_dropout(p)
+    tgt_drop = src_drop if tgt_tok is src_tok else tgt_tok.with_bpe_dropout(p)
+
+    def resample() -> EncodedCorpus:
+        corpus = encode_corpus(files.pairs(), src_drop.encode_batch, tgt_drop.encode_batch)
+        return select(corpus, keep) if keep is not None else corpus
+
+    return resample
 
 
 def encode_split(
@@ -106,10 +130,16 @@ def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: 
         max_ratio=data.max_ratio,
     )
     log.info("training pairs: %s", report.report())
-    if len(keep) < len(train):
-        train = select(train, keep)
+    kept = keep if len(keep) < len(train) else None
+    if kept is not None:
+        train = select(train, kept)
     if len(train) == 0:
         raise ValueError("no training pairs left after the length filters: " + report.report())
     valid = encode_split(valid_files, src_tok, tgt_tok, model_dir)
     valid_pairs = list(valid_files.pairs())
-    return TrainingData(src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs])
+    resample = None
+    if data.bpe_dropout > 0:
+        resample = bpe_dropout_resampler(train_files, kept, src_tok, tgt_tok, data.bpe_dropout)
+    return TrainingData(
+        src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs], resample
+    )

@@ -253,9 +253,12 @@ class Trainer:
         """(index_in_epoch, Batch) forever from the saved data position, advancing epochs."""
         while True:
             p = self.progress
+            # Batches are planned on the deterministic lengths (the same plan on every rank and on
+            # resume); with BPE-dropout each epoch fills them with a new segmentation of the pairs.
+            train = self.data.train_for_epoch()
             yield from iterate_batches(
-                self.data.train.src,
-                self.data.train.tgt,
+                train.src,
+                train.tgt,
                 self.sampler,
                 epoch=p.epoch,
                 start=p.batch_in_epoch,
