@@ -216,6 +216,12 @@ def cut_in_half(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
+def cut_at_a_line_end(path: Path) -> None:
+    """The first half of a text file's lines: still valid YAML, but missing keys."""
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[: len(lines) // 2]))
+
+
 def retype_d_model(model_dir: Path) -> None:
     config = json.loads((model_dir / "model.json").read_text())
     (model_dir / "model.json").write_text(json.dumps({**config, "d_model": "32"}))
@@ -264,7 +270,7 @@ def files(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
         ),
         "bad_decode": damaged_copy(tiny_model_dir, root / "bad_decode", add_decode_key),
         "cut_checkpoint": damaged_copy(tiny_model_dir, root / "cut_checkpoint", add_cut_checkpoint),
-        "cut_run": damaged_copy(tiny_model_dir, root / "cut_run", lambda d: cut_in_half(d / "config.yaml")),
+        "cut_run": damaged_copy(tiny_model_dir, root / "cut_run", lambda d: cut_at_a_line_end(d / "config.yaml")),
         "old_run": metrics_dir("old_run", record % 1),
         "torn_metrics": metrics_dir("torn_metrics", record % 1 + '{"kind": "tr\n' + record % 2),
         "valid_only_metrics": metrics_dir("valid_only_metrics", '{"kind": "valid", "step": 1, "loss": 2.0}\n'),
