@@ -90,6 +90,26 @@ def test_evaluate_prints_sacrebleu_scores_with_signatures(tiny_model_dir, tmp_pa
     assert scores["sentences"] == 2 and "tok:13a" in scores["bleu_signature"]
 
 
+def test_evaluate_pretokenized_scores_the_texts_own_tokens(tiny_model_dir, tmp_path, capsys):
+    src, ref = tmp_path / "src.de", tmp_path / "ref.en"
+    src.write_text("ein mann .\n")
+    ref.write_text("a man .\n")
+    args = ["evaluate", "--model", str(tiny_model_dir), "--src", str(src), "--ref", str(ref), "--json"]
+    assert main([*args, "--beam", "1", "--pretokenized"]) == 0
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["pretokenized"] and "tok:none" in scores["bleu_signature"]
+
+
+def test_data_get_fetches_a_split_and_prints_its_files(multi30k_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NMT_MIRROR", str(multi30k_dir))
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path))
+    assert main(["data", "get", "multi30k", "de-en", "--split", "val"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("multi30k de-en val: ") and "val.de.gz" in line and "val.en.gz" in line
+    assert main(["data", "list"]) == 0
+    assert "ted_hrlr" in capsys.readouterr().out
+
+
 def test_translate_sample_is_reproducible_with_a_seed(tiny_model_dir, tmp_path):
     source = tmp_path / "in.de"
     source.write_text("Ein Mann fährt Fahrrad.\n\nZwei Hunde spielen.\nEin Kind.\n", encoding="utf-8")

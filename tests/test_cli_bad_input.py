@@ -21,7 +21,7 @@ import pytest
 from nmt.cli import MAX_BEAM, main
 
 REPO = Path(__file__).resolve().parents[1]
-COMMANDS = ("train", "translate", "evaluate", "export", "average", "serve", "plot", "attention", "positions")
+COMMANDS = ("train", "translate", "evaluate", "data", "export", "average", "serve", "plot", "attention", "positions")
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d [A-Z]+ ")  # the format main gives logging
 
 
@@ -78,6 +78,10 @@ TRAIN = [
     case("train --resume --out {cut_run}", 1, "{cut_run}/config.yaml is incomplete .*was it cut short"),
     case("train {config} --out {old_run}", 1, "{old_run} already holds a training run: add --resume"),
     case("train {config} --out {a_file}", 1, "--out {a_file} is a file"),
+    case("data get", 1, r"nmt data get needs a corpus NAME \(see nmt data list\)"),
+    case("data get nope", 1, "unknown corpus 'nope'; known corpora: multi30k, ted_hrlr, iwslt14, wmt14"),
+    case("data get multi30k de-xx", 1, "multi30k has no language 'xx'; languages: en, de, fr, cs"),
+    case("data list multi30k", 1, "nmt data list takes no corpus name"),
     case(
         "train {config} --out {new_dir} --init-from {missing}",
         1,

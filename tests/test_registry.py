@@ -1,21 +1,17 @@
 """Tests for nmt.data.registry: mirrors, cache, and downloads from a local fake upstream.
 
-The fake upstream is an http.server on 127.0.0.1 that can be told to fail:
-answer 500, close the connection half-way, ignore Range requests, send more
-than the file, or stall half-way until the test lets it go on.
+The fake upstream (fake_upstream.py) is an http.server on 127.0.0.1 that can
+be told to fail: answer 500, close the connection half-way, ignore Range
+requests, send more than the file, or stall half-way until the test lets it
+go on.
 """
 
 import hashlib
-import http.server
 import os
 import shutil
 import socket
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -31,94 +27,13 @@ from nmt.data.registry import (
     sha256_of,
 )
 
+from fake_upstream import FakeUpstream, race, serving
+
 # Big enough to arrive in several 64 KiB chunks, so "half" is a real interruption.
 FILES = {
     "data/train.en.gz": bytes(range(256)) * 800,
     "data/train.de.gz": bytes(reversed(range(256))) * 600,
 }
-
-
-class FakeUpstream:
-    """Serves ``files`` (relpath -> bytes) below any first path segment (/up/, /mirror/), with scripted faults."""
-
-    def __init__(self, files: dict[str, bytes]):
-        self.files = files
-        self.fail_first = 0  # answer 500 to this many requests first
-        self.truncate_first = 0  # then send only half the body to this many
-        self.honour_range = True
-        # "announced": a Content-Length past the file's size; "endless": a body that never ends.
-        self.oversize: str | None = None
-        self.stall: threading.Event | None = None  # if set: send half the body, then wait for this event
-        self.requests: list[tuple[str, str | None]] = []  # (path, Range header)
-
-    def handle(self, request: http.server.BaseHTTPRequestHandler) -> None:
-        range_header = request.headers.get("Range")
-        self.requests.append((request.path, range_header))
-        if len(self.requests) <= self.fail_first:
-            request.send_error(500)
-            return
-        body = self.files.get(request.path.split("/", 2)[-1])
-        if body is None:
-            request.send_error(404)
-            return
-        if self.oversize:
-            self.send_oversized(request, body)
-            return
-        start = 0
-        if range_header and self.honour_range:
-            start = int(range_header.removeprefix("bytes=").rstrip("-"))
-            request.send_response(206)
-            request.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
-        else:
-            request.send_response(200)
-        payload = body[start:]
-        request.send_header("Content-Length", str(len(payload)))
-        request.end_headers()
-        if self.truncate_first > 0:
-            self.truncate_first -= 1
-            payload = payload[: len(payload) // 2]  # HTTP/1.0: the socket closes after this
-        if self.stall is not None:
-            request.wfile.write(payload[: len(payload) // 2])
-            self.stall.wait(timeout=60)
-            payload = payload[len(payload) // 2 :]
-        request.wfile.write(payload)
-
-    def send_oversized(self, request: http.server.BaseHTTPRequestHandler, body: bytes) -> None:
-        """The file, then more: announced by Content-Length, or streamed without end (up to 64 MiB)."""
-        request.send_response(200)
-        if self.oversize == "announced":
-            request.send_header("Content-Length", str(len(body) + 1))
-        request.end_headers()
-        try:
-            for _ in range((64 << 20) // len(body)):
-                request.wfile.write(body)
-        except OSError:  # the client hung up: what a client with a size limit does
-            pass
-
-
-@contextmanager
-def serving(fake: FakeUpstream) -> Iterator[FakeUpstream]:
-    """Run ``fake`` on a free port of 127.0.0.1 (its address in ``fake.url``) for the ``with`` block."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            fake.handle(self)
-
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    # A short poll interval keeps shutdown() from waiting the default 0.5 s per test.
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    fake.url = f"http://127.0.0.1:{server.server_port}"
-    try:
-        yield fake
-    finally:
-        if fake.stall is not None:
-            fake.stall.set()  # no handler left waiting
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
@@ -178,6 +93,21 @@ def test_interrupted_download_resumes_with_range(fake, tmp_path):
     assert [header for _, header in fake.requests] == [None, f"bytes={half}-"]
 
 
+def test_a_resumed_download_that_fails_its_checksum_is_fetched_again_whole(fake, tmp_path):
+    good = FILES["data/train.en.gz"]
+    fake.files = {**FILES, "data/train.en.gz": bytes(reversed(good))}  # the file as it was at first
+    fake.truncate_first = 1
+    handle = fake.handle
+
+    def handle_then_update(request):
+        handle(request)
+        fake.files = FILES  # upstream replaced the file between our requests: the splice is corrupt
+
+    fake.handle = handle_then_update
+    assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == good
+    assert [header for _, header in fake.requests] == [None, f"bytes={len(good) // 2}-", None]
+
+
 def test_server_ignoring_range_starts_over(fake, tmp_path):
     fake.truncate_first, fake.honour_range = 1, False
     path = corpus_path("fake", "train", "en", cache_dir=tmp_path)
@@ -201,9 +131,7 @@ def test_corrupt_cached_file_is_downloaded_again(fake, tmp_path):
     dest = tmp_path / "fake" / "data/train.en.gz"
     dest.parent.mkdir(parents=True)
     dest.write_bytes(b"garbage")
-    assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == FILES[
-        "data/train.en.gz"
-    ]
+    assert corpus_path("fake", "train", "en", cache_dir=tmp_path).read_bytes() == FILES["data/train.en.gz"]
 
 
 def test_server_errors_are_retried(fake, tmp_path):
@@ -319,42 +247,18 @@ print(corpus_path("fake", "train", "en", cache_dir=sys.argv[2]))
 """
 
 
-def race(fake: FakeUpstream, procs: list[subprocess.Popen], timeout: float = 60) -> list[str]:
-    """Stall ``fake``'s first download until another of ``procs`` says it waits for it; their stderr.
-
-    Deterministic, however the processes are scheduled: the first to take a
-    file's lock holds it until a second one has queued behind it. A second
-    request for the file instead means there was no lock: that fails at once.
-    """
-    fake.stall = threading.Event()
-    lines: list[list[str]] = [[] for _ in procs]
-    readers = [threading.Thread(target=lambda p=p, out=out: out.extend(p.stderr), daemon=True)
-               for p, out in zip(procs, lines)]
-    for reader in readers:
-        reader.start()
-    deadline = time.monotonic() + timeout
-    try:
-        while not any("waiting for another process" in line for out in lines for line in out):
-            assert len(fake.requests) < 2, f"both processes downloaded: {fake.requests}"
-            assert time.monotonic() < deadline and all(p.poll() is None for p in procs), lines
-            time.sleep(0.02)
-        fake.stall.set()
-        for p in procs:
-            p.wait(timeout=timeout)
-    except BaseException:
-        for p in procs:
-            p.kill()
-        raise
-    for reader in readers:
-        reader.join()
-    return ["".join(out) for out in lines]
-
-
 def test_two_processes_fetching_one_file_take_turns(fake, tmp_path):
     """The second waits on the first's lock, says so, then finds the verified file: one download in all."""
     cache = tmp_path / "cache"  # does not exist yet: both processes create it
-    procs = [subprocess.Popen([sys.executable, "-c", CHILD, f"{fake.url}/up/", str(cache)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, f"{fake.url}/up/", str(cache)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     stderr = race(fake, procs)
     paths = [p.stdout.read().strip() for p in procs]
     for p in procs:
@@ -374,10 +278,13 @@ def test_lock_of_a_killed_process_is_free_and_its_part_resumed(fake, tmp_path):
     dest = tmp_path / "fake" / "data" / "train.en.gz"
     dest.parent.mkdir(parents=True)
     dest.with_name("train.en.gz.part").write_bytes(body[:1000])  # what the killed writer had got
-    hold = ("import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX); "
-            "print(1, flush=True); time.sleep(60)")
-    holder = subprocess.Popen([sys.executable, "-c", hold, str(dest.with_name("train.en.gz.lock"))],
-                              stdout=subprocess.PIPE, text=True)
+    hold = (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'w'); fcntl.flock(f, fcntl.LOCK_EX); "
+        "print(1, flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(dest.with_name("train.en.gz.lock"))], stdout=subprocess.PIPE, text=True
+    )
     assert holder.stdout.readline() == "1\n"  # it holds the lock
     holder.kill()
     holder.wait()
@@ -395,6 +302,8 @@ def test_unknown_names_list_the_valid_ones():
         corpus_path("multi30k", "dev", "en")
     with pytest.raises(ValueError, match="languages: en, de, fr, cs"):
         corpus_path("multi30k", "train", "xx")
+    with pytest.raises(ValueError, match=r"made from archives.*parallel_files\('ted_hrlr'"):
+        corpus_path("ted_hrlr", "train", "pt")
 
 
 # --- the real Multi30k -------------------------------------------------------------

@@ -268,3 +268,17 @@ def test_bpe_dropout_needs_merges_to_drop(unigram, bpe):
         unigram.with_bpe_dropout(0.1)
     with pytest.raises(ValueError, match=r"must be in \(0, 1\)"):
         bpe.with_bpe_dropout(1.0)
+
+
+def test_pretokenized_wordpiece_keeps_the_corpus_tokens():
+    """Tokenised text (TED hrlr): split on spaces only, decoded by joining with spaces: exact round trip."""
+    lines = ["it 's a man , walking .", "we do n't know where it 's from ."] * 100
+    plain = SubwordTokenizer.train(lines, TokenizerConfig(kind="wordpiece", vocab_size=300))
+    pre = SubwordTokenizer.train(lines, TokenizerConfig(kind="wordpiece", vocab_size=300, pretokenized=True))
+    assert [pre.decode(pre.encode(s)) for s in lines[:2]] == lines[:2]
+    assert plain.decode(plain.encode(lines[0])) == "it ' s a man, walking."  # BERT's splitting and spacing
+
+
+def test_pretokenized_must_be_a_bool():
+    with pytest.raises(ValueError, match="tokenizer.pretokenized must be bool"):
+        TokenizerConfig(pretokenized="yes")

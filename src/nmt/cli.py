@@ -220,10 +220,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
 # --- evaluate -----------------------------------------------------------------------------------
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data.corpus import read_lines
-    from .data.registry import parallel_files
+    from .data.registry import is_pretokenized, parallel_files
     from .evaluation import score_translations
     from .translation_io import translate_sentences
 
+    pretokenized = args.pretokenized
     if args.test:
         try:
             corpus, split, pair = args.test.split(":")
@@ -231,6 +232,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         except ValueError:
             raise CommandError(f"--test {args.test!r} must look like multi30k:test_2016_flickr:de-en") from None
         src_path, ref_path = parallel_files(corpus, split, src_lang, tgt_lang)
+        pretokenized = pretokenized or is_pretokenized(corpus)
     elif args.src and args.ref:
         src_path, ref_path = Path(args.src), Path(args.ref)
     else:
@@ -242,7 +244,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise CommandError(f"{src_path} and {ref_path} are empty: no sentences to evaluate")
     translator = load_translator(args)
     hypotheses = translate_sentences(translator, sources, beam=args.beam, name=str(src_path))
-    scores = score_translations(hypotheses, references)
+    scores = score_translations(hypotheses, references, pretokenized=pretokenized)
     if args.json:
         print(
             json.dumps(
@@ -259,6 +261,26 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"BLEU {scores.bleu:.2f}   {scores.bleu_signature}")
         print(f"BLEU (lower-cased) {scores.bleu_lowercase:.2f}")
         print(f"chrF {scores.chrf:.2f}   {scores.chrf_signature}")
+    return 0
+
+
+# --- data ---------------------------------------------------------------------------------------
+def cmd_data(args: argparse.Namespace) -> int:
+    from .data.catalog import fetch_corpus, format_corpus_table, human_bytes, list_corpora
+
+    if args.action == "list":
+        if args.name is not None:
+            raise CommandError("nmt data list takes no corpus name (nmt data get NAME fetches one)")
+        print(format_corpus_table(list_corpora()))
+        return 0
+    if args.name is None:
+        raise CommandError("nmt data get needs a corpus NAME (see nmt data list)")
+    splits = tuple(args.split) if args.split else None
+    fetched = fetch_corpus(args.name, args.pair, splits=splits)
+    for pair, by_split in fetched.items():
+        for split, (src, tgt) in by_split.items():
+            size = human_bytes(src.stat().st_size + tgt.stat().st_size)
+            print(f"{args.name} {pair} {split}: {src} {tgt} ({size})")
     return 0
 
 
@@ -438,7 +460,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="reference file")
     p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="the text is tokenised already: BLEU on its own tokens (tokenize=none); automatic for a --test "
+        "corpus that is (ted_hrlr)",
+    )
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser(
+        "data",
+        help="list the corpora nmt knows, or fetch one ahead of a run",
+        description="list: every registered corpus with its pairs, splits, download size and what is cached. "
+        "get NAME [PAIR]: download, verify and extract it (all its pairs without PAIR) into $NMT_DATA_HOME "
+        "(NMT_MIRROR: a local mirror or URL tried first).",
+    )
+    p.add_argument("action", choices=("list", "get"), help="list the corpora, or get one")
+    p.add_argument("name", nargs="?", help="with get: a corpus name from nmt data list, e.g. ted_hrlr")
+    p.add_argument("pair", nargs="?", help="with get: one language pair, e.g. pt-en (default: every pair)")
+    p.add_argument("--split", action="append", help="with get: only this split (repeat for several)")
+    p.set_defaults(func=cmd_data)
 
     p = sub.add_parser(
         "export",

@@ -271,7 +271,13 @@ def config_from_dict(values: dict[str, Any]) -> ExperimentConfig:
 # Keys added after a release: a config.yaml saved before one lacks it without being cut short, and
 # gets its default. A new field goes here, or every existing model directory stops loading.
 ADDED_SINCE_SAVED: frozenset[str] = frozenset(
-    {"model.layer_norm_eps", "model.activation_dropout", "train.r_drop_alpha", "data.bpe_dropout"}
+    {
+        "model.layer_norm_eps",
+        "model.activation_dropout",
+        "train.r_drop_alpha",
+        "data.bpe_dropout",
+        "tokenizer.pretokenized",
+    }
 )
 
 

@@ -77,6 +77,10 @@ class TokenizerConfig:
     lowercase: bool | None = None
     # A pair must occur this often to be merged (bpe, wordpiece; unigram ignores it).
     min_frequency: int = 2
+    # The text is tokenised already (tokens split by spaces, as in TED hrlr): wordpiece then splits on
+    # spaces only and decodes by joining tokens with spaces, keeping the corpus's own tokens. (bpe and
+    # unigram always split on spaces only.)
+    pretokenized: bool = False
 
     def __post_init__(self) -> None:
         """Raise ValueError naming the key (`tokenizer.vocab_size ...`) for a value training would choke on."""
@@ -87,6 +91,7 @@ class TokenizerConfig:
             ("min_frequency", (int,)),
             ("joint", (bool,)),
             ("lowercase", (bool, type(None))),
+            ("pretokenized", (bool,)),
         ):
             if type(getattr(self, name)) not in kinds:  # type(), not isinstance: True is no vocabulary size
                 names = " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
@@ -274,7 +279,10 @@ def _pipeline(config: TokenizerConfig) -> tuple[Tokenizer, trainers.Trainer]:
             show_progress=False,
         )
     tokenizer.normalizer = _normalizer(config.lowercases)
-    if config.kind == "wordpiece":
+    if config.kind == "wordpiece" and config.pretokenized:
+        tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # no guessing of spaces
+    elif config.kind == "wordpiece":
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)
     else:

@@ -1,79 +1,78 @@
-"""Named corpora and their download into a local cache, verified by sha256.
+"""The catalog of named corpora, and the local paths to their files.
 
-A ``NamedCorpus`` lists the files of a public corpus by (split, language),
-each with the sha256 and size of its exact bytes. ``corpus_path`` turns a
-name into a local path to a verified file, from the first of these that
-applies:
+``parallel_files(name, split, src_lang, tgt_lang)`` gives the two aligned
+files of one split of any registered corpus (``CORPORA``), fetched and
+verified first if need be. Corpora come in two kinds:
 
-1. a mirror (the ``mirror`` argument or ``$NMT_MIRROR``) laid out like
-   upstream: a local directory is verified and used in place; an http(s)://
-   or file:// URL is downloaded into the cache;
-2. the cache, ``<cache_dir or data_home()>/<corpus>/<relpath>``, reused when
-   its checksum matches;
-3. upstream, downloaded into the cache.
+- a ``NamedCorpus`` (Multi30k) is a set of files, one per (split,
+  language), each with the sha256 and size of its exact bytes; the path of
+  one is ``corpus_path``;
+- an ``ArchiveCorpus`` (ted_hrlr, iwslt14, wmt14) is made from archives,
+  whose members are extracted once into the cache, split by split (see
+  ``archive_corpus.py``); its pairs may be used in either direction.
 
-Downloads go to ``<dest>.part``, resume with an HTTP Range request after an
-interruption, retry with exponential backoff on connection errors and 5xx
-answers, and are moved into place only once the checksum matches, so a file
-at its final path is always complete and correct. No download grows past
-the file's registered size (``UNKNOWN_SIZE_CAP_BYTES`` where that is not
-known): a server that sends an endless body is cut off, not allowed to fill
-the disk. Every failure is a ``CorpusDownloadError`` whose one-line message
-names the URL or file.
+Files come from the first of these that applies:
 
-Several processes may share one cache (two ``nmt train`` runs started
-together, torchrun ranks): they take turns per file through an exclusive
-``flock`` on ``<dest>.lock``. The first downloads; the others log that they
-wait, then find the verified file in the cache. A lock rather than a part
-file per process because it downloads each file once instead of once per
-process, and because the ``.part`` keeps a name the next run can find: only
-the lock's holder writes it, so a ``.part`` found by a new holder is the
-leftover of a writer that died or gave up, resumed when it can still be the
-start of the file (shorter than its size) and deleted otherwise. The kernel
-releases a flock when its holder exits, however it dies, so a crash never
-leaves the lock taken; the holder deletes the lock file as it finishes (see
-``_exclusive`` for why that is safe), so the cache holds only data files.
+1. a mirror (the ``mirror`` argument or ``$NMT_MIRROR``): for a
+   ``NamedCorpus`` laid out like upstream (a local directory is verified
+   and used in place; an http(s):// or file:// URL is downloaded into the
+   cache); for an archive, the archive under its own file name, in the
+   directory or below the URL (a mirror without it is passed over);
+2. the cache, ``<cache_dir or data_home()>/<corpus>/...``, reused when its
+   checksum matches;
+3. upstream, downloaded into the cache (an archive tries its addresses in
+   order).
+
+Downloads are verified, resumable, capped at the file's size and shared
+safely by processes (``download.py``). Every failure is a
+``CorpusDownloadError`` whose one-line message names the URL or file; an
+unknown corpus, split, language or pair is a ``ValueError`` listing the
+valid ones.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import http.client
-import logging
 import os
-import sys
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
+from .archive import NamedArchive
+from .archive_corpus import ArchiveCorpus
+from .download import (
+    CorpusDownloadError,
+    DownloadPolicy,
+    download,
+    is_url,
+    is_verified,
+    join_url,
+    sha256_of,
+)
+from .iwslt14 import IWSLT14
+from .ted_hrlr import TED_HRLR
+from .wmt14 import WMT14
 
 __all__ = [
     "CorpusFile",
     "NamedCorpus",
+    "NamedArchive",
+    "ArchiveCorpus",
     "CorpusDownloadError",
     "MULTI30K",
     "CORPORA",
     "data_home",
     "sha256_of",
+    "get_corpus",
+    "is_pretokenized",
     "corpus_path",
     "parallel_files",
 ]
 
-log = logging.getLogger(__name__)
-
+# How hard downloads try (module constants, read at each call, so tests can set them).
 BACKOFF_S = 1.0  # wait before the first retry; doubles for each further one (tests set 0)
 TIMEOUT_S = 30.0  # per socket operation, not per file
 # The most a download of a file of unknown size may write: generous for a corpus file,
 # yet a bound on what a broken or hostile server can put on the disk.
 UNKNOWN_SIZE_CAP_BYTES = 8 << 30
-_CHUNK_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -95,10 +94,7 @@ class NamedCorpus:
     splits: tuple[str, ...]
     files: dict[tuple[str, str], CorpusFile]  # (split, lang) -> file
     citation: str
-
-
-class CorpusDownloadError(RuntimeError):
-    """A corpus file could not be obtained, or what was obtained failed its checksum."""
+    pretokenized: bool = False  # the text is tokenised already: BLEU with tokenize="none"
 
 
 _MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -133,7 +129,13 @@ MULTI30K = NamedCorpus(
     ),
 )
 
-CORPORA: dict[str, NamedCorpus] = {"multi30k": MULTI30K}
+# The default corpus first: error messages list them in this order.
+CORPORA: dict[str, NamedCorpus | ArchiveCorpus] = {
+    "multi30k": MULTI30K,
+    "ted_hrlr": TED_HRLR,
+    "iwslt14": IWSLT14,
+    "wmt14": WMT14,
+}
 
 
 def data_home() -> Path:
@@ -141,13 +143,26 @@ def data_home() -> Path:
     return Path(os.environ.get("NMT_DATA_HOME") or Path.home() / ".cache" / "nmt")
 
 
-def sha256_of(path: str | Path) -> str:
-    """The hex sha256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
+def download_policy(retries: int = 3) -> DownloadPolicy:
+    """The download policy of this module's constants, read now (tests change them)."""
+    return DownloadPolicy(
+        retries=retries, backoff_s=BACKOFF_S, timeout_s=TIMEOUT_S, unknown_size_cap=UNKNOWN_SIZE_CAP_BYTES
+    )
+
+
+def get_corpus(name: str) -> NamedCorpus | ArchiveCorpus:
+    """The registered corpus ``name``, or a ValueError listing the known ones."""
+    if name not in CORPORA:
+        raise ValueError(f"unknown corpus {name!r}; known corpora: {', '.join(CORPORA)}")
+    return CORPORA[name]
+
+
+def is_pretokenized(name: str) -> bool:
+    """Whether corpus ``name``'s text is tokenised already.
+
+    If so, score translations of it with ``score_translations(..., pretokenized=True)``.
+    """
+    return get_corpus(name).pretokenized
 
 
 def corpus_path(
@@ -159,58 +174,93 @@ def corpus_path(
     cache_dir: Path | None = None,
     retries: int = 3,
 ) -> Path:
-    """Return a local path to the verified file of ``name``'s ``split`` in ``lang``.
+    """Return a local path to the verified file of ``name``'s ``split`` in ``lang`` (a ``NamedCorpus``).
 
     ``mirror`` (default ``$NMT_MIRROR``) is a local directory, used in place,
     or an http(s)/file URL, downloaded into the cache; either way it must be
     laid out like upstream. Without one the file comes from the cache or from
     upstream. ``retries`` is how many times a failed download is tried again.
-    Raises ``ValueError`` for an unknown corpus, split or language and
+    Raises ``ValueError`` for an unknown corpus, split or language (or a
+    corpus made of archives: see ``parallel_files``) and
     ``CorpusDownloadError`` when no verified file can be had.
     """
     corpus, file = _lookup(name, split, lang)
-    mirror = mirror if mirror is not None else os.environ.get("NMT_MIRROR") or None
-    if mirror is not None and not _is_url(mirror):
+    mirror = _mirror(mirror)
+    if mirror is not None and not is_url(mirror):
         return _from_local_mirror(Path(mirror).expanduser(), file)
 
-    cache_root = Path(cache_dir if cache_dir is not None else data_home()) / corpus.name
+    cache_root = _cache_root(cache_dir) / corpus.name
     dest = cache_root / file.relpath
-    if _is_cached(dest, file):  # the common case needs no lock: dest only ever appears complete
+    # The common case needs no lock: dest only ever appears complete.
+    if is_verified(dest, file.sha256, file.size):
         return dest
 
     if mirror is not None:
-        url = _join(mirror, file.relpath)
+        url = join_url(mirror, file.relpath)
         hint = f" from the mirror {mirror} (the mirror argument or NMT_MIRROR)."
     else:
-        url = _join(corpus.base_url, file.relpath)
+        url = join_url(corpus.base_url, file.relpath)
         hint = (
             ". Without network access, point NMT_MIRROR at a local copy laid out like upstream "
             f"(e.g. NMT_MIRROR=../shared/data/{corpus.name}) or put the files under {cache_root}."
         )
-    _download(url, dest, file, retries=retries, hint=hint)
+    download(url, dest, sha256=file.sha256, size=file.size, policy=download_policy(retries), hint=hint)
     return dest
 
 
 def parallel_files(
-    name: str, split: str, src_lang: str, tgt_lang: str, **kwargs
+    name: str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    *,
+    mirror: str | None = None,
+    cache_dir: Path | None = None,
+    retries: int = 3,
 ) -> tuple[Path, Path]:
-    """Paths to the aligned source and target files of one split; see ``corpus_path``."""
-    for lang in (src_lang, tgt_lang):  # a bad name is refused before anything is fetched
+    """Paths to the aligned ``src_lang`` and ``tgt_lang`` files of ``split`` of any registered corpus.
+
+    For a ``NamedCorpus`` see ``corpus_path``. For an ``ArchiveCorpus`` the
+    archives are fetched (see ``archive.fetch_archive``; ``mirror`` holds
+    them under their file names) and the split's folder is extracted into
+    ``<cache_dir>/<name>/`` once; the pair may be asked in either direction.
+    A bad name is refused with a ``ValueError`` before anything is fetched.
+    """
+    corpus = get_corpus(name)
+    if isinstance(corpus, ArchiveCorpus):
+        return corpus.files(
+            split,
+            src_lang,
+            tgt_lang,
+            root=_cache_root(cache_dir),
+            mirror=_mirror(mirror),
+            policy=download_policy(retries),
+        )
+    for lang in (src_lang, tgt_lang):
         _lookup(name, split, lang)
-    return (
-        corpus_path(name, split, src_lang, **kwargs),
-        corpus_path(name, split, tgt_lang, **kwargs),
-    )
+    options = dict(mirror=mirror, cache_dir=cache_dir, retries=retries)
+    return corpus_path(name, split, src_lang, **options), corpus_path(name, split, tgt_lang, **options)
 
 
 # --- lookup and mirrors --------------------------------------------------------
 
 
+def _mirror(mirror: str | None) -> str | None:
+    return mirror if mirror is not None else os.environ.get("NMT_MIRROR") or None
+
+
+def _cache_root(cache_dir: str | Path | None) -> Path:
+    return Path(cache_dir) if cache_dir is not None else data_home()
+
+
 def _lookup(name: str, split: str, lang: str) -> tuple[NamedCorpus, CorpusFile]:
     """The corpus and file asked for, or a ValueError listing the valid choices."""
-    if name not in CORPORA:
-        raise ValueError(f"unknown corpus {name!r}; known corpora: {', '.join(sorted(CORPORA))}")
-    corpus = CORPORA[name]
+    corpus = get_corpus(name)
+    if not isinstance(corpus, NamedCorpus):
+        raise ValueError(
+            f"{name} is made from archives, a pair at a time: ask for "
+            f"parallel_files({name!r}, split, src_lang, tgt_lang)"
+        )
     if split not in corpus.splits:
         raise ValueError(f"{name} has no split {split!r}; splits: {', '.join(corpus.splits)}")
     if lang not in corpus.languages:
@@ -218,15 +268,6 @@ def _lookup(name: str, split: str, lang: str) -> tuple[NamedCorpus, CorpusFile]:
     if (split, lang) not in corpus.files:
         raise ValueError(f"{name} has no file for split {split!r} in language {lang!r}")
     return corpus, corpus.files[(split, lang)]
-
-
-def _is_url(mirror: str) -> bool:
-    return urllib.parse.urlsplit(mirror).scheme in ("http", "https", "file")
-
-
-def _join(base: str, relpath: str) -> str:
-    # Not urljoin: it would drop the last segment of a base without a trailing "/".
-    return base.rstrip("/") + "/" + relpath
 
 
 def _from_local_mirror(root: Path, file: CorpusFile) -> Path:
@@ -248,205 +289,3 @@ def _from_local_mirror(root: Path, file: CorpusFile) -> Path:
             "replace it with a fresh copy"
         )
     return path
-
-
-# --- downloading -----------------------------------------------------------------
-
-
-class _Interrupted(ConnectionError):
-    """A response that ended early or answered the wrong byte range: worth retrying."""
-
-
-class _TooLarge(Exception):
-    """The server sends more than the file's size limit: not retried (it would do it again)."""
-
-
-def _is_cached(dest: Path, file: CorpusFile) -> bool:
-    """Whether ``dest`` holds ``file``'s exact bytes."""
-    try:
-        return dest.is_file() and sha256_of(dest) == file.sha256
-    except FileNotFoundError:  # a corrupt copy, deleted by a process about to download it again
-        return False
-    except OSError as exc:
-        raise CorpusDownloadError(f"cannot read the cached {dest}: {exc.strerror or exc}") from None
-
-
-def _download(url: str, dest: Path, file: CorpusFile, *, retries: int, hint: str) -> None:
-    """Fetch ``url`` into ``dest``, holding ``dest``'s lock, unless the process we waited for did.
-
-    Errors of the local disk (full, read-only, a file where a folder should
-    be) become a ``CorpusDownloadError`` naming the URL and ``dest``, like
-    network errors do.
-    """
-    if retries < 0:
-        raise ValueError(f"retries must be >= 0, got {retries}")
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)  # safe when another process makes it too
-        waiting = f"waiting for another process to finish downloading {dest}"
-        with _exclusive(dest.with_name(dest.name + ".lock"), waiting=waiting):
-            if _is_cached(dest, file):
-                return  # the process we waited for got it
-            if dest.exists():
-                log.warning("cached %s fails its checksum; downloading it again", dest)
-                dest.unlink()
-            _fetch_verified(url, dest, file, retries=retries, hint=hint)
-    except OSError as exc:  # network errors were handled below: this is the local disk
-        raise CorpusDownloadError(f"could not download {url} into {dest}: {exc}") from None
-
-
-@contextmanager
-def _exclusive(lock_path: Path, *, waiting: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` for the ``with`` block; log ``waiting`` if it is taken.
-
-    The lock file is created if missing and deleted on the way out while
-    still locked. A waiter blocked on the old file then wakes up holding a
-    file no longer at ``lock_path``, one that a newcomer would not see (it
-    creates a new one): so a lock counts only while its file is the one at
-    ``lock_path``, otherwise we try again on what is there now.
-    """
-    logged = False
-    while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not logged:
-                    log.info("%s", waiting)
-                    logged = True
-                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if its holder dies
-            if _same_file(fd, lock_path):
-                break
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    try:
-        yield
-    finally:
-        lock_path.unlink(missing_ok=True)
-        os.close(fd)  # releases the lock
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether the open file ``fd`` is the file now at ``path``."""
-    try:
-        at_path = path.stat()
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
-
-
-def _fetch_verified(url: str, dest: Path, file: CorpusFile, *, retries: int, hint: str) -> None:
-    """Fetch ``url`` into ``dest.part``, retrying, then verify it and move it to ``dest``."""
-    part = dest.with_name(dest.name + ".part")
-    limit = file.size if file.size is not None else UNKNOWN_SIZE_CAP_BYTES
-    # Only the lock's holder writes the .part, so one found now was left by a writer that died
-    # or gave up: resume it if it can still be the start of the file, else start over.
-    if part.exists() and part.stat().st_size >= limit:
-        part.unlink()
-    for attempt in range(retries + 1):
-        if attempt:
-            time.sleep(BACKOFF_S * 2 ** (attempt - 1))
-        try:
-            _fetch(url, part, label=dest.name, limit=limit)
-            break
-        except _TooLarge:
-            what = "its registered size" if file.size is not None else "the cap for a file of unknown size"
-            raise CorpusDownloadError(
-                f"refused {url}: the server sends more than {limit} bytes ({what}); nothing was kept"
-            ) from None
-        except urllib.error.HTTPError as exc:  # before URLError: it is a subclass
-            reason = f"HTTP {exc.code} {exc.reason}"
-            exc.close()
-            # 4xx (bar timeouts and rate limits) will not change on a retry.
-            if exc.code < 500 and exc.code not in (408, 429):
-                raise CorpusDownloadError(f"could not download {url} ({reason}){hint}") from None
-        except (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException) as exc:
-            reason = str(exc.reason) if isinstance(exc, urllib.error.URLError) else repr(exc)
-    else:
-        raise CorpusDownloadError(
-            f"could not download {url} ({reason}; gave up after {retries + 1} attempts){hint}"
-        )
-
-    got = sha256_of(part)
-    if got != file.sha256:
-        part.unlink()
-        raise CorpusDownloadError(
-            f"downloaded {url} is corrupt: sha256 expected {file.sha256}, got {got}; "
-            "the partial file was deleted"
-        )
-    os.replace(part, dest)  # atomic: readers never see a half-written file at dest
-
-
-def _fetch(url: str, part: Path, *, label: str, limit: int) -> None:
-    """One attempt: append the rest of ``url`` to ``part``, or rewrite it whole.
-
-    Raises ``_Interrupted`` when fewer bytes arrive than the server promised:
-    the next attempt resumes from what was kept. Raises ``_TooLarge``, with
-    ``part`` deleted, as soon as the file would grow past ``limit`` bytes.
-    """
-    offset = part.stat().st_size if part.exists() else 0
-    request = urllib.request.Request(url)
-    if offset:
-        request.add_header("Range", f"bytes={offset}-")
-    try:
-        response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
-    except urllib.error.HTTPError as exc:
-        if exc.code != 416:
-            raise
-        # "Range not satisfiable": our .part is no prefix of the file (a
-        # stale or already complete one). Start over; with no .part there is
-        # no Range header, so this recurses at most once.
-        exc.close()
-        part.unlink()
-        return _fetch(url, part, label=label, limit=limit)
-
-    with response:
-        status = response.status or 200  # file:// responses carry no status
-        if offset and status != 206:
-            offset = 0  # the server ignored the Range header and sends it all
-        total = _expected_total(response, offset)
-        if total is None and offset:
-            part.unlink()  # a 206 we cannot place: start over cleanly
-            raise _Interrupted(f"unusable Content-Range {response.headers.get('Content-Range')!r}")
-        size = offset  # bytes of the file on disk so far
-        if total is None or total <= limit:  # else refuse before writing a byte
-            with open(part, "ab" if offset else "wb") as out, _progress_bar(label, offset, total) as bar:
-                # http.client's read(n) returns b"" when the connection drops
-                # early instead of raising, hence the size check afterwards.
-                while size <= limit and (chunk := response.read(_CHUNK_BYTES)):
-                    out.write(chunk)
-                    bar.update(len(chunk))
-                    size += len(chunk)
-    if size > limit or (total is not None and total > limit):
-        part.unlink(missing_ok=True)
-        raise _TooLarge()
-    if total is not None and size < total:
-        raise _Interrupted(f"connection closed after {size} of {total} bytes")
-
-
-def _progress_bar(label: str, offset: int, total: int | None) -> tqdm:
-    """A bytes progress bar on stderr, shown only on a terminal and gone once done."""
-    return tqdm(total=total, initial=offset, desc=label, unit="B", unit_scale=True, unit_divisor=1024,
-                file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)
-
-
-def _expected_total(response, offset: int) -> int | None:
-    """The full file size the server promises, or None if it does not say.
-
-    For a resumed (206) answer this also checks that the range starts where
-    our partial file ends, and returns None when it does not.
-    """
-    if offset:
-        # "bytes 100-199/200" -> start 100, total 200
-        content_range = response.headers.get("Content-Range", "")
-        try:
-            span, total = content_range.removeprefix("bytes ").split("/")
-            start = int(span.split("-")[0])
-            return int(total) if start == offset else None
-        except ValueError:
-            return None
-    length = response.headers.get("Content-Length")
-    return int(length) if length and length.isdigit() else None

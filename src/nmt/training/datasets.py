@@ -18,7 +18,7 @@ from ..config import DataConfig
 from ..data.batching import filter_by_length
 from ..data.corpus import ReadStats, read_jsonl, read_parallel, read_tsv
 from ..data.encoded import EncodedCorpus, RaggedArray, cache_key, cached_encode, encode_corpus, file_fingerprint
-from ..data.registry import data_home, parallel_files
+from ..data.registry import data_home, is_pretokenized, parallel_files
 from ..tokenizer import SubwordTokenizer, TokenizerConfig, load_or_train_tokenizers
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class TrainingData:
     valid_ref_text: list[str]
     # With BPE-dropout: the training pairs of `train`, in its order, segmented afresh at each call.
     resample_train: Callable[[], EncodedCorpus] | None = None
+    pretokenized: bool = False  # the corpus is tokenised text: validation BLEU with tokenize=none
 
     def train_for_epoch(self) -> EncodedCorpus:
         """The training pairs as one epoch sees them: `train`, or a new sampled segmentation of it."""
@@ -140,6 +141,7 @@ def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: 
     resample = None
     if data.bpe_dropout > 0:
         resample = bpe_dropout_resampler(train_files, kept, src_tok, tgt_tok, data.bpe_dropout)
+    pretokenized = data.corpus is not None and data.valid_src is None and is_pretokenized(data.corpus)
     return TrainingData(
-        src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs], resample
+        src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs], resample, pretokenized
     )

@@ -56,7 +56,7 @@ def validate(
         )
         sources = data.valid_src_text[:bleu_sentences]
         hyps = translator.translate(sources, beam=1)
-        scores = score_translations(hyps, data.valid_ref_text[:bleu_sentences])
+        scores = score_translations(hyps, data.valid_ref_text[:bleu_sentences], pretokenized=data.pretokenized)
         result.update(bleu=scores.bleu, chrf=scores.chrf)
     model.train(was_training)
     return result
