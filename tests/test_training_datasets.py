@@ -33,3 +33,11 @@ def test_bpe_dropout_resamples_training_pairs_only(overrides, tmp_path):
 def test_bpe_dropout_is_refused_for_a_tokenizer_without_merges():
     with pytest.raises(ConfigError, match="data.bpe_dropout needs tokenizer.kind=bpe"):
         load_config(None, ["data.bpe_dropout=0.1", "tokenizer.kind=unigram"])
+
+
+def test_bpe_dropout_checks_the_tokenizer_files_not_only_the_config(overrides, tmp_path):
+    unigram = load_config(None, overrides + ["tokenizer.kind=unigram", "tokenizer.vocab_size=600"])
+    load_training_data(unigram.data, unigram.tokenizer, tmp_path)  # leaves a unigram tokenizer in tmp_path
+    config = load_config(None, overrides + ["data.bpe_dropout=0.1"])  # tokenizer.kind: bpe, but the files win
+    with pytest.raises(ValueError, match=f"data.bpe_dropout needs bpe tokenizers, but those in {tmp_path} are unigram"):
+        load_training_data(config.data, config.tokenizer, tmp_path)

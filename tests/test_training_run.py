@@ -1,5 +1,7 @@
 """Assembling a run (training/run.py): fine-tuning from a trained model with --init-from."""
 
+import json
+
 import pytest
 import torch
 
@@ -53,3 +55,24 @@ def test_fine_tuning_refuses_a_directory_with_another_tokenizer(overrides, train
 def test_init_from_and_resume_are_refused_together(overrides, trained, tmp_path):
     with pytest.raises(ValueError, match="not both"):
         train(load_config(None, overrides + SHORT), tmp_path / "x", resume=True, init_from=trained)
+
+
+def test_a_fine_tuning_run_resumed_before_its_first_checkpoint_starts_from_its_parent(overrides, trained, tmp_path):
+    def first_loss(model_dir):
+        return json.loads((model_dir / "metrics.jsonl").read_text().splitlines()[0])["loss"]
+
+    config = load_config(None, overrides + SHORT + ["train.max_steps=2", "train.log_every=1"])
+    child = tmp_path / "child"
+    build_trainer(config, child, dist=Distributed(), init_from=trained)  # "killed" before any checkpoint
+    assert (child / "init_from").read_text().strip() == str(trained.resolve())
+    train(config, child, resume=True, progress_bar=False)  # plain --resume, as the CLI allows
+    train(config, tmp_path / "uninterrupted", init_from=trained, progress_bar=False)
+    train(config, tmp_path / "scratch", progress_bar=False)
+    assert first_loss(child) == first_loss(tmp_path / "uninterrupted") != first_loss(tmp_path / "scratch")
+
+
+def test_a_model_mismatch_is_refused_before_anything_is_written(overrides, trained, tmp_path):
+    config = load_config(None, overrides + SHORT + ["model.d_ff=48"])
+    with pytest.raises(ValueError, match=r"d_ff \(64 there, 48 here\)"):
+        build_trainer(config, tmp_path / "child", dist=Distributed(), init_from=trained)
+    assert not (tmp_path / "child").exists()

@@ -269,8 +269,8 @@ def cmd_data(args: argparse.Namespace) -> int:
     from .data.catalog import fetch_corpus, format_corpus_table, human_bytes, list_corpora
 
     if args.action == "list":
-        if args.name is not None:
-            raise CommandError("nmt data list takes no corpus name (nmt data get NAME fetches one)")
+        if args.name is not None or args.split:
+            raise CommandError("nmt data list takes no corpus name or --split (nmt data get NAME fetches one)")
         print(format_corpus_table(list_corpora()))
         return 0
     if args.name is None:

@@ -5,6 +5,7 @@
     model.safetensors     the weights used for translation (the best checkpoint so far)
     tokenizer.json        the joint tokenizer (or tokenizer.src.json + tokenizer.tgt.json)
     metrics.jsonl         training and validation records
+    init_from             a fine-tuned model: the directory whose weights it started from
     checkpoints/          numbered checkpoints and `latest` (see nmt.checkpoint)
 
 Every reader of a model directory goes through here, so a cut or hand-edited file is refused
@@ -28,6 +29,7 @@ METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 TOKENIZER_FILES = (JOINT_FILE, SRC_FILE, TGT_FILE)
+INIT_FROM = "init_from"  # a fine-tuning run: the model directory it started from (one line)
 
 log = logging.getLogger(__name__)
 

@@ -12,19 +12,11 @@ metrics.py         /metrics in the Prometheus text format, one registry per app
 web/index.html     the web page
 """
 
-from .app import (
-    AccessPolicy,
-    ApiError,
-    BatchingConfig,
-    ConnectionOptions,
-    ServerLimits,
-    access_policy,
-    create_app,
-    model_info,
-    run_app,
-    serve,
-    serve_in_thread,
-)
+from .access import AccessPolicy
+from .app import access_policy, create_app, model_info, run_app, serve, serve_in_thread
+from .batching_queue import BatchingConfig
+from .connections import ConnectionOptions
+from .requests import ApiError, ServerLimits
 
 __all__ = [
     "AccessPolicy",

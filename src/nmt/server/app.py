@@ -54,20 +54,6 @@ from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, u
 from .metrics import ServerMetrics, StatusCounter
 from .requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
 
-__all__ = [
-    "AccessPolicy",
-    "ApiError",
-    "BatchingConfig",
-    "ConnectionOptions",
-    "ServerLimits",
-    "access_policy",
-    "create_app",
-    "model_info",
-    "run_app",
-    "serve",
-    "serve_in_thread",
-]
-
 log = logging.getLogger(__name__)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 

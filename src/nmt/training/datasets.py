@@ -70,19 +70,35 @@ class TrainingData:
 
     def train_for_epoch(self) -> EncodedCorpus:
         """The training pairs as one epoch sees them: `train`, or a new sampled segmentation of it."""
-        return self.resample_train() if self.resample_train is not None else self.train
+        if self.resample_train is None:
+            return self.train
+        sampled = self.resample_train()
+        if len(sampled) != len(self.train):  # the batches' indices would point at other pairs
+            raise ValueError(
+                f"the training files now hold {len(sampled)} pairs where the run started with {len(self.train)}: "
+                "they changed during the run"
+            )
+        return sampled
+
+
+def bpe_dropout_tokenizers(
+    src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer, p: float, where: Path
+) -> tuple[SubwordTokenizer, SubwordTokenizer]:
+    """Copies of the tokenizers that drop merges; the tokenizer files in `where` must be BPE."""
+    if src_tok.kind != "bpe" or tgt_tok.kind != "bpe":  # the files win over tokenizer.kind
+        raise ValueError(f"data.bpe_dropout needs bpe tokenizers, but those in {where} are {src_tok.kind}")
+    src_drop = src_tok.with_bpe_dropout(p)
+    return src_drop, src_drop if tgt_tok is src_tok else tgt_tok.with_bpe_dropout(p)
 
 
 def bpe_dropout_resampler(
-    files: CorpusFiles, keep: np.ndarray | None, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer, p: float
+    files: CorpusFiles, keep: np.ndarray | None, src_drop: SubwordTokenizer, tgt_drop: SubwordTokenizer
 ) -> Callable[[], EncodedCorpus]:
-    """A function encoding the training pairs (those in `keep`, in order) with BPE-dropout `p`.
+    """A function encoding the training pairs (those in `keep`, in order) with dropping tokenizers.
 
     Only training pairs are sampled: validation and test text, and the tokenizer saved with the
     model, keep the deterministic segmentation that translation uses.
     """
-    src_drop = src_tok.with_bpe_dropout(p)
-    tgt_drop = src_drop if tgt_tok is src_tok else tgt_tok.with_bpe_dropout(p)
 
     def resample() -> EncodedCorpus:
         corpus = encode_corpus(files.pairs(), src_drop.encode_batch, tgt_drop.encode_batch)
@@ -122,6 +138,7 @@ def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: 
         lambda: (t for _, t in train_files.pairs()),
         tokenizer,
     )
+    dropping = bpe_dropout_tokenizers(src_tok, tgt_tok, data.bpe_dropout, model_dir) if data.bpe_dropout else None
     train = encode_split(train_files, src_tok, tgt_tok, model_dir)
     keep, report = filter_by_length(
         train.src_lengths(),
@@ -138,9 +155,7 @@ def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: 
         raise ValueError("no training pairs left after the length filters: " + report.report())
     valid = encode_split(valid_files, src_tok, tgt_tok, model_dir)
     valid_pairs = list(valid_files.pairs())
-    resample = None
-    if data.bpe_dropout > 0:
-        resample = bpe_dropout_resampler(train_files, kept, src_tok, tgt_tok, data.bpe_dropout)
+    resample = bpe_dropout_resampler(train_files, kept, *dropping) if dropping is not None else None
     pretokenized = data.corpus is not None and data.valid_src is None and is_pretokenized(data.corpus)
     return TrainingData(
         src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs], resample, pretokenized

@@ -118,6 +118,8 @@ def r_drop_loss(
     which is the paper's CE_1 + CE_2 + alpha / 2 * (KL + KL), halved so that alpha = 0 is the usual loss
     (same scale, same learning rate) and the paper's alpha values mean the same here. The two passes
     run as one forward over the batch stacked on itself. nll and correct are the two passes' mean.
+    Memory: the KL term keeps several (real tokens x vocab) float32 buffers for the backward pass
+    (the plain loss keeps one), so a large vocabulary may need a smaller train.batch_tokens.
     """
     doubled = [torch.cat([t, t]) for t in (src, tgt_in, tgt_out)]
     states = model.decode(doubled[1], model.encode(doubled[0])).states  # (2 * batch, tgt_len, d_model)

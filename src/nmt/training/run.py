@@ -18,12 +18,12 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import CHECKPOINTS, apply_weights, read_weights
+from ..checkpoint import CHECKPOINTS, apply_weights, list_checkpoints, read_weights
 from ..config import ExperimentConfig, TrainConfig
 from ..data.batching import TokenBatchSampler
-from ..files import atomic_write, remove_stale_temp_files
+from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
-from ..model_dir import MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
+from ..model_dir import INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
 from .datasets import TrainingData, load_training_data
 from .distributed import Distributed
 from .loss import LossModule
@@ -49,6 +49,10 @@ def train(
     if resume and init_from is not None:
         raise ValueError("init_from starts a new run from a trained model; resume continues a run: not both")
     model_dir = Path(model_dir)
+    if resume and not list_checkpoints(model_dir) and (model_dir / INIT_FROM).is_file():
+        # A fine-tuning run stopped before its first checkpoint starts again from its parent, not from scratch.
+        init_from = (model_dir / INIT_FROM).read_text(encoding="utf-8").strip()
+        log.info("--resume: no checkpoint yet; starting again from the weights of %s", init_from)
     dist = Distributed.from_environment(config.train.device)
     try:
         trainer = build_trainer(config, model_dir, dist=dist, progress_bar=progress_bar, init_from=init_from)
@@ -81,11 +85,14 @@ def build_trainer(
     init_from = Path(init_from) if init_from is not None else None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    if init_from is not None:  # refuse another model before anything is written or encoded
+        check_same_model(config, init_from)
     with dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
         if dist.is_main:
             prepare_model_dir(model_dir)
             if init_from is not None:
                 copy_tokenizers(init_from, model_dir)
+                atomic_write_text(model_dir / INIT_FROM, f"{init_from.resolve()}\n")
         data = data or load_training_data(config.data, config.tokenizer, model_dir)
     torch.manual_seed(cfg.seed)
     model_config = config.model.build(
@@ -161,18 +168,29 @@ def copy_tokenizers(init_from: Path, model_dir: Path) -> None:
         atomic_write(model_dir / name, lambda tmp, name=name: shutil.copyfile(init_from / name, tmp))
 
 
+def check_same_model(config: ExperimentConfig, init_from: Path) -> None:
+    """Refuse a config whose model section builds another model than `init_from`'s, naming the fields."""
+    saved = ModelConfig.load(init_from / MODEL_CONFIG)
+    joint = (init_from / TOKENIZER_FILES[0]).is_file()  # the parent's vocabulary sizes and sharing
+    built = config.model.build(saved.src_vocab_size, saved.tgt_vocab_size, joint_vocabulary=joint)
+    _refuse_differences(saved, built, init_from)
+
+
 def load_starting_weights(model: Transformer, init_from: Path) -> None:
     """`init_from`'s weights (model.safetensors) into `model`, once its config is known to match."""
-    saved = ModelConfig.load(init_from / MODEL_CONFIG)
+    _refuse_differences(ModelConfig.load(init_from / MODEL_CONFIG), model.config, init_from)
+    weights = init_from / WEIGHTS
+    apply_weights(model, read_weights(weights), weights)
+    log.info("starting from the weights of %s", weights)
+
+
+def _refuse_differences(saved: ModelConfig, built: ModelConfig, init_from: Path) -> None:
     differ = [
-        f"{f.name} ({getattr(saved, f.name)} there, {getattr(model.config, f.name)} here)"
+        f"{f.name} ({getattr(saved, f.name)} there, {getattr(built, f.name)} here)"
         for f in dataclasses.fields(ModelConfig)
-        if f.name not in MAY_DIFFER_WHEN_FINE_TUNING and getattr(saved, f.name) != getattr(model.config, f.name)
+        if f.name not in MAY_DIFFER_WHEN_FINE_TUNING and getattr(saved, f.name) != getattr(built, f.name)
     ]
     if differ:
         raise ValueError(
             f"--init-from {init_from}: the config builds a different model: {'; '.join(differ)} (set model.* to match)"
         )
-    weights = init_from / WEIGHTS
-    apply_weights(model, read_weights(weights), weights)
-    log.info("starting from the weights of %s", weights)
