@@ -292,3 +292,21 @@ def test_bpe_dropout_runs_whole_epochs(overrides, tmp_path):
         + ["train.valid_bleu_sentences=0", "train.best_metric=loss"],
     )
     assert train(config, tmp_path / "bpe_dropout", progress_bar=False) == "reached train.max_epochs=2"
+
+
+def test_with_bpe_dropout_each_epoch_is_planned_on_its_own_lengths(overrides, tmp_path):
+    """Batches planned on the deterministic lengths would overflow the budget once pieces are dropped."""
+    from nmt.training.distributed import Distributed
+    from nmt.training.run import build_trainer
+
+    budget = 300
+    config = load_config(None, overrides + ["data.bpe_dropout=0.3", f"train.batch_tokens={budget}"])
+    trainer = build_trainer(config, tmp_path / "run", dist=Distributed(), progress_bar=False)
+    sizes = []
+    for index, batch in trainer.batches():
+        rows = batch.src.size(0)
+        sizes.append(rows * max(batch.src.size(1), batch.tgt_in.size(1) + 1))  # padded tokens, as planned
+        assert sizes[-1] <= budget or rows == 1, (index, sizes[-1])
+        if trainer.progress.epoch == 1:  # two epochs, two samples
+            break
+    assert len(sizes) > 10

@@ -231,6 +231,26 @@ class TokenBatchSampler:
                 stacklevel=2,
             )
 
+    def for_lengths(self, src_lengths: np.ndarray, tgt_lengths: np.ndarray) -> TokenBatchSampler:
+        """The same sampler (budget, seed, pool, shard) over new lengths of the same examples.
+
+        For an epoch whose examples were segmented afresh (BPE-dropout): batches planned on the
+        old lengths would pad to the longest new one in each batch.
+        """
+        if len(src_lengths) != len(self.src_lengths):
+            raise ValueError(f"{len(src_lengths)} examples, where the sampler has {len(self.src_lengths)}")
+        return TokenBatchSampler(
+            src_lengths,
+            tgt_lengths,
+            max_tokens=self.max_tokens,
+            pool_size=self.pool_size,
+            seed=self.seed,
+            shuffle=self.shuffle,
+            num_shards=self.num_shards,
+            shard_index=self.shard_index,
+            max_sentences=self.max_sentences,
+        )
+
     def _sort(self, idx: np.ndarray) -> np.ndarray:
         # lexsort is stable and sorts by its last key first: (cost, tgt, src).
         return idx[np.lexsort((self.src_lengths[idx], self.tgt_lengths[idx], self.cost[idx]))]
