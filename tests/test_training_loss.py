@@ -63,24 +63,9 @@ def test_gradient_equals_autograd_of_the_textbook_formula():
 
 
 def test_sequence_loss_equals_loss_on_full_logits():
-    from nmt.model import ModelConfig, Transformer
     from nmt.training.loss import sequence_loss
 
-    torch.manual_seed(0)
-    model = Transformer(
-        ModelConfig(
-            src_vocab_size=11,
-            tgt_vocab_size=11,
-            encoder_layers=1,
-            decoder_layers=1,
-            d_model=16,
-            num_heads=2,
-            d_ff=32,
-            dropout=0.0,
-        )
-    )
-    src = torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]])
-    tgt_in, tgt_out = torch.tensor([[2, 8, 9], [2, 4, 0]]), torch.tensor([[8, 9, 3], [4, 3, 0]])
+    model, src, tgt_in, tgt_out = tiny_seq2seq(dropout=0.0)
     full = label_smoothed_loss(model(src, tgt_in), tgt_out, normaliser=5)
     fused = sequence_loss(model, src, tgt_in, tgt_out, normaliser=5)
     assert torch.allclose(full.loss, fused.loss, atol=1e-6)

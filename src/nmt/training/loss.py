@@ -121,15 +121,14 @@ def r_drop_loss(
     Memory: the KL term keeps several (real tokens x vocab) float32 buffers for the backward pass
     (the plain loss keeps one), so a large vocabulary may need a smaller train.batch_tokens.
     """
-    doubled = [torch.cat([t, t]) for t in (src, tgt_in, tgt_out)]
-    states = model.decode(doubled[1], model.encode(doubled[0])).states  # (2 * batch, tgt_len, d_model)
-    real = tgt_out != model.config.pad_id  # (batch, tgt_len): the same positions in both halves
-    logits = model.logits(torch.cat([states[: src.size(0)][real], states[src.size(0) :][real]]))  # (2 * real, vocab)
-    labels = tgt_out[real]
-    loss_sum, nll_sum, correct = SmoothedCrossEntropy.apply(logits, torch.cat([labels, labels]), smoothing)
-    first, second = logits.chunk(2)
+    src2, tgt_in2, tgt_out2 = (torch.cat([t, t]) for t in (src, tgt_in, tgt_out))
+    states = model.decode(tgt_in2, model.encode(src2)).states  # (2 * batch, tgt_len, d_model)
+    real = tgt_out2 != model.config.pad_id  # (2 * batch, tgt_len): row-major, so all of pass 1, then pass 2
+    logits = model.logits(states[real])  # (2 * real, vocab)
+    loss_sum, nll_sum, correct = SmoothedCrossEntropy.apply(logits, tgt_out2[real], smoothing)
+    first, second = logits.chunk(2)  # the same tokens, through the two dropout masks
     loss = loss_sum / 2 + alpha / 4 * symmetric_kl(first, second)
-    return LossOutput(loss=loss / normaliser, nll_sum=nll_sum / 2, correct=correct / 2, tokens=int(labels.numel()))
+    return LossOutput(loss=loss / normaliser, nll_sum=nll_sum / 2, correct=correct / 2, tokens=first.size(0))
 
 
 class LossModule(torch.nn.Module):
