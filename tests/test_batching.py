@@ -104,14 +104,14 @@ def test_filter_by_length_counts_first_failure():
     src = [5, 50, 5, 5, 50, 10]
     tgt = [5, 5, 60, 30, 60, 12]
     kept, report = filter_by_length(src, tgt, max_src_len=20, max_tgt_len=40, max_ratio=2.0)
-    assert kept == [0, 5]
+    assert kept.tolist() == [0, 5]
     assert (report.kept, report.too_long_src, report.too_long_tgt, report.bad_ratio) == (2, 2, 1, 1)
     assert "kept 2/6" in report.report()
 
 
 def test_filter_by_length_none_disables():
     kept, report = filter_by_length([5, 500], [100, 5], max_src_len=None, max_tgt_len=None, max_ratio=None)
-    assert kept == [0, 1] and report.kept == 2
+    assert kept.tolist() == [0, 1] and report.kept == 2
 
 
 # --- TokenBatchSampler ----------------------------------------------------------

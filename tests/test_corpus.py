@@ -8,6 +8,7 @@ import pytest
 from nmt.data.corpus import (
     CorpusError,
     ReadStats,
+    count_lines,
     open_text,
     read_jsonl,
     read_lines,
@@ -21,6 +22,13 @@ def write(path: Path, data: str | bytes) -> Path:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
     return path
+
+
+@pytest.mark.parametrize("name", ["a.txt", "a.txt.gz"])
+@pytest.mark.parametrize(("text", "lines"), [("", 0), ("x\n", 1), ("x\ny", 2), ("x\r\n\ny\n", 3)])
+def test_count_lines_agrees_with_read_lines(tmp_path, name, text, lines):
+    path = write(tmp_path / name, text)
+    assert count_lines(path) == lines == len(list(read_lines(path)))
 
 
 # --- aligned files -------------------------------------------------------------

@@ -1,10 +1,12 @@
 """From the data config to encoded splits (training/datasets.py): length filters, BPE-dropout."""
 
+from pathlib import Path
+
 import pytest
 
 from nmt.config import ConfigError, load_config
-from nmt.tokenizer import load_tokenizers
-from nmt.training.datasets import load_training_data
+from nmt.tokenizer import BYTE_PIECES, SPECIAL_TOKENS, load_tokenizers, normalize_text
+from nmt.training.datasets import CorpusFiles, load_training_data, sample_pairs
 
 
 def sequences(corpus):
@@ -41,3 +43,32 @@ def test_bpe_dropout_checks_the_tokenizer_files_not_only_the_config(overrides, t
     config = load_config(None, overrides + ["data.bpe_dropout=0.1"])  # tokenizer.kind: bpe, but the files win
     with pytest.raises(ValueError, match=f"data.bpe_dropout needs bpe tokenizers, but those in {tmp_path} are unigram"):
         load_training_data(config.data, config.tokenizer, tmp_path)
+
+
+def write_pairs(tmp_path, n: int) -> CorpusFiles:
+    src, tgt = tmp_path / "train.de", tmp_path / "train.en"
+    src.write_text("".join(f"satz {i}\n" for i in range(n)))
+    tgt.write_text("".join(f"sentence {i}\n" for i in range(n)))
+    return CorpusFiles(src, tgt)
+
+
+def test_tokenizer_sample_is_uniform_seeded_and_in_file_order(tmp_path):
+    files = write_pairs(tmp_path, 1000)
+    sample = sample_pairs(files, 100, seed=3)
+    numbers = [int(s.split()[1]) for s, _ in sample]
+    assert len(sample) == 100 and len(set(numbers)) == 100 and numbers == sorted(numbers)
+    assert all(t == f"sentence {n}" for (_, t), n in zip(sample, numbers, strict=True))  # pairs stay pairs
+    assert sample == sample_pairs(files, 100, seed=3) != sample_pairs(files, 100, seed=4)
+    assert max(numbers) > 800 and min(numbers) < 200  # drawn from the whole file, not its head
+    assert sample_pairs(files, 1000) == sample_pairs(files, None) == list(files.pairs())  # small: all, in order
+
+
+def test_tokenizer_trains_on_the_sample_only(overrides, tmp_path):
+    """With tokenizer.sample_pairs=1, every learned piece comes from the one sampled pair."""
+    config = load_config(None, overrides + ["tokenizer.sample_pairs=1"])
+    data = load_training_data(config.data, config.tokenizer, tmp_path)
+    [(src, tgt)] = sample_pairs(CorpusFiles(Path(config.data.train_src), Path(config.data.train_tgt)), 1)
+    text = " " + normalize_text(src) + " " + normalize_text(tgt)
+    learned = set(data.src_tokenizer._tokenizer.get_vocab()) - set(SPECIAL_TOKENS) - set(BYTE_PIECES)
+    pieces = sorted(learned)
+    assert len(pieces) > 20 and all(p.replace("\u2581", " ") in text for p in pieces)

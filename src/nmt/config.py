@@ -277,6 +277,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",
+        "tokenizer.sample_pairs",
     }
 )
 

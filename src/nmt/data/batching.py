@@ -123,8 +123,8 @@ def filter_by_length(
     max_src_len: int | None,
     max_tgt_len: int | None,
     max_ratio: float | None,
-) -> tuple[list[int], LengthFilterReport]:
-    """Indices of the pairs that pass the length limits, and why the others failed.
+) -> tuple[np.ndarray, LengthFilterReport]:
+    """Indices (int64, ascending) of the pairs that pass the length limits, and why the others failed.
 
     Lengths are in tokens *including BOS and EOS*. A pair passes when
     ``src_len <= max_src_len``, ``tgt_len <= max_tgt_len`` and
@@ -147,7 +147,7 @@ def filter_by_length(
         dropped = alive & fails if fails is not None else np.zeros_like(alive)
         counts.append(int(dropped.sum()))
         alive &= ~dropped
-    kept = np.flatnonzero(alive).tolist()
+    kept = np.flatnonzero(alive)  # an array: millions of pairs are no Python list
     return kept, LengthFilterReport(len(kept), *counts)
 
 

@@ -96,6 +96,19 @@ def read_lines(path: str | Path) -> Iterator[str]:
         yield _decode(raw, path, number)
 
 
+def count_lines(path: str | Path) -> int:
+    """The number of lines of a plain or ".gz" file (a last line without "\\n" counts), read in 1 MiB blocks.
+
+    For progress bars and sampling: about a second per GB, against minutes to read pairs as text.
+    """
+    count, last = 0, b"\n"
+    with _open_binary(Path(path)) as file:
+        while block := file.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
 def read_parallel(
     src_path: str | Path, tgt_path: str | Path, stats: ReadStats | None = None
 ) -> Iterator[tuple[str, str]]:

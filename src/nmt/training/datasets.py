@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from ..config import DataConfig
 from ..data.batching import filter_by_length
-from ..data.corpus import ReadStats, read_jsonl, read_parallel, read_tsv
-from ..data.encoded import EncodedCorpus, RaggedArray, cache_key, cached_encode, encode_corpus, file_fingerprint
+from ..data.corpus import ReadStats, count_lines, read_jsonl, read_parallel, read_tsv
+from ..data.encoded import EncodedCorpus, cache_key, cached_encode, encode_chunks, encode_corpus, file_fingerprint
 from ..data.registry import data_home, is_pretokenized, parallel_files
 from ..tokenizer import SubwordTokenizer, TokenizerConfig, load_or_train_tokenizers
 
@@ -42,6 +43,31 @@ class CorpusFiles:
 
     def fingerprint(self) -> str:
         return "|".join(file_fingerprint(p) for p in (self.src, self.tgt) if p is not None)
+
+    def count(self) -> int:
+        """Lines of the source file: the pairs before empty ones are skipped (fast: no decoding)."""
+        return count_lines(self.src)
+
+
+def sample_pairs(files: CorpusFiles, limit: int | None, seed: int = 0) -> list[tuple[str, str]]:
+    """At most `limit` pairs of `files`, drawn uniformly without replacement (seeded), in file order.
+
+    A corpus of at most `limit` lines is returned whole. Lines are counted first (fast), then
+    the chosen line numbers are taken in one pass: memory holds the sample, not the corpus.
+    """
+    total = files.count()
+    if limit is None or total <= limit:
+        return list(files.pairs())
+    chosen = np.sort(np.random.default_rng(seed).choice(total, size=limit, replace=False))
+    picked, position = [], 0
+    # Numbered by pairs read: a skipped empty pair shifts the numbers, which keeps the draw uniform.
+    for index, pair in enumerate(files.pairs()):
+        if index == chosen[position]:
+            picked.append(pair)
+            position += 1
+            if position == len(chosen):
+                break
+    return picked
 
 
 def split_files(data: DataConfig, split: str) -> CorpusFiles:
@@ -102,44 +128,56 @@ def bpe_dropout_resampler(
 
     def resample() -> EncodedCorpus:
         corpus = encode_corpus(files.pairs(), src_drop.encode_batch, tgt_drop.encode_batch)
-        return select(corpus, keep) if keep is not None else corpus
+        return corpus.take(keep) if keep is not None else corpus
 
     return resample
 
 
 def encode_split(
-    files: CorpusFiles, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer, tokenizer_dir: Path
+    files: CorpusFiles,
+    src_tok: SubwordTokenizer,
+    tgt_tok: SubwordTokenizer,
+    tokenizer_dir: Path,
+    *,
+    progress: bool = False,
 ) -> EncodedCorpus:
-    """Encode once; later runs load the cached ids (keyed by the files and the tokenizer files)."""
+    """Encode once, chunk by chunk straight to the cache; every run maps the cached ids
+    (keyed by the files and the tokenizer files). `progress`: a progress bar while encoding."""
     tokenizer_files = sorted(p.read_bytes() for p in tokenizer_dir.glob("tokenizer*.json"))
     key = cache_key(files.fingerprint(), *tokenizer_files)
 
-    def make() -> EncodedCorpus:
+    def make() -> Iterator[EncodedCorpus]:
         stats = ReadStats()
-        corpus = encode_corpus(files.pairs(stats), src_tok.encode_batch, tgt_tok.encode_batch)
+        pairs = files.pairs(stats)
+        if progress:
+            total = files.count()
+            pairs = tqdm(pairs, total=total, desc=f"encoding {files.src.name}", unit=" pairs", unit_scale=True)
+        yield from encode_chunks(pairs, src_tok.encode_batch, tgt_tok.encode_batch)
         log.info("%s: %s", files.src, stats.report())
-        return corpus
 
     return cached_encode(data_home() / "encoded", key, make)
 
 
-def select(corpus: EncodedCorpus, keep: list[int] | np.ndarray) -> EncodedCorpus:
-    return EncodedCorpus(
-        RaggedArray.from_sequences(corpus.src[i] for i in keep), RaggedArray.from_sequences(corpus.tgt[i] for i in keep)
-    )
-
-
-def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: Path) -> TrainingData:
-    """Tokenizers (trained on the training pairs if the model directory has none) and encoded splits."""
+def load_training_data(
+    data: DataConfig, tokenizer: TokenizerConfig, model_dir: Path, *, progress: bool = False
+) -> TrainingData:
+    """Tokenizers (trained on a sample of the training pairs if the model directory has none)
+    and encoded splits. `progress`: progress bars on the long steps (sampling, encoding)."""
     train_files, valid_files = split_files(data, "train"), split_files(data, "valid")
+    sample: list[tuple[str, str]] = []
+
+    def sampled() -> list[tuple[str, str]]:  # read once, and only if a tokenizer is trained
+        if not sample:
+            sample.extend(sample_pairs(train_files, tokenizer.sample_pairs))
+            log.info("tokenizer training sample: %d pairs", len(sample))
+        return sample
+
     src_tok, tgt_tok = load_or_train_tokenizers(
-        model_dir,
-        lambda: (s for s, _ in train_files.pairs()),
-        lambda: (t for _, t in train_files.pairs()),
-        tokenizer,
+        model_dir, lambda: [s for s, _ in sampled()], lambda: [t for _, t in sampled()], tokenizer
     )
+    sample.clear()
     dropping = bpe_dropout_tokenizers(src_tok, tgt_tok, data.bpe_dropout, model_dir) if data.bpe_dropout else None
-    train = encode_split(train_files, src_tok, tgt_tok, model_dir)
+    train = encode_split(train_files, src_tok, tgt_tok, model_dir, progress=progress)
     keep, report = filter_by_length(
         train.src_lengths(),
         train.tgt_lengths(),
@@ -150,7 +188,7 @@ def load_training_data(data: DataConfig, tokenizer: TokenizerConfig, model_dir: 
     log.info("training pairs: %s", report.report())
     kept = keep if len(keep) < len(train) else None
     if kept is not None:
-        train = select(train, kept)
+        train = train.take(kept)
     if len(train) == 0:
         raise ValueError("no training pairs left after the length filters: " + report.report())
     valid = encode_split(valid_files, src_tok, tgt_tok, model_dir)

@@ -93,7 +93,9 @@ def build_trainer(
             if init_from is not None:
                 copy_tokenizers(init_from, model_dir)
                 atomic_write_text(model_dir / INIT_FROM, f"{init_from.resolve()}\n")
-        data = data or load_training_data(config.data, config.tokenizer, model_dir)
+        data = data or load_training_data(
+            config.data, config.tokenizer, model_dir, progress=progress_bar and dist.is_main
+        )
     torch.manual_seed(cfg.seed)
     model_config = config.model.build(
         data.src_tokenizer.vocab_size,
