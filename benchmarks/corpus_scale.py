@@ -12,9 +12,10 @@ For each size, `nmt train` runs twice in a fresh process (`small` model, `--quie
 - warm: a new output folder holding the first run's tokenizer, so the cache is hit.
 Reported: seconds from process start to the first training step (both runs), the tokenizer
 training and encoding times (from the run's log), the encoded cache's size, the peak resident
-memory of each run, and the training tokens/s (median of the logged windows after the first).
---torchrun adds a warm run under `torchrun --nproc_per_node 2` on the largest corpus and
-reports each rank's private and shared resident memory at its first steps.
+memory of each run (and its anonymous and file-backed parts, polled: the encoded cache is a
+file mapping), and the training tokens/s (median of the logged windows after the first).
+--torchrun adds a warm run under `torchrun --nproc_per_node 2` on the largest corpus: the
+anonymous and file-backed resident memory of each rank.
 
 The machine must be otherwise idle: tokens/s is compared across runs.
 """
@@ -115,10 +116,10 @@ def run_train(config: Path, out: Path, data_home: Path, *, torchrun: bool = Fals
     while proc.poll() is None:
         if first_step is None and metrics.exists() and '"kind": "train"' in metrics.read_text():
             first_step = time.monotonic() - start
-        if polls % 10 == 0:  # every half second: each rank's largest private and shared resident memory
-            for pid, private, shared in process_memory(proc.pid):
+        if polls % 10 == 0:  # every half second: each rank's largest anonymous and file-backed memory
+            for pid, anonymous, mapped in process_memory(proc.pid):
                 old = memory.get(pid, (0, 0))
-                memory[pid] = (max(old[0], private), max(old[1], shared))
+                memory[pid] = (max(old[0], anonymous), max(old[1], mapped))
         polls += 1
         time.sleep(0.05)
     stdout, stderr = proc.communicate()
@@ -131,9 +132,8 @@ def run_train(config: Path, out: Path, data_home: Path, *, torchrun: bool = Fals
         "first_step_s": round(first_step, 1) if first_step is not None else None,
         "phases_s": phases(stderr),
         "peak_rss_mib": round(peak),
-        # per process (rank): the largest private (anonymous: its own) and shared (mapped files,
-        # libraries: page cache that every rank shares and the kernel can reclaim) resident MiB
-        "private_shared_mib": sorted(memory.values()),
+        # per process (rank): the largest anonymous and file-backed resident MiB (see process_memory)
+        "anonymous_file_mib": sorted(memory.values()),
         "tokens_per_s": round(statistics.median(speeds)) if speeds else None,
     }
 
@@ -162,7 +162,11 @@ def phases(log: str) -> dict[str, int]:
 
 
 def process_memory(launcher_pid: int) -> list[tuple[int, int, int]]:
-    """(pid, private MiB, shared MiB) resident, of every `nmt train` process (rank) below the launcher."""
+    """(pid, anonymous MiB, file-backed MiB) resident, of every `nmt train` process (rank) below the launcher.
+
+    Anonymous memory is the process's own; file-backed pages (the mapped encoded cache, libraries)
+    are page cache, shared by every process that maps the file, and the kernel can drop them.
+    """
     found, todo = [], [launcher_pid]
     while todo:
         children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(todo.pop())], capture_output=True, text=True)
@@ -176,9 +180,8 @@ def process_memory(launcher_pid: int) -> list[tuple[int, int, int]]:
             if b"torch.distributed.run" in cmdline or b"nmt" not in cmdline:
                 continue
             fields = {k: int(v) for k, v in re.findall(r"^(\w+):\s+(\d+) kB", rollup, re.M)}
-            private = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
-            shared = fields.get("Shared_Clean", 0) + fields.get("Shared_Dirty", 0)
-            found.append((pid, private // 1024, shared // 1024))
+            anonymous = fields.get("Anonymous", 0)  # the process's own memory (heap, tensors)
+            found.append((pid, anonymous // 1024, (fields.get("Rss", 0) - anonymous) // 1024))
     return found
 
 
@@ -189,6 +192,7 @@ def main() -> None:
     parser.add_argument("--work", default=None, help="folder for corpora and runs (default: a temporary one)")
     parser.add_argument("--torchrun", action="store_true", help="also a warm 2-rank torchrun on the largest corpus")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--warm-only", action="store_true", help="only the warm runs, in a --work folder kept before")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.pairs.split(",")]
@@ -204,11 +208,16 @@ def main() -> None:
                 print(f"{name}: corpus written in {time.monotonic() - t0:.0f} s", file=sys.stderr)
             config = write_config(work / f"{size}.yaml", files, args.steps)
             home = work / f"home{size}"
-            shutil.rmtree(home, ignore_errors=True)
             fresh_out, warm_out = work / f"run{size}_fresh", work / f"run{size}_warm"
-            for folder in (fresh_out, warm_out):
-                shutil.rmtree(folder, ignore_errors=True)
-            row = {"pairs": size or 29_000, "fresh": run_train(config, fresh_out, home)}
+            shutil.rmtree(warm_out, ignore_errors=True)
+            row: dict = {"pairs": size or 29_000}
+            if args.warm_only:  # the fresh run's tokenizer and cache, from an earlier --keep run
+                if not (home / "encoded").is_dir():
+                    raise SystemExit(f"--warm-only needs {home} from an earlier run with --work {work} --keep")
+            else:
+                for folder in (home, fresh_out):
+                    shutil.rmtree(folder, ignore_errors=True)
+                row["fresh"] = run_train(config, fresh_out, home)
             warm_out.mkdir()
             for tokenizer in fresh_out.glob("tokenizer*.json"):
                 shutil.copy(tokenizer, warm_out / tokenizer.name)
@@ -234,16 +243,17 @@ def main() -> None:
         return
     print(
         f"{'corpus':<18} {'start fresh/warm s':>19} {'tokenizer/encode s':>19} {'cache MiB':>9} "
-        f"{'peak MiB fresh/warm':>20} {'private/shared MiB warm':>24} {'tokens/s':>8}"
+        f"{'peak MiB fresh/warm':>20} {'anon/file MiB warm':>24} {'tokens/s':>8}"
     )
     for name, row in results.items():
-        fresh, warm = row["fresh"], row["warm"]
+        warm = row["warm"]
+        fresh = row.get("fresh", {"first_step_s": "-", "peak_rss_mib": "-", "phases_s": {}})
         ph = fresh["phases_s"]
-        private, shared = warm["private_shared_mib"][-1]
+        anonymous, mapped = warm["anonymous_file_mib"][-1]
         print(
             f"{name:<18} {fresh['first_step_s']:>9} / {warm['first_step_s']:<7} "
             f"{ph.get('tokenizer', '-'):>9} / {ph.get('encode', '-'):<7} {row['cache_mib']:>9} "
-            f"{fresh['peak_rss_mib']:>9} / {warm['peak_rss_mib']:<8} {private:>11} / {shared:<10} "
+            f"{fresh['peak_rss_mib']:>9} / {warm['peak_rss_mib']:<8} {anonymous:>11} / {mapped:<10} "
             f"{warm['tokens_per_s']:>8}"
         )
         if "torchrun_warm" in row:
