@@ -49,24 +49,29 @@ class CorpusFiles:
         return count_lines(self.src)
 
 
-def sample_pairs(files: CorpusFiles, limit: int | None, seed: int = 0) -> list[tuple[str, str]]:
+def sample_pairs(
+    files: CorpusFiles, limit: int | None, seed: int = 0, *, progress: bool = False
+) -> list[tuple[str, str]]:
     """At most `limit` pairs of `files`, drawn uniformly without replacement (seeded), in file order.
 
     A corpus of at most `limit` lines is returned whole. Lines are counted first (fast), then
     the chosen line numbers are taken in one pass: memory holds the sample, not the corpus.
+    `progress`: a progress bar over that pass.
     """
     total = files.count()
     if limit is None or total <= limit:
         return list(files.pairs())
     chosen = np.sort(np.random.default_rng(seed).choice(total, size=limit, replace=False))
     picked, position = [], 0
-    # Numbered by pairs read: a skipped empty pair shifts the numbers, which keeps the draw uniform.
-    for index, pair in enumerate(files.pairs()):
-        if index == chosen[position]:
-            picked.append(pair)
-            position += 1
-            if position == len(chosen):
-                break
+    bar = dict(desc="tokenizer sample", unit=" pairs", unit_scale=True, disable=not progress)
+    with tqdm(files.pairs(), total=total, **bar) as pairs:  # closed even when the loop stops early
+        # Numbered by pairs read: a skipped empty pair shifts the numbers, which keeps the draw uniform.
+        for index, pair in enumerate(pairs):
+            if index == chosen[position]:
+                picked.append(pair)
+                position += 1
+                if position == len(chosen):
+                    break
     return picked
 
 
@@ -168,7 +173,7 @@ def load_training_data(
 
     def sampled() -> list[tuple[str, str]]:  # read once, and only if a tokenizer is trained
         if not sample:
-            sample.extend(sample_pairs(train_files, tokenizer.sample_pairs))
+            sample.extend(sample_pairs(train_files, tokenizer.sample_pairs, progress=progress))
             log.info("tokenizer training sample: %d pairs", len(sample))
         return sample
 
