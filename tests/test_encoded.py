@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+from nmt.data.corpus import CorpusError
 from nmt.data.encoded import (
     EncodedCorpus,
     RaggedArray,
@@ -89,9 +90,9 @@ def test_chunks_are_written_as_they_come_and_a_failure_leaves_no_file(tmp_path):
 
     def failing():
         yield from encode_chunks(PAIRS[:8], fake_encode, fake_encode, chunk_size=4)
-        raise OSError("the corpus disk went away")
+        raise CorpusError("invalid UTF-8 at byte 3 of the line", "train.de", 9)
 
-    with pytest.raises(OSError, match="went away"):
+    with pytest.raises(CorpusError, match="train.de:9: invalid UTF-8"):  # the corpus's error, as it is
         cached_encode(tmp_path, "broken", failing)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.enc"]
 

@@ -177,14 +177,23 @@ def save_chunks(path: str | Path, chunks: Iterable[EncodedCorpus]) -> None:
 
     The ids go to disk chunk by chunk as `chunks` yields them: only the starts and lengths
     (16 bytes per sequence) stay in memory until the end. A crash, or an error raised by
-    `chunks`, leaves no file at `path` (``nmt.files.atomic_write``).
+    `chunks`, leaves no file at `path` (``nmt.files.atomic_write``); an error of `chunks` (a bad
+    line in the corpus) is raised as it is, not as a failure to write the cache.
     """
+    failed: list[Exception] = []
+
+    def produced() -> Iterator[EncodedCorpus]:
+        try:
+            yield from chunks
+        except Exception as err:
+            failed.append(err)
+            raise
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
             f.write(bytes(HEADER_BYTES))  # the header is written last, when the sizes are known
             tokens, starts, lengths = 0, {side: [] for side in SIDES}, {side: [] for side in SIDES}
-            for chunk in chunks:
+            for chunk in produced():
                 for side in SIDES:
                     part = getattr(chunk, side).packed()
                     np.asarray(part.ids, dtype=np.int32).tofile(f)
@@ -202,7 +211,12 @@ def save_chunks(path: str | Path, chunks: Iterable[EncodedCorpus]) -> None:
             f.seek(0)
             f.write(MAGIC + len(meta).to_bytes(4, "little") + meta)  # ~200 bytes: far below HEADER_BYTES
 
-    atomic_write(path, write)
+    try:
+        atomic_write(path, write)
+    except OSError:
+        if failed:  # atomic_write words every error as "cannot write <path>": not the cache's fault
+            raise failed[0] from None
+        raise
 
 
 def _pad_to(f: BinaryIO, alignment: int) -> None:
