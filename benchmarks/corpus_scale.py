@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from common import REPO, load_multi30k
 
@@ -95,8 +96,6 @@ def write_config(path: Path, files: tuple[Path, Path] | None, steps: int) -> Pat
             "keep_last": 1,
         },
     }
-    import yaml
-
     path.write_text(yaml.safe_dump(config))
     return path
 

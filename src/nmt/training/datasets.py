@@ -7,6 +7,7 @@ directory), which pairs survive the length filters (and a report of those that d
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -58,8 +59,10 @@ def sample_pairs(
     the chosen line numbers are taken in one pass: memory holds the sample, not the corpus.
     `progress`: a progress bar over that pass.
     """
+    if limit is None:
+        return list(files.pairs())
     total = files.count()
-    if limit is None or total <= limit:
+    if total <= limit:
         return list(files.pairs())
     chosen = np.sort(np.random.default_rng(seed).choice(total, size=limit, replace=False))
     picked, position = [], 0
@@ -169,18 +172,17 @@ def load_training_data(
     """Tokenizers (trained on a sample of the training pairs if the model directory has none)
     and encoded splits. `progress`: progress bars on the long steps (sampling, encoding)."""
     train_files, valid_files = split_files(data, "train"), split_files(data, "valid")
-    sample: list[tuple[str, str]] = []
 
+    @functools.cache
     def sampled() -> list[tuple[str, str]]:  # read once, and only if a tokenizer is trained
-        if not sample:
-            sample.extend(sample_pairs(train_files, tokenizer.sample_pairs, progress=progress))
-            log.info("tokenizer training sample: %d pairs", len(sample))
+        sample = sample_pairs(train_files, tokenizer.sample_pairs, progress=progress)
+        log.info("tokenizer training sample: %d pairs", len(sample))
         return sample
 
     src_tok, tgt_tok = load_or_train_tokenizers(
         model_dir, lambda: [s for s, _ in sampled()], lambda: [t for _, t in sampled()], tokenizer
     )
-    sample.clear()
+    sampled.cache_clear()  # the sample's text is not needed past here
     dropping = bpe_dropout_tokenizers(src_tok, tgt_tok, data.bpe_dropout, model_dir) if data.bpe_dropout else None
     train = encode_split(train_files, src_tok, tgt_tok, model_dir, progress=progress)
     keep, report = filter_by_length(
