@@ -6,6 +6,8 @@ Settings, each timed for greedy and beam 5 with the model loaded, in alternating
 median of each is reported), with its cased sacreBLEU for beam 5:
 - nmt fp32 1x2:        nmt's engine, one worker with 2 intra-op threads (the old way)
 - nmt fp32 / int8:     nmt's engine, default workers (one single-threaded worker per core)
+- nmt fp32 mkl:        the same, with the output projection left to MKL where nmt would pack it
+                       for oneDNN (nmt.packed_linear; the same as "nmt fp32" on other CPUs)
 - nmt->ct2 fp32/int8:  `Translator(engine="ctranslate2")`: nmt's tokenisation, per-sentence limits
                        and GNMT re-ranking around CTranslate2
 - ct2 fp32 / int8:     CTranslate2 called directly the way its documentation suggests (one
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from nmt.evaluation import score_translations
 from nmt.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
+from nmt.packed_linear import unpack_output_projection
 from nmt.translator import Translator
 
 from common import load_multi30k, median, timed
@@ -95,6 +98,8 @@ def main() -> None:
         "nmt->ct2 fp32": Translator.load(ct2_dir, engine="ctranslate2", device="cpu"),
         "nmt->ct2 int8": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
     }
+    settings["nmt fp32 mkl"] = Translator.load(args.model, device="cpu")
+    unpack_output_projection(settings["nmt fp32 mkl"].model)
     settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
     reference = Translator.load(args.model, device="cpu", workers=1, threads=1)
     settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)

@@ -19,7 +19,8 @@ ALLOWED = {
     "evaluation": set(),
     # Inference engines know the model, the searches and the files of a model directory, never the
     # Translator, the CLI or the server that use them.
-    "precision": set(),
+    "packed_linear": set(),
+    "precision": {"packed_linear"},
     "engine": {"config", "decoding", "model", "precision"},
     "export_ctranslate2": {"checkpoint", "model", "model_dir", "tokenizer"},
     "engine_ctranslate2": {"config", "decoding", "engine", "export_ctranslate2", "tokenizer"},

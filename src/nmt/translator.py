@@ -160,7 +160,9 @@ class Translator:
                 f"{model_dir} holds a CTranslate2 export, not PyTorch weights: use engine "
                 "'ctranslate2' (--engine ctranslate2)"
             )
-        model = load_model_dir(model_dir, weights=weights, device=device) if engine == "torch" else None
+        model = None
+        if engine == "torch":  # frozen: for translation only (which lets fp32 pack its output projection)
+            model = load_model_dir(model_dir, weights=weights, device=device).requires_grad_(False)
         src_tok, tgt_tok = load_tokenizers(model_dir)
         decode = read_decode_config(model_dir)
         if engine == "ctranslate2":
