@@ -7,16 +7,17 @@ runs on few rows: one per live hypothesis, fewer as sentences finish. nn.Linear 
 MKL's sgemm, which copies the whole weight into its blocked layout again on every call; oneDNN
 can keep the weight in that layout (`_reorder_linear_weight`, what torch.compile's CPU backend
 does for frozen weights), so a step only multiplies. Measured on AMD Zen 3, one thread, MKL's
-time over oneDNN's by rows: 1.1 (1 row), 3.8 (4), 1.4-1.9 (8-48), 1.2-1.4 (64-256), 1.1
-(1,024); whole translations 1.17x (greedy) and 1.06x (beam 5) faster, the same text
-(docs/benchmarks.md). The decoder's other, smaller layers were as fast or faster in MKL, so only
-the output projection is packed, and only where it was measured to win (see
-`nmt.precision.packed_output_is_faster`).
+time over oneDNN's by rows (benchmarks/linear_kernels.py): about 1 at 1 row, 1.4-3.8 at 2-32,
+1.0-1.25 from 64 up (it varies between runs); whole translations 1.06-1.17x faster greedy
+and 1.00-1.06x beam 5, the same text (docs/benchmarks.md). The decoder's other, smaller layers
+ran faster in MKL, so only the output projection is packed, and only on the CPUs where that was
+measured (see `nmt.precision.packed_output_is_faster`).
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -35,28 +36,36 @@ class PackedLinear(nn.Module):
     """An nn.Linear for inference whose matmul runs in oneDNN on a copy of the weight packed once.
 
     weight and bias are the original layer's parameters (a tied embedding stays tied, and the
-    state dict keeps nn.Linear's keys). For frozen weights only: no gradient flows through the
-    packed copy, so a weight that requires grad is refused, and a weight changed in place since
-    packing (e.g. by load_state_dict) is packed again before use.
+    state dict keeps nn.Linear's keys). The packed copy is only a cache of the weight: it is made
+    again when the weight is replaced or changed in place, and any call it cannot serve (a
+    gradient to compute, another device or dtype) runs as plain F.linear.
     """
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight, self.bias = linear.weight, linear.bias
-        self.register_buffer("packed", self._pack(), persistent=False)
+        # (which weight, packed copy), replaced as one value: parallel decoding threads read it. A
+        # plain attribute, not a buffer: .to() must not move a oneDNN-layout tensor.
+        self._packed: tuple[tuple, torch.Tensor] | None = None
 
-    def _pack(self) -> torch.Tensor:
-        self.packed_version = self.weight._version  # bumped by every in-place change of the weight
-        return torch.ops.mkldnn._reorder_linear_weight(self.weight.detach())
+    def _weight_key(self) -> tuple:
+        """What identifies the weight's current values: the tensor, its memory and its in-place version."""
+        w = self.weight
+        version = None if w.is_inference() else w._version  # inference tensors keep no version counter
+        return id(w), w.data_ptr(), version
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.weight.requires_grad:
-            raise RuntimeError("PackedLinear is for frozen weights: unpack_output_projection(model) before training")
-        if self.weight._version != self.packed_version:
-            self.packed = self._pack()
+        w = self.weight
+        wants_grad = torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)
+        if wants_grad or w.device.type != "cpu" or w.dtype != torch.float32 or x.dtype != torch.float32:
+            return F.linear(x, w, self.bias)
+        key = self._weight_key()
+        packed = self._packed
+        if packed is None or packed[0] != key:
+            packed = self._packed = (key, torch.ops.mkldnn._reorder_linear_weight(w.detach()))
         rows = x.reshape(-1, self.in_features).contiguous()  # (rows, in_features)
-        y = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(rows, packed[1], self.bias, "none", [], "")
         return y.view(*x.shape[:-1], self.out_features)
 
     def unpacked(self) -> nn.Linear:
@@ -72,7 +81,9 @@ class PackedLinear(nn.Module):
 def pack_output_projection(model: nn.Module) -> nn.Module:
     """Put `model.output` (the vocabulary projection) on a PackedLinear, in place; idempotent.
 
-    Only an fp32 CPU layer whose weight is frozen (requires_grad False) is packed.
+    Only an fp32 CPU layer whose weight is frozen (requires_grad False, as `Translator.load` leaves
+    it) is packed: a model in training, translated between steps for validation, keeps its
+    nn.Linear (the module graph that torch.compile, DDP and FSDP hold stays as it was).
     """
     output, frozen = model.output, not model.output.weight.requires_grad
     if (

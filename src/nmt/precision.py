@@ -15,6 +15,9 @@ projection of the `small` model): fp32 47 ms, torch.ao int8 21.5 ms, torchao 0.1
 Whole translations gain less than single layers (1.4-1.6x, docs/benchmarks.md): attention,
 softmax and search stay in fp32.
 
+fp32 is fp32 throughout; on AMD CPUs its output projection runs in oneDNN rather than MKL
+(nmt.packed_linear: the same products, 1.06-1.17x faster greedy decoding).
+
 bf16 runs through autocast. It is allowed on CUDA and on CPUs with AMX tiles; on CPUs without
 AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this project's machines
 (both kinds seen), so it is refused there.
@@ -25,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 import torch
 from torch import nn
@@ -40,9 +45,9 @@ class PrecisionError(ValueError):
 
 
 @functools.cache
-def cpu_info() -> dict[str, str]:
+def cpu_info() -> Mapping[str, str]:
     """The first processor's fields in /proc/cpuinfo ("vendor_id", "flags", ...); empty where there is none (macOS)."""
-    info = {}
+    info: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if not line.strip():  # the end of the first processor
@@ -51,7 +56,7 @@ def cpu_info() -> dict[str, str]:
             info[key.strip()] = value.strip()
     except OSError:
         pass
-    return info
+    return MappingProxyType(info)  # cached: read-only
 
 
 def cpu_flags() -> frozenset[str]:
@@ -62,7 +67,8 @@ def cpu_flags() -> frozenset[str]:
 def packed_output_is_faster() -> bool:
     """Whether fp32 decoding should run the output projection as a oneDNN PackedLinear.
 
-    Measured faster on AMD (Zen 3), where MKL's sgemm re-packs the weight on every call (see
+    Measured faster on AMD Zen 3 (the only AMD generation measured; it is applied to every AMD
+    CPU, since MKL's sgemm re-packs the weight on every call on all of them, see
     nmt.packed_linear). Not yet measured on Intel, where MKL is at home: MKL stays there.
     """
     return cpu_info().get("vendor_id") == "AuthenticAMD" and onednn_linear_available()
@@ -98,9 +104,10 @@ def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
     weights are replaced (so the model belongs to the engine afterwards; load it again for fp32).
 
     fp32 on a CPU where it was measured faster (`packed_output_is_faster`) runs the output
-    projection in oneDNN on a packed copy of its weight (nmt.packed_linear), if the model is
-    frozen (`Translator.load` freezes it): a model still training, e.g. validated between steps,
-    keeps nn.Linear. bf16 changes nothing here: it is applied per call by `autocast_for`.
+    projection in oneDNN on a packed copy of its weight (nmt.packed_linear), if that weight is
+    frozen (requires_grad False: `Translator.load` freezes its model); a model in training,
+    translated between steps for validation, keeps nn.Linear. bf16 changes nothing here: it is
+    applied per call by `autocast_for`.
     """
     device = next(model.parameters()).device
     check_precision(precision, device)
@@ -110,7 +117,7 @@ def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
     model.eval()
     if precision == "fp32" and device.type == "cpu" and packed_output_is_faster():
         pack_output_projection(model)
-    else:  # int8 quantises a plain nn.Linear; under bf16 autocast a oneDNN fp32 op would get bf16 input
+    else:  # int8 quantises plain nn.Linear layers only; bf16 has nothing to gain from an fp32 copy
         unpack_output_projection(model)
     if precision == "int8" and not already:
         quantize_int8(model)

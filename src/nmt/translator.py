@@ -140,7 +140,9 @@ class Translator:
         engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted
         at load). precision: fp32 | int8 | bf16 (default: bf16 on CUDA, fp32 on CPU); a precision the
         device runs badly is refused (see nmt.precision). workers / threads: parallel batches and
-        intra-op threads each (default: chosen from the cores).
+        intra-op threads each (default: chosen from the cores). The model is loaded frozen
+        (requires_grad False): it is for translation, and fp32 packs its output projection on CPUs
+        where that is faster (nmt.packed_linear); to train from it, use `load_model_dir` instead.
         """
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
