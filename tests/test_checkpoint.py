@@ -1,8 +1,11 @@
+import json
+
 import pytest
 import torch
 
 from nmt.checkpoint import (
     atomic_write,
+    average_best_checkpoints,
     average_checkpoints,
     latest_checkpoint,
     list_checkpoints,
@@ -11,6 +14,7 @@ from nmt.checkpoint import (
     load_weights,
     save_checkpoint,
     save_model_dir,
+    validation_ranking,
 )
 from nmt.cli import main
 from nmt.model import ModelConfig, Transformer
@@ -97,3 +101,95 @@ def test_average_is_the_elementwise_mean_and_the_cli_writes_it(tmp_path):
     assert torch.allclose(merged.encoder_layers[0].feed_forward.w_1.weight, expected)
     assert torch.allclose(merged.output.weight, (a.output.weight + b.output.weight) / 2)
     assert merged.output.weight is merged.src_embed.weight
+
+
+def write_records(model_dir, records):
+    with (model_dir / "metrics.jsonl").open("a") as f:
+        for record in records:
+            f.write(json.dumps(record) + "\n")
+
+
+def steps_on_disk(model_dir):
+    return [int(name.removeprefix("step_")) for name in list_checkpoints(model_dir)]
+
+
+def test_validation_ranking_orders_by_the_metric_and_skips_what_is_not_a_score(tmp_path):
+    write_records(
+        tmp_path,
+        [
+            {"kind": "train", "step": 1, "loss": 0.1},  # a training record is no validation
+            {"kind": "valid", "step": 1, "loss": 3.0, "bleu": 20.0},
+            {"kind": "valid", "step": 2, "loss": 2.0, "bleu": 25.0},
+            {"kind": "valid", "step": 3, "loss": "nan", "bleu": 25.0},  # a tie on bleu: the later step first
+            {"kind": "valid", "step": 4, "loss": 2.5},  # no bleu (valid_bleu_sentences 0)
+            {"kind": "valid", "step": 1, "loss": 1.0, "bleu": 5.0},  # step 1 validated again after a resume
+        ],
+    )
+    assert validation_ranking(tmp_path, "bleu") == [3, 2, 1]
+    assert validation_ranking(tmp_path, "loss") == [1, 2, 4]
+    assert validation_ranking(tmp_path / "nowhere", "bleu") == []
+    with pytest.raises(ValueError, match="metric"):
+        validation_ranking(tmp_path, "chrf")
+
+
+@pytest.mark.parametrize(
+    ("metric", "kept"),
+    [("bleu", [2, 4, 6]), ("loss", [3, 5, 6])],
+)
+def test_keep_best_keeps_the_best_validated_checkpoints_beside_the_last(tmp_path, metric, kept):
+    bleu = {1: 10.0, 2: 30.0, 3: 20.0, 4: 25.0, 5: 5.0, 6: 15.0}
+    loss = {1: 3.0, 2: 2.9, 3: 1.0, 4: 2.0, 5: 1.5, 6: 2.5}
+    model = tiny()
+    for step in range(1, 7):  # as in training: validate, then save the checkpoint of that step
+        write_records(tmp_path, [{"kind": "valid", "step": step, "bleu": bleu[step], "loss": loss[step]}])
+        save_checkpoint(tmp_path, step, model, {}, keep_last=1, keep_best=2, metric=metric)
+    assert steps_on_disk(tmp_path) == kept  # the 2 best by the metric, and the newest
+
+
+def test_without_keep_best_only_the_last_are_kept_whatever_their_scores(tmp_path):
+    model = tiny()
+    for step in range(1, 5):
+        write_records(tmp_path, [{"kind": "valid", "step": step, "bleu": 40.0 - step}])
+        save_checkpoint(tmp_path, step, model, {}, keep_last=2)
+    assert steps_on_disk(tmp_path) == [3, 4]
+
+
+def test_average_best_averages_the_checkpoints_that_validated_best(tmp_path):
+    models = {step: tiny(step) for step in (1, 2, 3)}
+    save_model_dir(models[1], tmp_path)
+    for step, model in models.items():
+        save_checkpoint(tmp_path, step, model, {}, keep_last=5)
+    write_records(
+        tmp_path,
+        [
+            {"kind": "valid", "step": 1, "bleu": 30.0, "loss": 2.0},
+            {"kind": "valid", "step": 2, "bleu": 10.0, "loss": 1.0},
+            {"kind": "valid", "step": 3, "bleu": 20.0, "loss": 1.5},
+        ],
+    )
+    merged, names = average_best_checkpoints(tmp_path, 2, "bleu")
+    assert names == ["step_00000001", "step_00000003"]  # steps 1 and 3, in step order
+    expected = (models[1].output.weight + models[3].output.weight) / 2
+    assert torch.allclose(merged.output.weight, expected)
+
+    # The CLI takes the metric from the run's config (none here: bleu), or from --metric.
+    assert main(["average", "--model", str(tmp_path), "--best", "2", "--metric", "loss"]) == 0
+    by_loss = load_model_dir(tmp_path, weights=tmp_path / "model.averaged.safetensors")
+    assert torch.allclose(by_loss.output.weight, (models[2].output.weight + models[3].output.weight) / 2)
+    assert main(["average", "--model", str(tmp_path), "--best", "1"]) == 0
+    by_bleu = load_model_dir(tmp_path, weights=tmp_path / "model.averaged.safetensors")
+    assert torch.equal(by_bleu.output.weight, models[1].output.weight)
+
+
+def test_average_best_refuses_what_it_cannot_rank(tmp_path, capsys):
+    save_model_dir(tiny(), tmp_path)
+    save_checkpoint(tmp_path, 1, tiny(), {}, keep_last=5)
+    with pytest.raises(ValueError, match="no validated \\(bleu\\) checkpoints in"):
+        average_best_checkpoints(tmp_path, 2, "bleu")  # no metrics.jsonl: nothing is ranked
+    assert main(["average", "--model", str(tmp_path), "--best", "0"]) == 1
+    assert "--best must be at least 1, got 0" in capsys.readouterr().err
+    assert main(["average", "--model", str(tmp_path), "--metric", "loss"]) == 1
+    assert "give --best K with it" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["average", "--model", str(tmp_path), "--best", "2", "--last", "2"])
+    assert exit_.value.code == 2  # argparse: not allowed together

@@ -116,6 +116,17 @@ def test_checkpoints_keep_the_last_k(overrides, tmp_path):
     assert (model_dir / "model.safetensors").exists() and (model_dir / "model.json").exists()
 
 
+def test_keep_best_keeps_the_checkpoints_that_validated_best(overrides, tmp_path):
+    model_dir = tmp_path / "best"
+    settings = ["train.max_steps=6", "train.valid_every=1", "train.keep_last=1", "train.keep_best=2"]
+    settings += ["train.valid_bleu_sentences=0", "train.best_metric=loss"]
+    train(load_config(None, overrides + settings), model_dir, progress_bar=False)
+    records = [json.loads(line) for line in (model_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = {r["step"]: r["loss"] for r in records if r["kind"] == "valid"}
+    best_two = sorted(losses, key=losses.get)[:2]
+    assert list_checkpoints(model_dir) == [f"step_{step:08d}" for step in sorted({*best_two, 6})]
+
+
 def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
     model_dir = tmp_path / "signal"
     args = [sys.executable, "-m", "nmt", "train", "--out", str(model_dir), "--quiet"]

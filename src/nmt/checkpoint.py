@@ -8,6 +8,7 @@ A model directory holds everything needed to use or resume a model:
         step_00001000.safetensors   weights at that step
         step_00001000.state.pt      optimizer, schedule, RNG and data position
         latest                      name of the newest complete checkpoint
+    metrics.jsonl         training and validation records (which checkpoints validated best)
 
 Every file is written to a temporary name, flushed to disk and renamed into place, and
 `latest` is updated only after both files of a checkpoint exist, so a crash at any
@@ -18,6 +19,7 @@ Python values, so they load with torch.load(weights_only=True).
 from __future__ import annotations
 
 import logging
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -27,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from .files import atomic_write, atomic_write_text
 from .model import ModelConfig, Transformer
-from .model_dir import CHECKPOINTS, LATEST, MODEL_CONFIG, WEIGHTS
+from .model_dir import CHECKPOINTS, LATEST, MODEL_CONFIG, WEIGHTS, read_metrics
 
 TIED_METADATA = "tied"  # "alias=stored alias=stored": the names a tied matrix is not stored under
 _STEP_NAME = re.compile(r"^step_(\d+)$")
@@ -116,7 +118,14 @@ def checkpoint_name(step: int) -> str:
 
 
 def save_checkpoint(
-    model_dir: str | Path, step: int, model: torch.nn.Module, state: dict[str, Any], keep_last: int
+    model_dir: str | Path,
+    step: int,
+    model: torch.nn.Module,
+    state: dict[str, Any],
+    keep_last: int,
+    *,
+    keep_best: int = 0,
+    metric: str = "bleu",
 ) -> Path:
     """Write weights + state for `step`, point `latest` at it, then prune (see prune_checkpoints)."""
     folder = Path(model_dir) / CHECKPOINTS
@@ -124,7 +133,7 @@ def save_checkpoint(
     save_weights(model, folder / f"{name}.safetensors")
     save_state(state, folder / f"{name}.state.pt")
     atomic_write_text(folder / LATEST, name + "\n")
-    prune_checkpoints(model_dir, keep_last, current=step)
+    prune_checkpoints(model_dir, keep_last, current=step, keep_best=keep_best, metric=metric)
     return folder / f"{name}.safetensors"
 
 
@@ -138,8 +147,11 @@ def _checkpoint_files(folder: Path) -> dict[int, list[Path]]:
     return files
 
 
-def prune_checkpoints(model_dir: str | Path, keep_last: int, current: int) -> None:
-    """Keep the newest `keep_last` complete checkpoints up to step `current`, which is always kept.
+def prune_checkpoints(
+    model_dir: str | Path, keep_last: int, current: int, *, keep_best: int = 0, metric: str = "bleu"
+) -> None:
+    """Keep the newest `keep_last` complete checkpoints up to step `current`, which is always kept,
+    and the `keep_best` of them that validated best by `metric` (see `validation_ranking`).
 
     The rest go, and so do two kinds of leftovers: a checkpoint with one of its two files (its
     writer was killed in between), and any checkpoint after `current`: a run that was resumed
@@ -150,10 +162,41 @@ def prune_checkpoints(model_dir: str | Path, keep_last: int, current: int) -> No
     files = _checkpoint_files(folder)
     complete = sorted(step for step, paths in files.items() if len(paths) == 2 and step <= current)
     keep = set(complete[-keep_last:]) | {current}
+    if keep_best > 0:
+        on_disk = set(complete)
+        keep |= set([step for step in validation_ranking(model_dir, metric) if step in on_disk][:keep_best])
     for step, paths in files.items():
         if step not in keep:
             for path in paths:
                 path.unlink(missing_ok=True)
+
+
+def validation_ranking(model_dir: str | Path, metric: str) -> list[int]:
+    """The validated steps of a run, best first by `metric` ("bleu": highest first, "loss": lowest
+    first; the later step first on a tie), from its metrics.jsonl; [] without one.
+
+    A step validated twice (a resumed run repeats the steps after its checkpoint) counts with its
+    last record; records without a finite value of `metric` are left out.
+    """
+    if metric not in ("bleu", "loss"):
+        raise ValueError(f"metric must be 'bleu' or 'loss', not {metric!r}")
+    try:
+        records = read_metrics(model_dir)
+    except FileNotFoundError:
+        return []
+    scores: dict[int, float] = {}
+    for record in records:
+        value = record.get(metric)
+        if record.get("kind") == "valid" and isinstance(value, (int, float)) and math.isfinite(value):
+            scores[record["step"]] = value if metric == "bleu" else -value  # higher is better
+    return sorted(scores, key=lambda step: (scores[step], step), reverse=True)
+
+
+def best_checkpoints(model_dir: str | Path, count: int, metric: str) -> list[str]:
+    """Names of the `count` complete checkpoints that validated best by `metric`, best first."""
+    on_disk = set(list_checkpoints(model_dir))
+    ranked = [checkpoint_name(step) for step in validation_ranking(model_dir, metric)]
+    return [name for name in ranked if name in on_disk][:count]
 
 
 def list_checkpoints(model_dir: str | Path) -> list[str]:
@@ -222,10 +265,22 @@ def average_last_checkpoints(model_dir: str | Path, last: int) -> tuple[Transfor
     """
     if last < 1:
         raise ValueError(f"need at least one checkpoint to average, got last={last}")
-    names = list_checkpoints(model_dir)[-last:]
+    return _average_named(model_dir, list_checkpoints(model_dir)[-last:], "checkpoints")
+
+
+def average_best_checkpoints(model_dir: str | Path, best: int, metric: str) -> tuple[Transformer, list[str]]:
+    """The model with the mean weights of the `best` checkpoints that validated best by `metric`
+    (those kept on disk: train.keep_best keeps them), and their names, in step order."""
+    if best < 1:
+        raise ValueError(f"need at least one checkpoint to average, got best={best}")
+    names = sorted(best_checkpoints(model_dir, best, metric))
+    return _average_named(model_dir, names, f"validated ({metric}) checkpoints")
+
+
+def _average_named(model_dir: str | Path, names: list[str], what: str) -> tuple[Transformer, list[str]]:
     folder = Path(model_dir) / CHECKPOINTS
     if not names:
-        raise ValueError(f"no checkpoints in {folder}")
+        raise ValueError(f"no {what} in {folder}")
     paths = [folder / f"{name}.safetensors" for name in names]
     model = load_model_dir(model_dir, weights=paths[-1])
     apply_weights(model, average_checkpoints(paths), f"the mean of {', '.join(names)}")

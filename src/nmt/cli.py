@@ -5,7 +5,7 @@ nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--
 nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
 nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
 nmt export --model DIR --to ctranslate2 --out DIR2 [--quantization float32|int8|int16]
-nmt average --model DIR [--last K]
+nmt average --model DIR [--last K | --best K [--metric bleu|loss]]
 nmt serve --model DIR [--host 127.0.0.1] [--port 8000]
 nmt plot DIR [--out FILE]
 nmt attention --model DIR "sentence" [--out-dir DIR]
@@ -298,12 +298,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 # --- average ------------------------------------------------------------------------------------
 def cmd_average(args: argparse.Namespace) -> int:
-    from .checkpoint import average_last_checkpoints, save_weights
+    from .checkpoint import average_best_checkpoints, average_last_checkpoints, save_weights
+    from .model_dir import read_run_config
 
-    if args.last < 1:
-        raise CommandError(f"--last must be at least 1, got {args.last}")
+    count = args.best if args.best is not None else args.last
+    if args.metric is not None and args.best is None:
+        raise CommandError("--metric ranks checkpoints for --best: give --best K with it")
+    if count < 1:
+        raise CommandError(f"--{'best' if args.best is not None else 'last'} must be at least 1, got {count}")
     require_model_dir(args.model)
-    model, names = average_last_checkpoints(args.model, args.last)
+    if args.best is not None:
+        config = read_run_config(args.model)
+        metric = args.metric or (config.train.best_metric if config is not None else "bleu")
+        model, names = average_best_checkpoints(args.model, args.best, metric)
+    else:
+        model, names = average_last_checkpoints(args.model, args.last)
     out = Path(args.output) if args.output else Path(args.model) / "model.averaged.safetensors"
     save_weights(model, out)
     print(
@@ -502,12 +511,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "average",
-        help="average the last K checkpoints",
+        help="average the last K checkpoints (or the K that validated best)",
         parents=[model],
-        description="Element-wise mean of the last K checkpoints' weights, written to a new "
-        "file (the best weights, DIR/model.safetensors, are left alone).",
+        description="Element-wise mean of the last K checkpoints' weights, or of the K best by "
+        "validation (--best K; train.keep_best K keeps them on disk), written to a new file (the "
+        "best weights, DIR/model.safetensors, are left alone).",
     )
-    p.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, or all that are kept)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--last", type=int, default=5, help="how many checkpoints (default 5, or all that are kept)")
+    which.add_argument(
+        "--best",
+        type=int,
+        metavar="K",
+        help="average the K kept checkpoints with the best validation score instead of the last ones",
+    )
+    p.add_argument(
+        "--metric",
+        choices=("bleu", "loss"),
+        help="validation metric that ranks checkpoints for --best (default: the run's train.best_metric)",
+    )
     p.add_argument(
         "--output",
         help="weights file to write (default: DIR/model.averaged.safetensors); translate with it through --weights",

@@ -145,6 +145,7 @@ class TrainConfig:
     valid_bleu_sentences: int = 500  # validation sentences translated (greedy) for BLEU; 0 skips BLEU
     best_metric: str = "bleu"  # bleu | loss: which validation metric picks the best checkpoint
     keep_last: int = 5  # checkpoints kept on disk (the best is kept apart)
+    keep_best: int = 0  # also keep the K checkpoints with the best validation best_metric (nmt average --best)
     patience: int | None = None  # stop after this many validations without improvement (null: never)
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
 
@@ -171,6 +172,7 @@ class TrainConfig:
         "valid_bleu_sentences": at_least(0),
         "best_metric": one_of("bleu", "loss"),
         "keep_last": at_least(1),
+        "keep_best": at_least(0),
         "patience": at_least(1),
         "max_bad_steps": at_least(1),
     }

@@ -159,7 +159,9 @@ class Trainer:
         state = self.state_dict()  # collectives: every rank takes part
         model = self.placement.whole_model()
         if self.dist.is_main:
-            save_checkpoint(self.model_dir, self.progress.step, model, state, self.train_config.keep_last)
+            cfg = self.train_config
+            keep = dict(keep_best=cfg.keep_best, metric=cfg.best_metric)
+            save_checkpoint(self.model_dir, self.progress.step, model, state, cfg.keep_last, **keep)
         self.saved_step = self.progress.step
         self.dist.barrier()
 
