@@ -251,6 +251,15 @@ def test_saved_config_round_trips_and_a_cut_one_is_refused(tmp_path):
         load_config(path, complete=True)
 
 
+def test_a_run_config_saved_by_an_earlier_nmt_still_loads():
+    # A model directory's config.yaml from before train.keep_best (a 20-minute run's, as saved).
+    # A field added since must be listed in ADDED_SINCE_SAVED, or every existing model directory
+    # would be refused as "cut short" by translate, evaluate and --resume.
+    old = Path(__file__).parent / "data" / "run_config_before_keep_best.yaml"
+    config = load_config(old, complete=True)
+    assert config.train.keep_best == 0 and config.train.keep_last == 3  # the default; the file's own value
+
+
 def test_durations():
     assert parse_duration("20m") == 1200 and parse_duration("1h30m") == 5400 and parse_duration("90") == 90
     assert parse_duration(90) == 90.0 and parse_duration(None) is None

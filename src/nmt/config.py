@@ -280,6 +280,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "data.bpe_dropout",
         "tokenizer.pretokenized",
         "tokenizer.sample_pairs",
+        "train.keep_best",
     }
 )
 
