@@ -17,6 +17,7 @@ from nmt.checkpoint import (
     validation_ranking,
 )
 from nmt.cli import main
+from nmt.config import load_config
 from nmt.model import ModelConfig, Transformer
 
 
@@ -122,11 +123,12 @@ def test_validation_ranking_orders_by_the_metric_and_skips_what_is_not_a_score(t
             {"kind": "valid", "step": 2, "loss": 2.0, "bleu": 25.0},
             {"kind": "valid", "step": 3, "loss": "nan", "bleu": 25.0},  # a tie on bleu: the later step first
             {"kind": "valid", "step": 4, "loss": 2.5},  # no bleu (valid_bleu_sentences 0)
-            {"kind": "valid", "step": 1, "loss": 1.0, "bleu": 5.0},  # step 1 validated again after a resume
+            {"kind": "valid", "step": 1, "loss": 1.0, "bleu": 5.0},  # a step's last record counts
+            {"kind": "valid", "step": 2, "loss": "nan", "bleu": 25.0},  # ... even when its loss is NaN
         ],
     )
     assert validation_ranking(tmp_path, "bleu") == [3, 2, 1]
-    assert validation_ranking(tmp_path, "loss") == [1, 2, 4]
+    assert validation_ranking(tmp_path, "loss") == [1, 4]
     assert validation_ranking(tmp_path / "nowhere", "bleu") == []
     with pytest.raises(ValueError, match="metric"):
         validation_ranking(tmp_path, "chrf")
@@ -184,7 +186,7 @@ def test_average_best_averages_the_checkpoints_that_validated_best(tmp_path):
 def test_average_best_refuses_what_it_cannot_rank(tmp_path, capsys):
     save_model_dir(tiny(), tmp_path)
     save_checkpoint(tmp_path, 1, tiny(), {}, keep_last=5)
-    with pytest.raises(ValueError, match="no validated \\(bleu\\) checkpoints in"):
+    with pytest.raises(ValueError, match="has a validation bleu in .*metrics.jsonl .*try --metric loss"):
         average_best_checkpoints(tmp_path, 2, "bleu")  # no metrics.jsonl: nothing is ranked
     assert main(["average", "--model", str(tmp_path), "--best", "0"]) == 1
     assert "--best must be at least 1, got 0" in capsys.readouterr().err
@@ -193,3 +195,36 @@ def test_average_best_refuses_what_it_cannot_rank(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["average", "--model", str(tmp_path), "--best", "2", "--last", "2"])
     assert exit_.value.code == 2  # argparse: not allowed together
+
+
+def test_a_damaged_metrics_log_keeps_every_checkpoint_rather_than_stop_the_run(tmp_path, caplog):
+    model = tiny()
+    for step in (1, 2):
+        save_checkpoint(tmp_path, step, model, {}, keep_last=1, keep_best=1)
+    damaged = '{"kind": "valid", "step": 1, "bleu": 3}\nnot json\n{"kind": "valid", "step": 2, "bleu": 4}\n'
+    (tmp_path / "metrics.jsonl").write_text(damaged)  # a bad line in the middle: read_metrics refuses it
+    save_checkpoint(tmp_path, 3, model, {}, keep_last=1, keep_best=1)
+    assert steps_on_disk(tmp_path) == [2, 3]  # keep_last=1 would have deleted step 2: nothing was
+    assert "no checkpoint is deleted until it can be read" in caplog.text
+
+
+def test_average_best_takes_the_metric_from_the_runs_config_and_says_what_was_kept(tmp_path, capsys):
+    models = {step: tiny(step) for step in (1, 2)}
+    save_model_dir(models[1], tmp_path)
+    for step, model in models.items():
+        save_checkpoint(tmp_path, step, model, {}, keep_last=5)
+    write_records(
+        tmp_path,
+        [
+            {"kind": "valid", "step": 1, "bleu": 30.0, "loss": 2.0},
+            {"kind": "valid", "step": 2, "bleu": 10.0, "loss": 1.0},
+        ],
+    )
+    load_config(None, ["train.best_metric=loss", "train.valid_bleu_sentences=0"]).save(tmp_path / "config.yaml")
+    assert main(["average", "--model", str(tmp_path), "--best", "1"]) == 0
+    averaged = load_model_dir(tmp_path, weights=tmp_path / "model.averaged.safetensors")
+    assert torch.equal(averaged.output.weight, models[2].output.weight)  # the lowest loss, not the best BLEU
+    err = capsys.readouterr().err
+    assert "its 0 best by loss" in err and "chosen among those" in err  # keep_best 0: the last 5 only
+    assert main(["average", "--model", str(tmp_path), "--best", "3"]) == 0
+    assert "only 2 kept checkpoints have a validation loss" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 
 from .files import atomic_write, atomic_write_text
 from .model import ModelConfig, Transformer
-from .model_dir import CHECKPOINTS, LATEST, MODEL_CONFIG, WEIGHTS, read_metrics
+from .model_dir import CHECKPOINTS, LATEST, METRICS, MODEL_CONFIG, WEIGHTS, read_metrics
 
 TIED_METADATA = "tied"  # "alias=stored alias=stored": the names a tied matrix is not stored under
 _STEP_NAME = re.compile(r"^step_(\d+)$")
@@ -151,7 +151,8 @@ def prune_checkpoints(
     model_dir: str | Path, keep_last: int, current: int, *, keep_best: int = 0, metric: str = "bleu"
 ) -> None:
     """Keep the newest `keep_last` complete checkpoints up to step `current`, which is always kept,
-    and the `keep_best` of them that validated best by `metric` (see `validation_ranking`).
+    and the `keep_best` complete checkpoints up to `current` that validated best by `metric` (see
+    `validation_ranking`).
 
     The rest go, and so do two kinds of leftovers: a checkpoint with one of its two files (its
     writer was killed in between), and any checkpoint after `current`: a run that was resumed
@@ -163,8 +164,11 @@ def prune_checkpoints(
     complete = sorted(step for step, paths in files.items() if len(paths) == 2 and step <= current)
     keep = set(complete[-keep_last:]) | {current}
     if keep_best > 0:
-        on_disk = set(complete)
-        keep |= set([step for step in validation_ranking(model_dir, metric) if step in on_disk][:keep_best])
+        try:
+            keep |= set(_best_of(complete, validation_ranking(model_dir, metric), keep_best))
+        except ValueError as err:  # a damaged metrics.jsonl must not cost the run, nor its best checkpoints
+            log.warning("%s; no checkpoint is deleted until it can be read", err)
+            return
     for step, paths in files.items():
         if step not in keep:
             for path in paths:
@@ -175,8 +179,8 @@ def validation_ranking(model_dir: str | Path, metric: str) -> list[int]:
     """The validated steps of a run, best first by `metric` ("bleu": highest first, "loss": lowest
     first; the later step first on a tie), from its metrics.jsonl; [] without one.
 
-    A step validated twice (a resumed run repeats the steps after its checkpoint) counts with its
-    last record; records without a finite value of `metric` are left out.
+    The last record of a step is the one that counts; a step whose value is not a finite number
+    (a NaN loss, or no BLEU because the run validated loss only) is left out.
     """
     if metric not in ("bleu", "loss"):
         raise ValueError(f"metric must be 'bleu' or 'loss', not {metric!r}")
@@ -184,19 +188,25 @@ def validation_ranking(model_dir: str | Path, metric: str) -> list[int]:
         records = read_metrics(model_dir)
     except FileNotFoundError:
         return []
-    scores: dict[int, float] = {}
-    for record in records:
-        value = record.get(metric)
-        if record.get("kind") == "valid" and isinstance(value, (int, float)) and math.isfinite(value):
-            scores[record["step"]] = value if metric == "bleu" else -value  # higher is better
+    last = {record["step"]: record.get(metric) for record in records if record.get("kind") == "valid"}
+    scores = {
+        step: value if metric == "bleu" else -value  # higher is better
+        for step, value in last.items()
+        if isinstance(value, (int, float)) and math.isfinite(value)
+    }
     return sorted(scores, key=lambda step: (scores[step], step), reverse=True)
 
 
 def best_checkpoints(model_dir: str | Path, count: int, metric: str) -> list[str]:
     """Names of the `count` complete checkpoints that validated best by `metric`, best first."""
-    on_disk = set(list_checkpoints(model_dir))
-    ranked = [checkpoint_name(step) for step in validation_ranking(model_dir, metric)]
-    return [name for name in ranked if name in on_disk][:count]
+    on_disk = [int(_STEP_NAME.match(name)[1]) for name in list_checkpoints(model_dir)]
+    return [checkpoint_name(step) for step in _best_of(on_disk, validation_ranking(model_dir, metric), count)]
+
+
+def _best_of(steps: list[int], ranking: list[int], count: int) -> list[int]:
+    """The first `count` steps of `ranking` (best first) that are among `steps`."""
+    present = set(steps)
+    return [step for step in ranking if step in present][:count]
 
 
 def list_checkpoints(model_dir: str | Path) -> list[str]:
@@ -265,7 +275,7 @@ def average_last_checkpoints(model_dir: str | Path, last: int) -> tuple[Transfor
     """
     if last < 1:
         raise ValueError(f"need at least one checkpoint to average, got last={last}")
-    return _average_named(model_dir, list_checkpoints(model_dir)[-last:], "checkpoints")
+    return _average_named(model_dir, list_checkpoints(model_dir)[-last:])
 
 
 def average_best_checkpoints(model_dir: str | Path, best: int, metric: str) -> tuple[Transformer, list[str]]:
@@ -274,13 +284,17 @@ def average_best_checkpoints(model_dir: str | Path, best: int, metric: str) -> t
     if best < 1:
         raise ValueError(f"need at least one checkpoint to average, got best={best}")
     names = sorted(best_checkpoints(model_dir, best, metric))
-    return _average_named(model_dir, names, f"validated ({metric}) checkpoints")
+    if not names:
+        hint = " (a run that validated loss only: try --metric loss)" if metric == "bleu" else ""
+        where = Path(model_dir)
+        raise ValueError(f"no checkpoint in {where / CHECKPOINTS} has a validation {metric} in {where / METRICS}{hint}")
+    return _average_named(model_dir, names)
 
 
-def _average_named(model_dir: str | Path, names: list[str], what: str) -> tuple[Transformer, list[str]]:
+def _average_named(model_dir: str | Path, names: list[str]) -> tuple[Transformer, list[str]]:
     folder = Path(model_dir) / CHECKPOINTS
     if not names:
-        raise ValueError(f"no {what} in {folder}")
+        raise ValueError(f"no checkpoints in {folder}")
     paths = [folder / f"{name}.safetensors" for name in names]
     model = load_model_dir(model_dir, weights=paths[-1])
     apply_weights(model, average_checkpoints(paths), f"the mean of {', '.join(names)}")

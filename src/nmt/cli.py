@@ -308,9 +308,19 @@ def cmd_average(args: argparse.Namespace) -> int:
         raise CommandError(f"--{'best' if args.best is not None else 'last'} must be at least 1, got {count}")
     require_model_dir(args.model)
     if args.best is not None:
-        config = read_run_config(args.model)
-        metric = args.metric or (config.train.best_metric if config is not None else "bleu")
+        run = read_run_config(args.model)
+        metric = args.metric or (run.train.best_metric if run is not None else "bleu")
         model, names = average_best_checkpoints(args.model, args.best, metric)
+        if len(names) < args.best:
+            print(f"note: only {len(names)} kept checkpoints have a validation {metric}", file=sys.stderr)
+        if run is not None and (run.train.keep_best < args.best or run.train.best_metric != metric):
+            # Pruning ran during training by other rules: the true K best may be gone.
+            print(
+                f"note: this run kept its last {run.train.keep_last} checkpoints and its {run.train.keep_best} "
+                f"best by {run.train.best_metric} (train.keep_last, train.keep_best); the best by {metric} "
+                "are chosen among those",
+                file=sys.stderr,
+            )
     else:
         model, names = average_last_checkpoints(args.model, args.last)
     out = Path(args.output) if args.output else Path(args.model) / "model.averaged.safetensors"
@@ -523,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--best",
         type=int,
         metavar="K",
-        help="average the K kept checkpoints with the best validation score instead of the last ones",
+        help="average the K kept checkpoints that validated best instead of the last ones (train with "
+        "train.keep_best K so that they are kept)",
     )
     p.add_argument(
         "--metric",

@@ -143,9 +143,9 @@ class TrainConfig:
     log_every: int = 50  # steps between metric records
     valid_every: int = 1000  # steps between validations (and checkpoints)
     valid_bleu_sentences: int = 500  # validation sentences translated (greedy) for BLEU; 0 skips BLEU
-    best_metric: str = "bleu"  # bleu | loss: which validation metric picks the best checkpoint
+    best_metric: str = "bleu"  # bleu | loss: which validation metric picks the best checkpoint (and keep_best's)
     keep_last: int = 5  # checkpoints kept on disk (the best is kept apart)
-    keep_best: int = 0  # also keep the K checkpoints with the best validation best_metric (nmt average --best)
+    keep_best: int = 0  # besides keep_last, keep the K best by best_metric (for nmt average --best; 0: off)
     patience: int | None = None  # stop after this many validations without improvement (null: never)
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
 

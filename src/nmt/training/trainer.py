@@ -160,8 +160,10 @@ class Trainer:
         model = self.placement.whole_model()
         if self.dist.is_main:
             cfg = self.train_config
-            keep = dict(keep_best=cfg.keep_best, metric=cfg.best_metric)
-            save_checkpoint(self.model_dir, self.progress.step, model, state, cfg.keep_last, **keep)
+            step = self.progress.step
+            save_checkpoint(
+                self.model_dir, step, model, state, cfg.keep_last, keep_best=cfg.keep_best, metric=cfg.best_metric
+            )
         self.saved_step = self.progress.step
         self.dist.barrier()
 
