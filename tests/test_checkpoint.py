@@ -156,19 +156,20 @@ def test_without_keep_best_only_the_last_are_kept_whatever_their_scores(tmp_path
     assert steps_on_disk(tmp_path) == [3, 4]
 
 
-def test_average_best_averages_the_checkpoints_that_validated_best(tmp_path):
-    models = {step: tiny(step) for step in (1, 2, 3)}
-    save_model_dir(models[1], tmp_path)
+def validated_run(model_dir, scores):
+    """A model directory with one checkpoint (a different tiny model) per step of `scores`
+    ({step: {"bleu": .., "loss": ..}}) and those validation records; returns {step: model}."""
+    models = {step: tiny(step) for step in scores}
+    save_model_dir(models[min(scores)], model_dir)
     for step, model in models.items():
-        save_checkpoint(tmp_path, step, model, {}, keep_last=5)
-    write_records(
-        tmp_path,
-        [
-            {"kind": "valid", "step": 1, "bleu": 30.0, "loss": 2.0},
-            {"kind": "valid", "step": 2, "bleu": 10.0, "loss": 1.0},
-            {"kind": "valid", "step": 3, "bleu": 20.0, "loss": 1.5},
-        ],
-    )
+        save_checkpoint(model_dir, step, model, {}, keep_last=5)
+    write_records(model_dir, [{"kind": "valid", "step": step, **values} for step, values in scores.items()])
+    return models
+
+
+def test_average_best_averages_the_checkpoints_that_validated_best(tmp_path):
+    scores = {1: {"bleu": 30.0, "loss": 2.0}, 2: {"bleu": 10.0, "loss": 1.0}, 3: {"bleu": 20.0, "loss": 1.5}}
+    models = validated_run(tmp_path, scores)
     merged, names = average_best_checkpoints(tmp_path, 2, "bleu")
     assert names == ["step_00000001", "step_00000003"]  # steps 1 and 3, in step order
     expected = (models[1].output.weight + models[3].output.weight) / 2
@@ -209,17 +210,7 @@ def test_a_damaged_metrics_log_keeps_every_checkpoint_rather_than_stop_the_run(t
 
 
 def test_average_best_takes_the_metric_from_the_runs_config_and_says_what_was_kept(tmp_path, capsys):
-    models = {step: tiny(step) for step in (1, 2)}
-    save_model_dir(models[1], tmp_path)
-    for step, model in models.items():
-        save_checkpoint(tmp_path, step, model, {}, keep_last=5)
-    write_records(
-        tmp_path,
-        [
-            {"kind": "valid", "step": 1, "bleu": 30.0, "loss": 2.0},
-            {"kind": "valid", "step": 2, "bleu": 10.0, "loss": 1.0},
-        ],
-    )
+    models = validated_run(tmp_path, {1: {"bleu": 30.0, "loss": 2.0}, 2: {"bleu": 10.0, "loss": 1.0}})
     load_config(None, ["train.best_metric=loss", "train.valid_bleu_sentences=0"]).save(tmp_path / "config.yaml")
     assert main(["average", "--model", str(tmp_path), "--best", "1"]) == 0
     averaged = load_model_dir(tmp_path, weights=tmp_path / "model.averaged.safetensors")
