@@ -199,8 +199,8 @@ def validation_ranking(model_dir: str | Path, metric: str) -> list[int]:
 
 def best_checkpoints(model_dir: str | Path, count: int, metric: str) -> list[str]:
     """Names of the `count` complete checkpoints that validated best by `metric`, best first."""
-    on_disk = [int(_STEP_NAME.match(name)[1]) for name in list_checkpoints(model_dir)]
-    return [checkpoint_name(step) for step in _best_of(on_disk, validation_ranking(model_dir, metric), count)]
+    best = _best_of(_complete_steps(model_dir), validation_ranking(model_dir, metric), count)
+    return [checkpoint_name(step) for step in best]
 
 
 def _best_of(steps: list[int], ranking: list[int], count: int) -> list[int]:
@@ -211,8 +211,12 @@ def _best_of(steps: list[int], ranking: list[int], count: int) -> list[int]:
 
 def list_checkpoints(model_dir: str | Path) -> list[str]:
     """Names of complete checkpoints (both files present), oldest first."""
+    return [checkpoint_name(step) for step in _complete_steps(model_dir)]
+
+
+def _complete_steps(model_dir: str | Path) -> list[int]:
     files = _checkpoint_files(Path(model_dir) / CHECKPOINTS)
-    return [checkpoint_name(step) for step in sorted(files) if len(files[step]) == 2]
+    return sorted(step for step, paths in files.items() if len(paths) == 2)
 
 
 def latest_checkpoint(model_dir: str | Path) -> tuple[Path, Path] | None:
