@@ -12,6 +12,18 @@ REPO = Path(__file__).resolve().parents[1]
 # Tiny models on a busy 2-core machine run faster on one thread than fighting over two.
 torch.set_num_threads(1)
 
+HAS_CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture(autouse=True)
+def cpu_unless_marked_cuda(request, monkeypatch):
+    """Every test sees a CPU-only machine unless it is marked `cuda`, so that the suite checks the
+    same thing on a GPU machine as in CI (where "auto" means CPU). Subprocesses (torchrun, the CLI)
+    are kept off the GPU by CUDA_VISIBLE_DEVICES. The GPU paths have their own tests (test_cuda.py)."""
+    if request.node.get_closest_marker("cuda") is None and HAS_CUDA:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
 
 def multi30k_root() -> Path:
     """The local Multi30k mirror (../shared/data/multi30k from the repo root, or $NMT_MIRROR)."""

@@ -82,6 +82,7 @@ def test_batch_to_moves_every_tensor():
     assert all(t.device.type == "cpu" for t in (batch.src, batch.tgt_in, batch.tgt_out, batch.indices))
 
 
+@pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="pinned memory needs CUDA")
 def test_pinned_prefetch_copies_to_gpu(corpus):
     src, tgt = corpus

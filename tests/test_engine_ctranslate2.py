@@ -198,3 +198,19 @@ def test_force_replaces_an_earlier_export_and_nothing_else(tmp_path, tiny_model_
     with pytest.raises(ValueError, match="already a CTranslate2 export"):
         export_ctranslate2(tmp_path / "ct2", tmp_path / "again")
     assert (precious / "keep.txt").read_text() == "mine" and (tiny_model_dir / "model.safetensors").is_file()
+
+
+def test_a_gpu_that_ctranslate2_cannot_use_is_refused_at_load_naming_the_way_out(tiny_model_dir, monkeypatch):
+    """Seen on an H100 with CUDA 13: CTranslate2's wheel needs libcublas.so.12, and failed only at translation."""
+    import ctranslate2  # noqa: PLC0415 - skipped above when missing
+
+    class WithoutCuda12:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def translate_batch(self, *args, **kwargs):
+            raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+    monkeypatch.setattr(ctranslate2, "Translator", WithoutCuda12)
+    with pytest.raises(RuntimeError, match=r"libcublas.so.12.*--device cpu"):
+        Translator.load(tiny_model_dir, engine="ctranslate2", device="cuda")

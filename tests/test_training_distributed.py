@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 
 from nmt.checkpoint import latest_checkpoint
 from nmt.config import load_config
+from nmt.training.distributed import Distributed
 from nmt.training.run import train
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.valid_every=1000"]
@@ -122,3 +123,13 @@ def test_fsdp_run_resumes_to_the_same_parameters(overrides, tmp_path):
     assert name_a == name_b == "step_00000004.safetensors"
     for key in a:
         assert torch.equal(a[key], b[key]), key
+
+
+def test_more_processes_than_gpus_is_refused_naming_the_fix(monkeypatch):
+    """Two processes on a one-GPU machine: one line naming both ways out, not NCCL's "invalid device ordinal"."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "1"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError, match=r"local rank 1 but the machine has 1 CUDA device.*--nproc_per_node=1.*cpu"):
+        Distributed.from_environment("auto")

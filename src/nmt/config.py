@@ -128,7 +128,7 @@ class TrainConfig:
     accumulate: int = 1  # batches per optimizer step (gradient accumulation)
     threads: int | None = None  # torch intra-op threads on CPU (null: torch's default, one per core)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
-    compile: bool = False  # torch.compile the model (fuses element-wise work)
+    compile: bool = False  # torch.compile the training pass (fuses element-wise work; CUDA: on CPU it was slower)
     fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
     schedule: str = "noam"  # noam (the paper's) | inverse_sqrt (peak_lr, then 1/sqrt decay)
     lr_scale: float = 1.0  # noam: multiplier of d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)

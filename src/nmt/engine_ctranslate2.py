@@ -96,6 +96,19 @@ class CTranslate2Engine:
         self.device = torch.device(device, int(index) if index else None)
         self.src_vocab = vocabulary(src_tokenizer)
         self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
+        if device == "cuda":
+            self._check_cuda_runs()
+
+    def _check_cuda_runs(self) -> None:
+        """Fail at load, with the way out, where CTranslate2 cannot run on this GPU: its wheel links the
+        CUDA 12 libraries, which a machine with another CUDA lacks ("libcublas.so.12 is not found")."""
+        try:
+            self.translator.translate_batch([self.src_vocab[:1]], max_decoding_length=1)
+        except RuntimeError as err:
+            raise RuntimeError(
+                f"CTranslate2 cannot translate on CUDA on this machine ({err}): use --device cpu, or the "
+                "torch engine (--engine torch)"
+            ) from None
 
     @classmethod
     def from_model_dir(

@@ -20,7 +20,9 @@ fp32 is fp32 throughout; on AMD CPUs its output projection runs in oneDNN rather
 
 bf16 runs through autocast. It is allowed on CUDA and on CPUs with AMX tiles; on CPUs without
 AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this project's machines
-(both kinds seen), so it is refused there.
+(both kinds seen), so it is refused there. On CUDA it is allowed but not the default: decoding the
+`small` model in beam 5 took 43 s against 7.8 s in fp32 on an H100 (docs/benchmarks.md), likely
+because autocast re-casts frozen weights (no grad) at every decoding step instead of caching them.
 """
 
 from __future__ import annotations

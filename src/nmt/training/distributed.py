@@ -49,12 +49,21 @@ class Distributed:
             return cls(device=torch.device(device if device != "auto" else ("cuda" if use_cuda else "cpu")))
         rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
         if use_cuda:
+            gpus = torch.cuda.device_count()
+            if local_rank >= gpus:  # otherwise NCCL fails later with "invalid device ordinal"
+                raise RuntimeError(
+                    f"this process is local rank {local_rank} but the machine has {gpus} CUDA device(s): start "
+                    f"at most {gpus} process(es) per machine (torchrun --nproc_per_node={gpus}), or train on "
+                    "CPU with --set train.device=cpu"
+                )
             torch.cuda.set_device(local_rank)
             target = torch.device("cuda", local_rank)
         else:
             target = torch.device("cpu")
-        if not dist.is_initialized():
-            dist.init_process_group("nccl" if use_cuda else "gloo", timeout=timedelta(minutes=30))
+        if not dist.is_initialized():  # device_id: NCCL binds this rank to its GPU now, not by guessing
+            dist.init_process_group(
+                "nccl" if use_cuda else "gloo", timeout=timedelta(minutes=30), device_id=target if use_cuda else None
+            )
         return cls(rank=rank, world_size=world_size, device=target)
 
     # --- collectives (no-ops in a world of one) --------------------------------------------

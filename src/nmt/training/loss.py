@@ -20,11 +20,14 @@ work at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from ..model import Transformer
+
+StatesFn = Callable[[Transformer, torch.Tensor, torch.Tensor], torch.Tensor]  # (model, src, tgt_in) -> states
 
 
 class SmoothedCrossEntropy(torch.autograd.Function):
@@ -79,6 +82,12 @@ def _smoothed(logits: torch.Tensor, labels: torch.Tensor, normaliser: int | floa
     return LossOutput(loss=loss_sum / normaliser, nll_sum=nll_sum, correct=correct, tokens=int(labels.numel()))
 
 
+def teacher_forced_states(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    """(batch, tgt_len, d_model) decoder states of a whole batch in one pass: what a training step runs
+    (and what `train.compile` compiles; decoding's incremental steps stay eager)."""
+    return model.decode(tgt_in, model.encode(src)).states
+
+
 def sequence_loss(
     model: Transformer,
     src: torch.Tensor,
@@ -87,9 +96,10 @@ def sequence_loss(
     *,
     normaliser: int | float,
     smoothing: float = 0.1,
+    states_fn: StatesFn = teacher_forced_states,
 ) -> LossOutput:
     """Teacher-forced loss of a batch; only real (non-padding) positions reach the output projection."""
-    states = model.decode(tgt_in, model.encode(src)).states  # (batch, tgt_len, d_model)
+    states = states_fn(model, src, tgt_in)  # (batch, tgt_len, d_model)
     real = tgt_out != model.config.pad_id  # (batch, tgt_len)
     logits = model.logits(states[real])  # (real_tokens, vocab)
     return _smoothed(logits, tgt_out[real], normaliser, smoothing)
@@ -110,6 +120,7 @@ def r_drop_loss(
     normaliser: int | float,
     smoothing: float = 0.1,
     alpha: float = 1.0,
+    states_fn: StatesFn = teacher_forced_states,
 ) -> LossOutput:
     """R-Drop (Liang et al. 2021): the batch twice through the model, so two dropout masks, and
 
@@ -122,7 +133,7 @@ def r_drop_loss(
     (the plain loss keeps one), so a large vocabulary may need a smaller train.batch_tokens.
     """
     src2, tgt_in2, tgt_out2 = (torch.cat([t, t]) for t in (src, tgt_in, tgt_out))
-    states = model.decode(tgt_in2, model.encode(src2)).states  # (2 * batch, tgt_len, d_model)
+    states = states_fn(model, src2, tgt_in2)  # (2 * batch, tgt_len, d_model)
     real = tgt_out2 != model.config.pad_id  # (2 * batch, tgt_len): row-major, so all of pass 1, then pass 2
     logits = model.logits(states[real])  # (2 * real, vocab)
     loss_sum, nll_sum, correct = SmoothedCrossEntropy.apply(logits, tgt_out2[real], smoothing)
@@ -135,23 +146,20 @@ class LossModule(torch.nn.Module):
     """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward.
 
     r_drop_alpha > 0 trains with R-Drop (see `r_drop_loss`); 0 is the plain label-smoothed loss.
+    compile: torch.compile the encoder-decoder pass (fuses element-wise work). Only this pass: the
+    loss drops padding rows (a data-dependent shape), and validation's incremental decoding, whose
+    cache grows every step, would recompile at every length.
     """
 
-    def __init__(self, model: Transformer, smoothing: float, r_drop_alpha: float = 0.0):
+    def __init__(self, model: Transformer, smoothing: float, r_drop_alpha: float = 0.0, compile: bool = False):
         super().__init__()
         self.model, self.smoothing, self.r_drop_alpha = model, smoothing, r_drop_alpha
+        self.states_fn = torch.compile(teacher_forced_states, dynamic=True) if compile else teacher_forced_states
 
     def forward(self, src, tgt_in, tgt_out, normaliser: float):
+        options = dict(normaliser=normaliser, smoothing=self.smoothing, states_fn=self.states_fn)
         if self.r_drop_alpha > 0:
-            out = r_drop_loss(
-                self.model,
-                src,
-                tgt_in,
-                tgt_out,
-                normaliser=normaliser,
-                smoothing=self.smoothing,
-                alpha=self.r_drop_alpha,
-            )
+            out = r_drop_loss(self.model, src, tgt_in, tgt_out, alpha=self.r_drop_alpha, **options)
         else:
-            out = sequence_loss(self.model, src, tgt_in, tgt_out, normaliser=normaliser, smoothing=self.smoothing)
+            out = sequence_loss(self.model, src, tgt_in, tgt_out, **options)
         return out.loss, out.nll_sum, out.correct

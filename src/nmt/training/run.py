@@ -105,12 +105,10 @@ def build_trainer(
     model = Transformer(model_config).to(dist.device)
     if init_from is not None:  # before the placement: shards are cut from these weights
         load_starting_weights(model, init_from)
-    placement = place(model, LossModule(model, cfg.label_smoothing, cfg.r_drop_alpha), dist, fsdp=cfg.fsdp)
+    loss_module = LossModule(model, cfg.label_smoothing, cfg.r_drop_alpha, compile=cfg.compile)
+    placement = place(model, loss_module, dist, fsdp=cfg.fsdp)
     if dist.active:  # same initial weights everywhere (seeded, and DDP broadcasts rank 0's); own dropout
         torch.manual_seed(cfg.seed + 1000 * dist.rank)
-    if cfg.compile:  # the stacks, not the loss: dropping padding rows has a data-dependent shape
-        model.encode = torch.compile(model.encode, dynamic=True)
-        model.decode = torch.compile(model.decode, dynamic=True)
     optimizer = build_optimizer(model, cfg, fused=placement.fused_optimizer and dist.device.type in ("cpu", "cuda"))
     sampler = TokenBatchSampler(
         data.train.src_lengths(),
