@@ -81,3 +81,28 @@ def test_an_int8_model_is_not_quantised_twice_nor_passed_off_as_fp32(tiny_model_
     assert again.translate(sources[:3], beam=2) == first.translate(sources[:3], beam=2)
     with pytest.raises(PrecisionError, match="already quantised"):
         Translator(model, *tokenizers, precision="fp32")
+
+
+@pytest.mark.parametrize("sharing", ["all", "none"])
+def test_bf16_casts_a_frozen_model_s_linear_weights_once_with_autocast_s_numbers(sharing, monkeypatch):
+    """What autocast casts at every call, done once: same hypotheses and scores; embeddings stay fp32."""
+    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))  # allow bf16
+    model = model_for(sharing=sharing).requires_grad_(False)
+    src = torch.randint(4, 300, (3, 10))
+    limits = SearchLimits(max_len_b=6)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        before = beam_search(model, src, beam_size=3, n_best=3, limits=limits)
+        prepare_for_inference(model, "bf16")
+        after = beam_search(model, src, beam_size=3, n_best=3, limits=limits)
+    linears = [m for m in model.modules() if type(m) is torch.nn.Linear]
+    assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears)
+    assert model.tgt_embed.weight.dtype == model.src_embed.weight.dtype == torch.float32
+    assert [[(h.tokens, h.score) for h in x] for x in after] == [[(h.tokens, h.score) for h in x] for x in before]
+    with pytest.raises(PrecisionError, match="weights are bf16"):
+        prepare_for_inference(model, "fp32")
+
+
+def test_a_model_in_training_keeps_its_fp32_weights_under_bf16(monkeypatch):
+    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
+    model = prepare_for_inference(model_for(), "bf16")  # requires grad: validation between training steps
+    assert all(p.dtype == torch.float32 for p in model.parameters())

@@ -20,9 +20,12 @@ fp32 is fp32 throughout; on AMD CPUs its output projection runs in oneDNN rather
 
 bf16 runs through autocast. It is allowed on CUDA and on CPUs with AMX tiles; on CPUs without
 AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this project's machines
-(both kinds seen), so it is refused there. On CUDA it is allowed but not the default: decoding the
-`small` model in beam 5 took 43 s against 7.8 s in fp32 on an H100 (docs/benchmarks.md), likely
-because autocast re-casts frozen weights (no grad) at every decoding step instead of caching them.
+(both kinds seen), so it is refused there. Autocast caches its bf16 copy of a weight only for
+tensors that require grad and never under inference_mode, so a translator would cast every
+weight matrix again at every decoding step: a frozen model's linear weights are cast to bf16
+once instead (`cast_linear_weights`), which gives the same numbers. On CUDA bf16 is not the
+default: before that change, decoding the `small` model in beam 5 took 43 s against 7.8 s in
+fp32 on an H100 (docs/benchmarks.md); after it, not measured yet.
 """
 
 from __future__ import annotations
@@ -108,14 +111,17 @@ def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
     fp32 on a CPU where it was measured faster (`packed_output_is_faster`) runs the output
     projection in oneDNN on a packed copy of its weight (nmt.packed_linear), if that weight is
     frozen (requires_grad False: `Translator.load` freezes its model); a model in training,
-    translated between steps for validation, keeps nn.Linear. bf16 changes nothing here: it is
-    applied per call by `autocast_for`.
+    translated between steps for validation, keeps nn.Linear. bf16 runs under `autocast_for`; a
+    frozen model's linear weights are cast to bf16 once here (see the module docstring), after
+    which the model, too, belongs to the engine.
     """
     device = next(model.parameters()).device
     check_precision(precision, device)
     already = is_int8(model)
     if already and precision != "int8":
         raise PrecisionError(f"this model was already quantised to int8 and cannot run as {precision}: load it again")
+    if has_bf16_linear_weights(model) and precision != "bf16":
+        raise PrecisionError(f"this model's linear weights are bf16 and cannot run as {precision}: load it again")
     model.eval()
     if precision == "fp32" and device.type == "cpu" and packed_output_is_faster():
         pack_output_projection(model)
@@ -123,6 +129,28 @@ def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
         unpack_output_projection(model)
     if precision == "int8" and not already:
         quantize_int8(model)
+    if precision == "bf16" and not any(p.requires_grad for p in model.parameters()):
+        cast_linear_weights(model, torch.bfloat16)
+    return model
+
+
+def has_bf16_linear_weights(model: nn.Module) -> bool:
+    """Whether `cast_linear_weights` has made `model`'s linear layers bf16."""
+    return any(type(m) is nn.Linear and m.weight.dtype == torch.bfloat16 for m in model.modules())
+
+
+def cast_linear_weights(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """Give every nn.Linear of a frozen model its own `dtype` copy of its weight and bias, in place.
+
+    What autocast would cast at every call, done once; embeddings and LayerNorm stay fp32. A weight
+    shared with an embedding (tied output projection) is copied, not converted, so the embedding
+    keeps its fp32 table and the numbers stay those of autocast over fp32 weights.
+    """
+    for module in model.modules():
+        if type(module) is nn.Linear and module.weight.dtype == torch.float32:
+            module.weight = nn.Parameter(module.weight.detach().to(dtype), requires_grad=False)
+            if module.bias is not None:
+                module.bias = nn.Parameter(module.bias.detach().to(dtype), requires_grad=False)
     return model
 
 
