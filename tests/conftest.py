@@ -19,9 +19,11 @@ HAS_CUDA = torch.cuda.is_available()
 def cpu_unless_marked_cuda(request, monkeypatch):
     """Every test sees a CPU-only machine unless it is marked `cuda`, so that the suite checks the
     same thing on a GPU machine as in CI (where "auto" means CPU). Subprocesses (torchrun, the CLI)
-    are kept off the GPU by CUDA_VISIBLE_DEVICES. The GPU paths have their own tests (test_cuda.py)."""
+    are kept off the GPU by CUDA_VISIBLE_DEVICES. The GPU paths have their own tests (test_cuda.py).
+    Session- and module-scoped fixtures are built before this runs: they must name their device."""
     if request.node.get_closest_marker("cuda") is None and HAS_CUDA:
         monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
 
 

@@ -106,3 +106,15 @@ def test_a_model_in_training_keeps_its_fp32_weights_under_bf16(monkeypatch):
     monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
     model = prepare_for_inference(model_for(), "bf16")  # requires grad: validation between training steps
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def test_a_bf16_translator_casts_at_load_and_plots_attention(tiny_model_dir, sources, monkeypatch):
+    from nmt.plots import attention_maps
+
+    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
+    bf16, fp32 = Translator.load(tiny_model_dir, precision="bf16"), Translator.load(tiny_model_dir)
+    assert all(m.weight.dtype == torch.bfloat16 for m in bf16.model.modules() if type(m) is torch.nn.Linear)
+    a, b = attention_maps(bf16, sources[0]), attention_maps(fp32, sources[0])
+    assert a.weights["cross_attention"].shape[0] == b.weights["cross_attention"].shape[0]  # one map per layer
+    for w in a.weights.values():  # each row a distribution
+        torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=2e-2, rtol=0)

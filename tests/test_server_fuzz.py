@@ -146,31 +146,20 @@ def test_hostile_bodies_get_4xx_json_never_5xx(url):
     assert httpx.get(f"{url}/health").json()["ready"] is True
 
 
-def json_recursion_fails(depth: int) -> bool:
-    try:
-        json.loads("[" * depth + "]" * depth)
-    except RecursionError:
-        return True
-    return False
-
-
-# Python 3.11's json gives up on 1,000 levels (RecursionError: 400); 3.12 parses thousands, and the
-# valid-but-wrong JSON is then a 422. Either way a 4xx, never a crash (seen on 3.12.3 with 1,000).
-DEEP_LIST_ANSWER = (400, "malformed_json") if json_recursion_fails(5000) else (422, "invalid_request")
-
-
 @pytest.mark.parametrize(
     "body, expected",
     [
-        (b'{"text": ["\\ud800"]}', (422, "invalid_text")),
-        (b'{"text": ["\xed\xa0\x80"]}', (400, "malformed_json")),
-        (b"[" * 5000 + b"]" * 5000, DEEP_LIST_ANSWER),
-        (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", (400, "malformed_json")),
+        (b'{"text": ["\\ud800"]}', {(422, "invalid_text")}),
+        (b'{"text": ["\xed\xa0\x80"]}', {(400, "malformed_json")}),
+        # Python 3.11's json gives up on 5,000 levels (RecursionError: 400); 3.12 parses them (seen with
+        # 1,000 on 3.12.3) and the valid JSON of the wrong shape is a 422. Either way a 4xx, no crash.
+        (b"[" * 5000 + b"]" * 5000, {(400, "malformed_json"), (422, "invalid_request")}),
+        (b'{"text": ["a"], "beam": ' + b"9" * 5000 + b"}", {(400, "malformed_json")}),
     ],
 )
 def test_the_issues_examples_get_the_right_4xx(url, body, expected):
     status, answer = exchange(url, post(body))
-    assert (status, json.loads(answer)["error"]) == expected
+    assert (status, json.loads(answer)["error"]) in expected
 
 
 @pytest.mark.parametrize(

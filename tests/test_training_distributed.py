@@ -133,3 +133,12 @@ def test_more_processes_than_gpus_is_refused_naming_the_fix(monkeypatch):
         monkeypatch.setenv(name, value)
     with pytest.raises(RuntimeError, match=r"local rank 1 but the machine has 1 CUDA device.*--nproc_per_node=1.*cpu"):
         Distributed.from_environment("auto")
+
+
+def test_a_gpu_the_machine_lacks_is_refused_in_one_process_too(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert Distributed.from_environment("cuda:0").device == torch.device("cuda", 0)
+    with pytest.raises(RuntimeError, match=r"train.device=cuda:1 but this machine has 1 CUDA device"):
+        Distributed.from_environment("cuda:1")

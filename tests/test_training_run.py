@@ -8,6 +8,7 @@ import torch
 from nmt.checkpoint import load_model_dir
 from nmt.config import load_config
 from nmt.training.distributed import Distributed
+from nmt.training.loss import teacher_forced_states
 from nmt.training.run import build_trainer, train
 from nmt.training.validation import validation_loss
 
@@ -76,3 +77,17 @@ def test_a_model_mismatch_is_refused_before_anything_is_written(overrides, train
     with pytest.raises(ValueError, match=r"d_ff \(64 there, 48 here\)"):
         build_trainer(config, tmp_path / "child", dist=Distributed(), init_from=trained)
     assert not (tmp_path / "child").exists()
+
+
+def test_train_compile_compiles_the_training_pass_and_not_validation_s_decoding(overrides, tmp_path, monkeypatch):
+    """Incremental decoding recompiles at every length (seen on a GPU): only the whole-batch pass is compiled."""
+    compiled = []
+
+    def record(fn, **options):  # stands in for torch.compile, which takes minutes on CPU
+        compiled.append((fn, options))
+        return fn
+
+    monkeypatch.setattr(torch, "compile", record)
+    sets = ["train.compile=true", "train.max_steps=2", "train.valid_every=1"]  # validation decodes 8 sentences
+    train(load_config(None, overrides + sets), tmp_path / "run", progress_bar=False)
+    assert compiled == [(teacher_forced_states, {"dynamic": True})]

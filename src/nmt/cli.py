@@ -148,8 +148,9 @@ def engine_options(
         choices=("fp32", "int8", "bf16"),
         default=None,
         help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
-        "torch engine, CPUs with AMX (default: fp32; bf16 decoding was slower on an H100, see "
-        "docs/benchmarks.md); refused where the device does not run it well",
+        "torch engine, CPUs with AMX (default: fp32, except bf16 for ctranslate2 on CUDA: the torch "
+        "engine's bf16 decoding was slower on an H100, see docs/benchmarks.md); refused where the "
+        "device does not run it well",
     )
     g.add_argument(
         "--workers", type=int, default=None, help=f"batches translated in parallel (default: {workers_default})"

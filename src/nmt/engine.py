@@ -137,6 +137,10 @@ class TorchEngine:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context this engine runs its model in: autocast for bf16 (whose linear weights are bf16)."""
+        return autocast_for(self.precision, self.device)
+
     def batches_by_length(self, ids: Sequence[Sequence[int]], beam: int, min_batches: int = 1) -> list[list[int]]:
         """Indices of sentences of similar length, longest first, each batch within decode.batch_tokens
         (divided by the beam), and small enough to make about `min_batches` batches."""
@@ -183,7 +187,7 @@ class TorchEngine:
         ).to(self.device)
         limits = search_limits(self.decode)
         attention = search.return_attention
-        with autocast_for(self.precision, self.device):
+        with self.autocast():
             if search.temperature is not None:
                 # One generator per batch, seeded by the batch's place: the same draws whichever
                 # worker runs it, and in whatever order.

@@ -24,8 +24,9 @@ AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this proje
 tensors that require grad and never under inference_mode, so a translator would cast every
 weight matrix again at every decoding step: a frozen model's linear weights are cast to bf16
 once instead (`cast_linear_weights`), which gives the same numbers. On CUDA bf16 is not the
-default: before that change, decoding the `small` model in beam 5 took 43 s against 7.8 s in
-fp32 on an H100 (docs/benchmarks.md); after it, not measured yet.
+default for this engine: decoding the `small` model in beam 5 took 43 s against 7.8 s in fp32
+on an H100, one run each, before that change (docs/benchmarks.md). The casts alone are too
+small to explain that gap, whose cause is not known yet.
 """
 
 from __future__ import annotations

@@ -109,7 +109,8 @@ class Translator:
 
     @property
     def model(self) -> Transformer:
-        """The Transformer of nmt's own engine (attention plots, parameter counts)."""
+        """The Transformer of nmt's own engine (attention plots, parameter counts). In bf16 its linear
+        weights are bf16: run it under `translator.engine.autocast()`."""
         if not isinstance(self.engine, TorchEngine):
             raise ValueError(f"the {self.engine.name} engine has no PyTorch model: use engine='torch'")
         return self.engine.model
@@ -138,7 +139,7 @@ class Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
 
         engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted
-        at load). precision: fp32 (default) | int8 | bf16; a precision the
+        at load). precision: fp32 | int8 | bf16 (default: fp32; bf16 for CTranslate2 on CUDA); a precision the
         device runs badly is refused (see nmt.precision). workers / threads: parallel batches and
         intra-op threads each (default: chosen from the cores). The model is loaded frozen
         (requires_grad False): it is for translation, and fp32 packs its output projection on CPUs
@@ -151,7 +152,8 @@ class Translator:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        precision = precision or "fp32"  # bf16 decoding was 5.6x slower on an H100 (docs/benchmarks.md)
+        if precision is None:  # torch: bf16 decoding was 5.6x slower on an H100 (docs/benchmarks.md, unexplained)
+            precision = "bf16" if engine == "ctranslate2" and device.startswith("cuda") else "fp32"
         if (
             engine == "torch"
             and is_ctranslate2_dir(model_dir)

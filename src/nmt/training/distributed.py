@@ -46,7 +46,12 @@ class Distributed:
         if use_cuda and not torch.cuda.is_available():
             raise RuntimeError(f"train.device={device} but CUDA is not available on this machine")
         if world_size == 1:
-            return cls(device=torch.device(device if device != "auto" else ("cuda" if use_cuda else "cpu")))
+            target = torch.device(device if device != "auto" else ("cuda" if use_cuda else "cpu"))
+            if target.type == "cuda" and (target.index or 0) >= torch.cuda.device_count():
+                raise RuntimeError(
+                    f"train.device={device} but this machine has {torch.cuda.device_count()} CUDA device(s)"
+                )
+            return cls(device=target)
         rank, local_rank = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
         if use_cuda:
             gpus = torch.cuda.device_count()
