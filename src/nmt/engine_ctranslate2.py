@@ -69,16 +69,17 @@ class CTranslate2Engine:
         tgt_tokenizer: SubwordTokenizer,
         decode: DecodeConfig,
         *,
-        precision: str = "fp32",
+        precision: str | None = None,
         device: str = "cpu",
         workers: int | None = None,
         threads: int | None = None,
     ):
         ctranslate2 = require_ctranslate2()
         check_counts(workers=workers, threads=threads)
+        device, _, index = device.partition(":")  # "cuda:1" -> device "cuda", index 1
+        precision = precision or ("bf16" if device == "cuda" else "fp32")
         if precision not in COMPUTE_TYPES:
             raise ValueError(f"precision must be one of {', '.join(COMPUTE_TYPES)}, not {precision!r}")
-        device, _, index = device.partition(":")  # "cuda:1" -> device "cuda", index 1
         if precision == "bf16" and device == "cpu":
             raise ValueError("CTranslate2 has no bf16 on CPU: use int8 or fp32")
         cores = available_cores()

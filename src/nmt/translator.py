@@ -152,8 +152,6 @@ class Translator:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        if precision is None:  # torch: bf16 decoding was 5.6x slower on an H100 (docs/benchmarks.md, unexplained)
-            precision = "bf16" if engine == "ctranslate2" and device.startswith("cuda") else "fp32"
         if (
             engine == "torch"
             and is_ctranslate2_dir(model_dir)
@@ -184,6 +182,8 @@ class Translator:
                 threads=threads,
             )
             return cls(search_engine, src_tok, tgt_tok, decode=decode)
+        # fp32 by default, on CUDA too: bf16 decoding was 5.6x slower on an H100 (docs/benchmarks.md, unexplained)
+        precision = precision or "fp32"
         return cls(model, src_tok, tgt_tok, decode=decode, precision=precision, workers=workers, threads=threads)
 
     # --- the simple API ----------------------------------------------------------------------
