@@ -17,6 +17,7 @@ from nmt.model import Transformer
 
 from .hypothesis import Hypothesis
 from .penalties import SearchLimits
+from .ranking import top_tokens
 from .state import SearchState, Step
 
 
@@ -35,9 +36,10 @@ def beam_step(
     tokens of each beam. Ranking (beam x n) totals then picks them exactly, without
     materialising beam_score + log_prob over the whole vocabulary.
     """
-    batch, beams, _ = log_probs.shape
+    batch, beams, vocab = log_probs.shape
     n = num_candidates
-    token_scores, token_ids = log_probs.topk(n, dim=2)  # (batch, beam, n): each beam's best tokens
+    token_scores, token_ids = top_tokens(log_probs.reshape(batch * beams, vocab), n)  # each beam's best tokens
+    token_scores, token_ids = token_scores.view(batch, beams, n), token_ids.view(batch, beams, n)
     totals = (beam_scores.unsqueeze(2) + token_scores).view(batch, beams * n)
     top_scores, flat = totals.topk(n, dim=1)  # (batch, n) over beam * n
     return top_scores, flat // n, token_ids.view(batch, beams * n).gather(1, flat)

@@ -14,6 +14,7 @@ from nmt.model import Transformer
 
 from .hypothesis import Hypothesis
 from .penalties import SearchLimits
+from .ranking import best_token
 from .state import SearchState
 
 # (rows, vocab) log-probs -> (rows,) chosen token ids
@@ -22,7 +23,7 @@ PickToken = Callable[[torch.Tensor], torch.Tensor]
 
 def pick_argmax(log_probs: torch.Tensor) -> torch.Tensor:
     """The most likely token of each row: (rows, vocab) -> (rows,)."""
-    return log_probs.argmax(dim=-1)
+    return best_token(log_probs)
 
 
 @torch.no_grad()

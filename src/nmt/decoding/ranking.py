@@ -1,0 +1,71 @@
+"""The best tokens of each row of a large vocabulary, in two cheap passes instead of one slow one.
+
+Every search step ranks a (rows, vocab) table: greedy takes each row's argmax, beam search
+each row's 2 x beam best. On CPU, torch's `topk` and `argmax` walk each row element by element
+(topk also copies it into (value, index) pairs first): for 450 rows of 8,192 they took 7 and
+8 ms on one Zen 3 core, more than the log-softmax over the same table (5-6 ms), while the
+vectorised `amax` reads it in under 1 ms. So the rows are cut into chunks of C tokens:
+
+    1. each chunk's maximum                         (rows, vocab / C)   one vectorised pass
+    2. the k chunks with the largest maxima         (rows, k)
+    3. the k best tokens among those k * C          (rows, k)
+
+Exact, not an approximation: let v be a row's k-th largest value. Each of the k chunks with the
+largest maxima holds its maximum, k distinct tokens all >= the k-th largest chunk maximum, so
+v >= that maximum; a chunk holding one of the k best tokens has a maximum >= v, so it is among
+those k chunks (ties between equal maxima aside, where any choice holds tokens of equal value).
+For k = 1 both passes use argmax, which keeps torch's first-index rule for ties exactly.
+Measured on 450 x 8,192 (one Zen 3 core): top-10 3.5 ms against 7.1, argmax ~1.5 against 7.9.
+On GPUs the library kernels are already parallel, and below 8 rows the extra calls cost more than
+they save, so there the plain calls run.
+"""
+
+from __future__ import annotations
+
+import torch
+
+CHUNK = 64  # tokens per chunk: 128 chunk maxima and 640 candidates per row for k = 10 at 8,192
+MIN_CHUNK = 16  # vocabularies with no power-of-two divisor this large fall back to plain topk
+MIN_ROWS = 8  # below this the plain calls are as fast (the chunked passes cost a few extra calls)
+
+
+def _chunk_size(scores: torch.Tensor, k: int) -> int:
+    """The largest power of two <= CHUNK dividing the vocabulary that leaves more than k chunks; 0 where
+    the plain call should run (not on CPU, few rows, or no such divisor)."""
+    rows, vocab = scores.shape
+    if scores.device.type != "cpu" or rows < MIN_ROWS:
+        return 0
+    chunk = CHUNK
+    while chunk >= MIN_CHUNK:
+        if vocab % chunk == 0 and vocab // chunk > k:
+            return chunk
+        chunk //= 2
+    return 0
+
+
+def top_tokens(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`scores.topk(k, dim=-1)` for a (rows, vocab) table: (values, ids), each (rows, k), best first."""
+    rows, vocab = scores.shape
+    chunk = _chunk_size(scores, k)
+    if chunk == 0:
+        values, ids = scores.topk(k, dim=-1)
+        return values, ids
+    chunks = scores.view(rows, vocab // chunk, chunk)
+    best_chunks = chunks.amax(dim=-1).topk(k, dim=-1).indices  # (rows, k)
+    row = torch.arange(rows, device=scores.device).unsqueeze(1)
+    candidates = chunks[row, best_chunks].view(rows, k * chunk)  # (rows, k * chunk)
+    values, where = candidates.topk(k, dim=-1)  # where: position among the candidates
+    ids = best_chunks.gather(1, where // chunk) * chunk + where % chunk
+    return values, ids
+
+
+def best_token(scores: torch.Tensor) -> torch.Tensor:
+    """`scores.argmax(dim=-1)` for a (rows, vocab) table: (rows,) ids, the first on ties."""
+    rows, vocab = scores.shape
+    chunk = _chunk_size(scores, 1)
+    if chunk == 0:
+        return scores.argmax(dim=-1)
+    chunks = scores.view(rows, vocab // chunk, chunk)
+    best_chunk = chunks.amax(dim=-1).argmax(dim=-1)  # (rows,) the first chunk holding the row's maximum
+    row = torch.arange(rows, device=scores.device)
+    return best_chunk * chunk + chunks[row, best_chunk].argmax(dim=-1)
