@@ -30,28 +30,28 @@ MIN_CHUNK = 16  # vocabularies with no power-of-two divisor this large fall back
 MIN_ROWS = 8  # below this the plain calls are as fast (the chunked passes cost a few extra calls)
 
 
-def _chunk_size(scores: torch.Tensor, k: int) -> int:
-    """The largest power of two <= CHUNK dividing the vocabulary that leaves more than k chunks; 0 where
-    the plain call should run (not on CPU, few rows, or no such divisor)."""
+def _chunks(scores: torch.Tensor, k: int) -> torch.Tensor | None:
+    """(rows, vocab) -> a (rows, vocab / C, C) view, C the largest power of two <= CHUNK dividing the
+    vocabulary into more than k chunks; None where the plain call should run (not on CPU, few rows,
+    or no such divisor)."""
     rows, vocab = scores.shape
     if scores.device.type != "cpu" or rows < MIN_ROWS:
-        return 0
+        return None
     chunk = CHUNK
     while chunk >= MIN_CHUNK:
         if vocab % chunk == 0 and vocab // chunk > k:
-            return chunk
+            return scores.view(rows, vocab // chunk, chunk)
         chunk //= 2
-    return 0
+    return None
 
 
 def top_tokens(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`scores.topk(k, dim=-1)` for a (rows, vocab) table: (values, ids), each (rows, k), best first."""
-    rows, vocab = scores.shape
-    chunk = _chunk_size(scores, k)
-    if chunk == 0:
+    chunks = _chunks(scores, k)
+    if chunks is None:
         values, ids = scores.topk(k, dim=-1)
         return values, ids
-    chunks = scores.view(rows, vocab // chunk, chunk)
+    rows, _, chunk = chunks.shape
     best_chunks = chunks.amax(dim=-1).topk(k, dim=-1).indices  # (rows, k)
     row = torch.arange(rows, device=scores.device).unsqueeze(1)
     candidates = chunks[row, best_chunks].view(rows, k * chunk)  # (rows, k * chunk)
@@ -62,11 +62,10 @@ def top_tokens(scores: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor
 
 def best_token(scores: torch.Tensor) -> torch.Tensor:
     """`scores.argmax(dim=-1)` for a (rows, vocab) table: (rows,) ids, the first on ties."""
-    rows, vocab = scores.shape
-    chunk = _chunk_size(scores, 1)
-    if chunk == 0:
+    chunks = _chunks(scores, 1)
+    if chunks is None:
         return scores.argmax(dim=-1)
-    chunks = scores.view(rows, vocab // chunk, chunk)
+    rows, _, chunk = chunks.shape
     best_chunk = chunks.amax(dim=-1).argmax(dim=-1)  # (rows,) the first chunk holding the row's maximum
     row = torch.arange(rows, device=scores.device)
     return best_chunk * chunk + chunks[row, best_chunk].argmax(dim=-1)
