@@ -90,6 +90,34 @@ def test_evaluate_prints_sacrebleu_scores_with_signatures(tiny_model_dir, tmp_pa
     assert scores["sentences"] == 2 and "tok:13a" in scores["bleu_signature"]
 
 
+def test_length_penalty_option_is_the_alpha_the_search_ranks_with(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    from nmt.engine import TorchEngine
+
+    alphas = []
+    search_with = TorchEngine.translate_ids
+
+    def spy(self, ids, search):
+        alphas.append(search.length_penalty)
+        return search_with(self, ids, search)
+
+    monkeypatch.setattr(TorchEngine, "translate_ids", spy)
+    src, ref = tmp_path / "src.de", tmp_path / "ref.en"
+    src.write_text("Ein Mann.\nEin Hund.\n")
+    ref.write_text("A man.\nA dog.\n")
+    model = ["--model", str(tiny_model_dir), "--beam", "2"]
+    assert (
+        main(["translate", *model, "--input", str(src), "--output", str(tmp_path / "out"), "--length-penalty", "1.5"])
+        == 0
+    )
+    evaluate = ["evaluate", *model, "--src", str(src), "--ref", str(ref), "--json"]
+    assert main([*evaluate, "--length-penalty", "0"]) == 0
+    chosen = json.loads(capsys.readouterr().out)
+    assert main(evaluate) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert alphas == [1.5, 0.0, 0.6]  # unset: the model's decode.length_penalty
+    assert (chosen["length_penalty"], default["length_penalty"]) == (0.0, 0.6)
+
+
 def test_evaluate_pretokenized_scores_the_texts_own_tokens(tiny_model_dir, tmp_path, capsys):
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
     src.write_text("ein mann .\n")

@@ -1,5 +1,8 @@
+import math
+
 import pytest
 
+from nmt.decoding.penalties import gnmt_length_penalty
 from nmt.translator import Sampling, Translator
 
 
@@ -55,6 +58,18 @@ def test_attention_is_returned_per_sentence_with_pieces(translator):
 def test_invalid_beam_settings_are_refused(translator):
     with pytest.raises(ValueError, match="n_best"):
         translator.translate_detailed(SENTENCES, beam=2, n_best=3)
+
+
+def test_length_penalty_sets_how_finished_hypotheses_are_scored(translator):
+    # score = log_prob / ((5 + length) / 6)^alpha, the length counting the end token where there is one
+    for alpha in (0.0, 2.0):
+        for best in translator.translate_detailed(SENTENCES, beam=3, n_best=2, length_penalty=alpha):
+            for t in best:
+                lengths = (len(t.tokens), len(t.tokens) + 1)
+                assert any(math.isclose(t.score, t.log_prob / gnmt_length_penalty(n, alpha)) for n in lengths)
+    for alpha in (-0.5, math.nan, math.inf):
+        with pytest.raises(ValueError, match=r"length_penalty \(GNMT alpha\) must be a number >= 0"):
+            translator.translate(SENTENCES, beam=2, length_penalty=alpha)
 
 
 def test_missing_model_directory_is_a_clear_error(tmp_path):

@@ -3,6 +3,7 @@
 nmt train CONFIG --out DIR [--set section.key=value ...] [--resume | --init-from MODEL_DIR]
 nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
 nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
+nmt translate|evaluate ... [--length-penalty ALPHA]
 nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
 nmt export --model DIR --to ctranslate2 --out DIR2 [--quantization float32|int8|int16]
 nmt average --model DIR [--last K | --best K [--metric bleu|loss]]
@@ -18,6 +19,7 @@ import argparse
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -47,6 +49,12 @@ def check_beam(beam: int | None, option: str = "--beam") -> None:
     """Refuse a beam size outside 1..MAX_BEAM (None: the model's own decode.beam)."""
     if beam is not None and not 1 <= beam <= MAX_BEAM:
         raise CommandError(f"{option} must be between 1 and {MAX_BEAM}, got {beam}")
+
+
+def check_length_penalty(alpha: float | None) -> None:
+    """Refuse a negative or non-finite --length-penalty (None: the model's own decode.length_penalty)."""
+    if alpha is not None and not 0 <= alpha < math.inf:
+        raise CommandError(f"--length-penalty must be a number >= 0, got {alpha}")
 
 
 def check_device(device: str) -> None:
@@ -127,6 +135,15 @@ def beam_options() -> argparse.ArgumentParser:
     parent.add_argument(
         "--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)"
     )
+    parent.add_argument(
+        "--length-penalty",
+        type=float,
+        default=None,
+        metavar="ALPHA",
+        help="GNMT length penalty alpha for beam search: a finished hypothesis scores log-prob / "
+        "((5 + length) / 6)^alpha; 0 ranks by log-prob, larger favours longer output (default: the "
+        "model's decode.length_penalty; choose it on a validation set, see benchmarks/length_penalty.py)",
+    )
     return parent
 
 
@@ -176,6 +193,7 @@ def load_translator(args: argparse.Namespace):
     from .translator import Translator
 
     check_beam(args.beam)
+    check_length_penalty(args.length_penalty)
     check_engine_options(args)
     return Translator.load(
         args.model,
@@ -198,6 +216,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.sample:
         if args.beam is not None:
             raise CommandError("--sample draws one translation at random: leave out --beam")
+        if args.length_penalty is not None:
+            raise CommandError("--length-penalty ranks beam search hypotheses: it does not apply to --sample")
         sampling = Sampling(temperature=args.temperature, top_k=args.top_k, seed=args.seed)
     elif (args.temperature, args.top_k, args.seed) != (1.0, 0, None):
         raise CommandError("--temperature, --top-k and --seed apply to --sample only")
@@ -211,6 +231,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             source,
             target,
             beam=args.beam,
+            length_penalty=args.length_penalty,
             sampling=sampling,
             name=args.input or "<stdin>",
             chunk_lines=args.chunk,
@@ -244,7 +265,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not sources:
         raise CommandError(f"{src_path} and {ref_path} are empty: no sentences to evaluate")
     translator = load_translator(args)
-    hypotheses = translate_sentences(translator, sources, beam=args.beam, name=str(src_path))
+    hypotheses = translate_sentences(
+        translator, sources, beam=args.beam, length_penalty=args.length_penalty, name=str(src_path)
+    )
     scores = score_translations(hypotheses, references, pretokenized=pretokenized)
     if args.json:
         print(
@@ -252,6 +275,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 {
                     "model": str(args.model),
                     "beam": args.beam or translator.decode.beam,
+                    "length_penalty": translator.decode.length_penalty
+                    if args.length_penalty is None
+                    else args.length_penalty,
                     "engine": translator.engine.name,
                     "precision": translator.engine.precision,
                     **scores.to_dict(),

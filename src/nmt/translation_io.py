@@ -38,6 +38,7 @@ def translate_stream(
     target: TextIO,
     *,
     beam: int | None = None,
+    length_penalty: float | None = None,
     sampling: Sampling | None = None,
     name: str = "<stdin>",
     chunk_lines: int = 1000,
@@ -57,7 +58,9 @@ def translate_stream(
         chunk_sampling = sampling
         if sampling is not None and sampling.seed is not None:
             chunk_sampling = dataclasses.replace(sampling, seed=sampling.seed + index)
-        results = translator.translate_detailed(list(texts), beam=beam, sampling=chunk_sampling)
+        results = translator.translate_detailed(
+            list(texts), beam=beam, length_penalty=length_penalty, sampling=chunk_sampling
+        )
         for number, best in zip(numbers, results, strict=True):
             if best[0].truncated:
                 log.warning(
@@ -74,14 +77,19 @@ def translate_stream(
 
 
 def translate_sentences(
-    translator: Translator, texts: Sequence[str], *, beam: int | None = None, name: str = "<input>"
+    translator: Translator,
+    texts: Sequence[str],
+    *,
+    beam: int | None = None,
+    length_penalty: float | None = None,
+    name: str = "<input>",
 ) -> list[str]:
     """The best translation of each of `texts` (lines 1.. of the file `name`), in order.
 
     Sources cut to the Translator's max_source_tokens are counted in one warning that names
     the first few lines (each source is encoded once: the Translator reports the cut).
     """
-    results = translator.translate_detailed(list(texts), beam=beam)
+    results = translator.translate_detailed(list(texts), beam=beam, length_penalty=length_penalty)
     truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]
     if truncated:
         shown = ", ".join(f"{name}:{n}" for n in truncated[:5]) + (", ..." if len(truncated) > 5 else "")

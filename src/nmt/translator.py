@@ -274,6 +274,8 @@ class Translator:
         beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
         if beam < 1 or n_best < 1 or n_best > beam:
             raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
+        if length_penalty is not None and not 0 <= length_penalty < math.inf:
+            raise ValueError(f"length_penalty (GNMT alpha) must be a number >= 0, got {length_penalty}")
         if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step
             raise ValueError(
                 f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the target vocabulary"
