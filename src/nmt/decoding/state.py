@@ -76,7 +76,7 @@ class SearchState:
         attention = None
         if self.collect_attention:  # the last query's cross-attention, per layer
             attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
-        return Step(logits.log_softmax(dim=-1), attention)
+        return Step(log_softmax_in_place(logits), attention)
 
     def advance(
         self,
@@ -135,3 +135,18 @@ class SearchState:
             score = log_prob / gnmt_length_penalty(length, alpha)
             hypotheses.append(Hypothesis(sequence, score, log_prob, weights))
         return hypotheses
+
+
+def log_softmax_in_place(logits: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last dimension, written over `logits` on CPU (elsewhere: a new tensor).
+
+    Why in place: each step's (rows, vocab) table is large (15 MB at 450 rows x 8,192), and a new
+    one every step comes from fresh pages: glibc does not hand back PyTorch's freed 64-byte-aligned
+    blocks of that size for the next request (posix_memalign's padding no longer fits), so each
+    step pays a page fault per 4 KiB of output (docs/benchmarks.md, issue 11 session 15). The
+    CPU kernel reads every element before writing it (row max, sum of exp, then
+    x - max - log(sum)), so writing over the input gives the same numbers; a test checks that.
+    """
+    if logits.device.type != "cpu" or logits.requires_grad:
+        return logits.log_softmax(dim=-1)
+    return torch.log_softmax(logits, dim=-1, out=logits)
