@@ -44,3 +44,25 @@ def test_a_model_with_activation_dropout_equals_one_without_at_inference():
     assert torch.equal(plain(src, tgt), regularised(src, tgt))
     regularised.train()
     assert not torch.equal(plain(src, tgt), regularised(src, tgt))  # in training it does drop
+
+
+def _reference_ffn(ffn: FeedForward, x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.linear(torch.relu(ffn.w_1(x)), ffn.w_2.weight, ffn.w_2.bias)
+
+
+def test_feed_forward_is_the_same_function_with_and_without_gradients():
+    # Inference applies the ReLU in place (no new hidden tensor); training keeps the graph intact.
+    torch.manual_seed(0)
+    ffn = FeedForward(d_model=8, d_ff=32).eval()
+    x = torch.randn(3, 5, 8)
+    x_before = x.clone()
+    with torch.inference_mode():
+        inference = ffn(x)
+    assert torch.equal(x, x_before)  # the input is not written over
+    x_grad = x.clone().requires_grad_()
+    training = ffn(x_grad)
+    assert torch.equal(inference, training.detach())
+    training.square().sum().backward()
+    reference_x = x.clone().requires_grad_()
+    _reference_ffn(ffn, reference_x).square().sum().backward()
+    assert torch.allclose(x_grad.grad, reference_x.grad)

@@ -33,7 +33,15 @@ class FeedForward(nn.Module):
             nn.init.zeros_(linear.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w_2(self.dropout(self.activation(self.w_1(x))))
+        hidden = self.w_1(x)  # (..., d_ff)
+        if self.activation is F.relu and not hidden.requires_grad:
+            # In place where no gradient is kept (inference): the hidden layer is a layer's largest
+            # tensor (32 MB for an encoder batch of 8,000 tokens), and a new one comes from fresh,
+            # page-faulted memory (docs/benchmarks.md, issue 11 session 15).
+            hidden = hidden.relu_()
+        else:
+            hidden = self.activation(hidden)
+        return self.w_2(self.dropout(hidden))
 
 
 class Residual(nn.Module):
