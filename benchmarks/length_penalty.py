@@ -9,9 +9,9 @@ chose for their WMT systems) is one setting for every model, but how short a mod
 runs depends on the model: one under-trained model here gave 0.89 of the reference length on
 test at alpha 0.6. This script translates the validation set with each alpha, picks the alpha
 with the best cased validation BLEU (the test set is never used to choose), and then scores the
-test set with the model's own alpha and with the chosen one. Use the result with
-`nmt translate|evaluate --length-penalty ALPHA`, or set decode.length_penalty in the model
-directory's config.yaml.
+test set with the model's own alpha and with the chosen one, for the record.
+`nmt tune-length-penalty` makes the same choice for any model and held-out set (`--write`
+stores it in the model directory).
 
 Prints one line per (split, alpha): cased and lower-cased BLEU, chrF2, and the length ratio
 (hypothesis words / reference words over the whole set); with --json, one object at the end.
@@ -22,28 +22,25 @@ from __future__ import annotations
 import argparse
 import json
 
-from nmt.evaluation import score_translations
 from nmt.translator import Translator
+from nmt.tuning import PenaltyTrial, best_trial, try_length_penalties
 
 from common import load_multi30k
 
 
-def length_ratio(hypotheses: list[str], references: list[str]) -> float:
-    """Whitespace words of all hypotheses over those of all references."""
-    return sum(len(h.split()) for h in hypotheses) / max(1, sum(len(r.split()) for r in references))
-
-
-def score(translator: Translator, pairs: list[tuple[str, str]], beam: int, alpha: float) -> dict[str, float]:
-    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    hypotheses = translator.translate(sources, beam=beam, length_penalty=alpha)
-    s = score_translations(hypotheses, references)
+def row(trial: PenaltyTrial) -> dict[str, float]:
+    s = trial.scores
     return {
-        "alpha": alpha,
+        "alpha": trial.alpha,
         "bleu": round(s.bleu, 2),
         "bleu_lowercase": round(s.bleu_lowercase, 2),
         "chrf": round(s.chrf, 2),
-        "length_ratio": round(length_ratio(hypotheses, references), 3),
+        "length_ratio": round(trial.length_ratio, 3),
     }
+
+
+def trials_on(translator: Translator, pairs: list[tuple[str, str]], alphas: list[float], beam: int) -> list:
+    return try_length_penalties(translator, [s for s, _ in pairs], [t for _, t in pairs], alphas, beam=beam)
 
 
 def main() -> None:
@@ -69,15 +66,13 @@ def main() -> None:
     own = translator.decode.length_penalty
     valid, test = load_multi30k(args.valid, src_lang, tgt_lang), load_multi30k(args.test, src_lang, tgt_lang)
 
-    on_valid = []
-    for alpha in alphas:
-        on_valid.append(score(translator, valid, args.beam, alpha))
-        print(f"{args.valid}: {on_valid[-1]}", flush=True)
-    chosen = max(on_valid, key=lambda r: r["bleu"])["alpha"]
-    on_test = []
-    for alpha in dict.fromkeys([own, chosen]):  # the model's own first; once if they are the same
-        on_test.append(score(translator, test, args.beam, alpha))
-        print(f"{args.test}: {on_test[-1]}", flush=True)
+    on_valid = trials_on(translator, valid, alphas, args.beam)
+    for trial in on_valid:
+        print(f"{args.valid}: {row(trial)}", flush=True)
+    chosen = best_trial(on_valid).alpha
+    on_test = trials_on(translator, test, list(dict.fromkeys([own, chosen])), args.beam)  # own first; once if equal
+    for trial in on_test:
+        print(f"{args.test}: {row(trial)}", flush=True)
     print(f"chosen on {args.valid}: alpha {chosen} (the model's own: {own})")
     if args.json:
         print(

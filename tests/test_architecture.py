@@ -36,6 +36,8 @@ ALLOWED = {
         "tokenizer",
     },
     "translation_io": {"translator"},
+    # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
+    "tuning": {"config", "evaluation", "model_dir", "translator"},
     "plots": {"model", "model_dir", "tokenizer", "translator"},
     # Training uses the library; only the CLI uses training.
     "training": {
@@ -65,6 +67,7 @@ ALLOWED = {
         "training",
         "translation_io",
         "translator",
+        "tuning",
     },
     "__main__": {"cli"},
     "__init__": {"translator", "config", "training"},

@@ -1,11 +1,13 @@
 import io
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from nmt.cli import main
+from nmt.model_dir import read_decode_config
 from nmt.translation_io import InputError, translate_stream
 from nmt.translator import Translator
 
@@ -116,6 +118,20 @@ def test_length_penalty_option_is_the_alpha_the_search_ranks_with(tiny_model_dir
     default = json.loads(capsys.readouterr().out)
     assert alphas == [1.5, 0.0, 0.6]  # unset: the model's decode.length_penalty
     assert (chosen["length_penalty"], default["length_penalty"]) == (0.0, 0.6)
+
+
+def test_tune_length_penalty_prints_each_alpha_and_writes_the_best(tiny_model_dir, tmp_path, capsys):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    src, ref = tmp_path / "src.de", tmp_path / "ref.en"
+    src.write_text("Ein Mann.\nEin Hund.\n")
+    ref.write_text("A man.\nA dog.\n")
+    args = ["tune-length-penalty", "--model", str(model_dir), "--src", str(src), "--ref", str(ref), "--beam", "2"]
+    assert main([*args, "--alphas", "0,2.5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1] for line in lines] == ["0", "2.5"] and sum("<- best" in line for line in lines) == 1
+    assert read_decode_config(model_dir).length_penalty == 0.6  # not written without --write
+    assert main([*args, "--alphas", "2.5", "--write"]) == 0
+    assert read_decode_config(model_dir).length_penalty == 2.5
 
 
 def test_evaluate_pretokenized_scores_the_texts_own_tokens(tiny_model_dir, tmp_path, capsys):

@@ -21,7 +21,19 @@ import pytest
 from nmt.cli import MAX_BEAM, main
 
 REPO = Path(__file__).resolve().parents[1]
-COMMANDS = ("train", "translate", "evaluate", "data", "export", "average", "serve", "plot", "attention", "positions")
+COMMANDS = (
+    "train",
+    "translate",
+    "evaluate",
+    "tune-length-penalty",
+    "data",
+    "export",
+    "average",
+    "serve",
+    "plot",
+    "attention",
+    "positions",
+)
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d [A-Z]+ ")  # the format main gives logging
 
 
@@ -179,6 +191,16 @@ EVALUATE_CASES = [
     case(f"{EVALUATE} --test multi30k:nosplit:de-en", 1, "multi30k has no split 'nosplit'; splits: train"),
     case(f"{EVALUATE} --test multi30k:test_2016_flickr:de-xx", 1, "multi30k has no language 'xx'"),
 ]
+TUNE = "tune-length-penalty --model {model}"
+TUNE_CASES = [
+    case(
+        f"{TUNE} --src {{src}} --ref {{ref}} --alphas x", 1, "--alphas must be comma-separated numbers >= 0, .*got 'x'"
+    ),
+    case(f"{TUNE} --src {{src}} --ref {{ref}} --alphas 0.6,-1", 1, "--alphas must be .*got '0.6,-1'"),
+    case(f"{TUNE} --src {{src}} --ref {{ref}} --beam 1", 1, r"greedy search \(beam 1\) has no length penalty"),
+    case(f"{TUNE} --src {{src}}", 1, "give --src FILE and --ref FILE, or --test"),
+    case(f"{TUNE} --src {{src}} --ref {{one_line}}", 1, "{src} has 2 lines but {one_line} has 1"),
+]
 
 # --- average, plot, serve, export, attention, positions ------------------------------------------------
 OTHERS = [
@@ -212,7 +234,7 @@ OTHERS = [
     case("positions --length 0 --out {new_dir}/p.png", 1, "need d_model >= 2 and length >= 1, got 128 and 0"),
 ]
 
-CASES = USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + OTHERS
+CASES = USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + TUNE_CASES + OTHERS
 
 
 # --- the files the cases name ------------------------------------------------------------------------
@@ -333,7 +355,7 @@ def test_every_command_has_help(capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--help"])
     assert exit_info.value.code == 0
-    listed = re.findall(r"^ {4}(\w+) ", capsys.readouterr().out, flags=re.MULTILINE)
+    listed = re.findall(r"^ {4}([\w-]+)(?: |$)", capsys.readouterr().out, flags=re.MULTILINE)
     assert sorted(listed) == sorted(COMMANDS)  # the table above knows every command
     for command in COMMANDS:
         with pytest.raises(SystemExit) as exit_info:

@@ -4,6 +4,7 @@ nmt train CONFIG --out DIR [--set section.key=value ...] [--resume | --init-from
 nmt translate --model DIR [--beam N | --sample [--temperature T] [--top-k K] [--seed S]] [--input FILE] [--output FILE]
 nmt evaluate --model DIR (--src FILE --ref FILE | --test multi30k:test_2016_flickr:de-en) [--json]
 nmt translate|evaluate ... [--length-penalty ALPHA]
+nmt tune-length-penalty --model DIR --test multi30k:val:de-en [--alphas 0.6,1,1.5,2] [--write]
 nmt translate|evaluate ... [--engine torch|ctranslate2] [--precision fp32|int8|bf16] [--workers N] [--threads N]
 nmt export --model DIR --to ctranslate2 --out DIR2 [--quantization float32|int8|int16]
 nmt average --model DIR [--last K | --best K [--metric bleu|loss]]
@@ -135,6 +136,12 @@ def beam_options() -> argparse.ArgumentParser:
     parent.add_argument(
         "--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)"
     )
+    return parent
+
+
+def length_penalty_options() -> argparse.ArgumentParser:
+    """The length penalty, for the commands that translate with beam search."""
+    parent = Parser(add_help=False)
     parent.add_argument(
         "--length-penalty",
         type=float,
@@ -142,7 +149,7 @@ def beam_options() -> argparse.ArgumentParser:
         metavar="ALPHA",
         help="GNMT length penalty alpha for beam search: a finished hypothesis scores log-prob / "
         "((5 + length) / 6)^alpha; 0 ranks by log-prob, larger favours longer output (default: the "
-        "model's decode.length_penalty; choose it on a validation set, see benchmarks/length_penalty.py)",
+        "model's decode.length_penalty; choose it on a validation set with `nmt tune-length-penalty`)",
     )
     return parent
 
@@ -193,7 +200,7 @@ def load_translator(args: argparse.Namespace):
     from .translator import Translator
 
     check_beam(args.beam)
-    check_length_penalty(args.length_penalty)
+    check_length_penalty(getattr(args, "length_penalty", None))
     check_engine_options(args)
     return Translator.load(
         args.model,
@@ -240,11 +247,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
 
 
 # --- evaluate -----------------------------------------------------------------------------------
-def cmd_evaluate(args: argparse.Namespace) -> int:
+def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str], bool]:
+    """(source path, sources, references, pretokenized) from --test or --src/--ref, checked."""
     from .data.corpus import read_lines
     from .data.registry import is_pretokenized, parallel_files
-    from .evaluation import score_translations
-    from .translation_io import translate_sentences
 
     pretokenized = args.pretokenized
     if args.test:
@@ -264,6 +270,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise CommandError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
     if not sources:
         raise CommandError(f"{src_path} and {ref_path} are empty: no sentences to evaluate")
+    return src_path, sources, references, pretokenized
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluation import score_translations
+    from .translation_io import translate_sentences
+
+    src_path, sources, references, pretokenized = read_test_set(args)
     translator = load_translator(args)
     hypotheses = translate_sentences(
         translator, sources, beam=args.beam, length_penalty=args.length_penalty, name=str(src_path)
@@ -288,6 +302,45 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"BLEU {scores.bleu:.2f}   {scores.bleu_signature}")
         print(f"BLEU (lower-cased) {scores.bleu_lowercase:.2f}")
         print(f"chrF {scores.chrf:.2f}   {scores.chrf_signature}")
+    return 0
+
+
+def parse_alphas(text: str) -> list[float]:
+    """ "0.6,1,2" -> [0.6, 1.0, 2.0]; CommandError for anything else."""
+    try:
+        alphas = [float(a) for a in text.split(",")]
+    except ValueError:
+        alphas = []
+    if not alphas or any(not 0 <= a < math.inf for a in alphas):
+        raise CommandError(f"--alphas must be comma-separated numbers >= 0, e.g. 0.6,1,2; got {text!r}")
+    return alphas
+
+
+def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
+    from .tuning import best_trial, try_length_penalties, write_length_penalty
+
+    alphas = parse_alphas(args.alphas)
+    _, sources, references, pretokenized = read_test_set(args)
+    translator = load_translator(args)
+    if (args.beam or translator.decode.beam) < 2:
+        raise CommandError("greedy search (beam 1) has no length penalty to choose: give --beam N, N >= 2")
+    trials = try_length_penalties(translator, sources, references, alphas, beam=args.beam, pretokenized=pretokenized)
+    best = best_trial(trials)
+    for t in trials:
+        mark = "  <- best" if t is best else ""
+        print(
+            f"alpha {t.alpha:<5g} BLEU {t.scores.bleu:6.2f}  lower-cased {t.scores.bleu_lowercase:6.2f}  "
+            f"chrF {t.scores.chrf:6.2f}  length ratio {t.length_ratio:.3f}{mark}"
+        )
+    if args.write:
+        path = write_length_penalty(args.model, best.alpha)
+        print(f"wrote decode.length_penalty: {best.alpha:g} to {path}", file=sys.stderr)
+    else:
+        print(
+            f"best alpha {best.alpha:g} (the model's own: {translator.decode.length_penalty:g}); use it with "
+            f"--length-penalty {best.alpha:g}, or run again with --write to make it the model's default",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -477,10 +530,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     model, beam, engine = model_options(), beam_options(), engine_options()
+    length_penalty = length_penalty_options()
     p = sub.add_parser(
         "translate",
         help="translate lines from a file or stdin",
-        parents=[model, beam, engine],
+        parents=[model, beam, length_penalty, engine],
         description="One output line per input line, in order, written as it goes.",
     )
     p.add_argument("--input", help="input file (default: stdin)")
@@ -499,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "evaluate",
         help="BLEU and chrF (sacreBLEU) on a test set",
-        parents=[model, beam, engine],
+        parents=[model, beam, length_penalty, engine],
         description="Translate a test set and score it with sacreBLEU.",
     )
     p.add_argument("--src", help="source file")
@@ -513,6 +567,26 @@ def build_parser() -> argparse.ArgumentParser:
         "corpus that is (ted_hrlr)",
     )
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser(
+        "tune-length-penalty",
+        help="choose beam search's length penalty on a validation set",
+        parents=[model, beam, engine],
+        description="Translate a validation set with beam search under each length penalty alpha, print "
+        "BLEU, chrF and the length ratio of each, and name the alpha with the best cased BLEU. Choose on a "
+        "validation set, never on the test set you report.",
+    )
+    p.add_argument("--src", help="source file")
+    p.add_argument("--ref", help="reference file")
+    p.add_argument("--test", help="a named held-out set, e.g. multi30k:val:de-en")
+    p.add_argument(
+        "--alphas", default="0.6,1,1.5,2,2.5,3", help="comma-separated alphas to try (default 0.6,1,1.5,2,2.5,3)"
+    )
+    p.add_argument(
+        "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
+    )
+    p.add_argument("--pretokenized", action="store_true", help="BLEU on the text's own tokens, as in evaluate")
+    p.set_defaults(func=cmd_tune_length_penalty)
 
     p = sub.add_parser(
         "data",
