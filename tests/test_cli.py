@@ -127,8 +127,9 @@ def test_tune_length_penalty_prints_each_alpha_and_writes_the_best(tiny_model_di
     ref.write_text("A man.\nA dog.\n")
     args = ["tune-length-penalty", "--model", str(model_dir), "--src", str(src), "--ref", str(ref), "--beam", "2"]
     assert main([*args, "--alphas", "0,2.5"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[1] for line in lines] == ["0", "2.5"] and sum("<- best" in line for line in lines) == 1
+    *lines, best = capsys.readouterr().out.splitlines()
+    bleu = {line.split()[1]: float(line.split()[3]) for line in lines}  # "alpha 0  BLEU 12.34 ..."
+    assert list(bleu) == ["0", "2.5"] and best.split()[2] == max(bleu, key=bleu.get)
     assert read_decode_config(model_dir).length_penalty == 0.6  # not written without --write
     assert main([*args, "--alphas", "2.5", "--write"]) == 0
     assert read_decode_config(model_dir).length_penalty == 2.5

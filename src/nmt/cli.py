@@ -317,29 +317,30 @@ def parse_alphas(text: str) -> list[float]:
 
 
 def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
-    from .tuning import best_trial, try_length_penalties, write_length_penalty
+    from .tuning import best_trial, try_length_penalty, write_length_penalty
 
     alphas = parse_alphas(args.alphas)
     _, sources, references, pretokenized = read_test_set(args)
     translator = load_translator(args)
     if (args.beam or translator.decode.beam) < 2:
         raise CommandError("greedy search (beam 1) has no length penalty to choose: give --beam N, N >= 2")
-    trials = try_length_penalties(translator, sources, references, alphas, beam=args.beam, pretokenized=pretokenized)
-    best = best_trial(trials)
-    for t in trials:
-        mark = "  <- best" if t is best else ""
+    trials = []
+    for alpha in alphas:  # one line as each finishes: each is a whole pass over the set
+        t = try_length_penalty(translator, sources, references, alpha, beam=args.beam, pretokenized=pretokenized)
+        trials.append(t)
         print(
             f"alpha {t.alpha:<5g} BLEU {t.scores.bleu:6.2f}  lower-cased {t.scores.bleu_lowercase:6.2f}  "
-            f"chrF {t.scores.chrf:6.2f}  length ratio {t.length_ratio:.3f}{mark}"
+            f"chrF {t.scores.chrf:6.2f}  length ratio {t.length_ratio:.3f}",
+            flush=True,
         )
+    best = best_trial(trials)
+    print(f"best alpha {best.alpha:g} (the model's own: {translator.decode.length_penalty:g})")
     if args.write:
         path = write_length_penalty(args.model, best.alpha)
         print(f"wrote decode.length_penalty: {best.alpha:g} to {path}", file=sys.stderr)
     else:
         print(
-            f"best alpha {best.alpha:g} (the model's own: {translator.decode.length_penalty:g}); use it with "
-            f"--length-penalty {best.alpha:g}, or run again with --write to make it the model's default",
-            file=sys.stderr,
+            f"use it with --length-penalty {best.alpha:g}, or --write to make it the model's default", file=sys.stderr
         )
     return 0
 

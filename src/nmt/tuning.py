@@ -37,6 +37,28 @@ def length_ratio(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return sum(len(h.split()) for h in hypotheses) / max(1, sum(len(r.split()) for r in references))
 
 
+def check_alphas(alphas: Sequence[float]) -> None:
+    """ValueError unless `alphas` holds one or more numbers >= 0 (finite)."""
+    if not alphas or any(not 0 <= a < math.inf for a in alphas):
+        raise ValueError(f"alphas must be one or more numbers >= 0, got {list(alphas)}")
+
+
+def try_length_penalty(
+    translator: Translator,
+    sources: Sequence[str],
+    references: Sequence[str],
+    alpha: float,
+    *,
+    beam: int | None = None,
+    pretokenized: bool = False,
+) -> PenaltyTrial:
+    """Translate `sources` with beam search under `alpha` and score it against `references`."""
+    check_alphas([alpha])
+    hypotheses = translator.translate(list(sources), beam=beam, length_penalty=alpha)
+    scores = score_translations(hypotheses, list(references), pretokenized=pretokenized)
+    return PenaltyTrial(alpha, scores, length_ratio(hypotheses, references))
+
+
 def try_length_penalties(
     translator: Translator,
     sources: Sequence[str],
@@ -46,15 +68,11 @@ def try_length_penalties(
     beam: int | None = None,
     pretokenized: bool = False,
 ) -> list[PenaltyTrial]:
-    """Translate `sources` with beam search under each alpha and score it against `references`."""
-    if not alphas or any(not 0 <= a < math.inf for a in alphas):
-        raise ValueError(f"alphas must be one or more numbers >= 0, got {list(alphas)}")
-    trials = []
-    for alpha in alphas:
-        hypotheses = translator.translate(list(sources), beam=beam, length_penalty=alpha)
-        scores = score_translations(hypotheses, list(references), pretokenized=pretokenized)
-        trials.append(PenaltyTrial(alpha, scores, length_ratio(hypotheses, references)))
-    return trials
+    """`try_length_penalty` for each of `alphas`, in order."""
+    check_alphas(alphas)
+    return [
+        try_length_penalty(translator, sources, references, a, beam=beam, pretokenized=pretokenized) for a in alphas
+    ]
 
 
 def best_trial(trials: Sequence[PenaltyTrial]) -> PenaltyTrial:
