@@ -317,9 +317,9 @@ def parse_alphas(text: str) -> list[float]:
 
 
 def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
-    from .tuning import best_trial, try_length_penalty, write_length_penalty
+    from .tuning import DEFAULT_ALPHAS, best_trial, try_length_penalty, write_length_penalty
 
-    alphas = parse_alphas(args.alphas)
+    alphas = parse_alphas(args.alphas) if args.alphas is not None else list(DEFAULT_ALPHAS)
     _, sources, references, pretokenized = read_test_set(args)
     translator = load_translator(args)
     if (args.beam or translator.decode.beam) < 2:
@@ -581,7 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="reference file")
     p.add_argument("--test", help="a named held-out set, e.g. multi30k:val:de-en")
     p.add_argument(
-        "--alphas", default="0.6,1,1.5,2,2.5,3", help="comma-separated alphas to try (default 0.6,1,1.5,2,2.5,3)"
+        "--alphas", help="comma-separated alphas to try (default: nmt.tuning.DEFAULT_ALPHAS, 0.6,1,1.5,2,2.5,3)"
     )
     p.add_argument(
         "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
