@@ -185,6 +185,21 @@ def engine_options(
     return parent
 
 
+def scored_set_options(example: str) -> argparse.ArgumentParser:
+    """The sentences to translate and score against references (evaluate, tune-length-penalty)."""
+    parent = Parser(add_help=False)
+    parent.add_argument("--src", help="source file")
+    parent.add_argument("--ref", help="reference file")
+    parent.add_argument("--test", help=f"a named set of a known corpus, e.g. {example}")
+    parent.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="the text is tokenised already: BLEU on its own tokens (tokenize=none); automatic for a --test "
+        "corpus that is (ted_hrlr)",
+    )
+    return parent
+
+
 def check_engine_options(args: argparse.Namespace) -> None:
     """Refuse bad engine options before anything is loaded."""
     check_device(args.device)
@@ -554,39 +569,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "evaluate",
         help="BLEU and chrF (sacreBLEU) on a test set",
-        parents=[model, beam, length_penalty, engine],
+        parents=[model, beam, length_penalty, engine, scored_set_options("multi30k:test_2016_flickr:de-en")],
         description="Translate a test set and score it with sacreBLEU.",
     )
-    p.add_argument("--src", help="source file")
-    p.add_argument("--ref", help="reference file")
-    p.add_argument("--test", help="a named test set, e.g. multi30k:test_2016_flickr:de-en")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--pretokenized",
-        action="store_true",
-        help="the text is tokenised already: BLEU on its own tokens (tokenize=none); automatic for a --test "
-        "corpus that is (ted_hrlr)",
-    )
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
         "tune-length-penalty",
         help="choose beam search's length penalty on a validation set",
-        parents=[model, beam, engine],
+        parents=[model, beam, engine, scored_set_options("multi30k:val:de-en")],
         description="Translate a validation set with beam search under each length penalty alpha, print "
         "BLEU, chrF and the length ratio of each, and name the alpha with the best cased BLEU. Choose on a "
         "validation set, never on the test set you report.",
     )
-    p.add_argument("--src", help="source file")
-    p.add_argument("--ref", help="reference file")
-    p.add_argument("--test", help="a named held-out set, e.g. multi30k:val:de-en")
     p.add_argument(
         "--alphas", help="comma-separated alphas to try (default: nmt.tuning.DEFAULT_ALPHAS, 0.6,1,1.5,2,2.5,3)"
     )
     p.add_argument(
         "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
     )
-    p.add_argument("--pretokenized", action="store_true", help="BLEU on the text's own tokens, as in evaluate")
     p.set_defaults(func=cmd_tune_length_penalty)
 
     p = sub.add_parser(
