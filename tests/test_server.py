@@ -107,6 +107,7 @@ def test_health_reports_model_languages_and_readiness(client, translator, tiny_m
     assert health["model"] == tiny_model_dir.name
     assert health["parameters"] == sum(p.numel() for p in translator.model.parameters())
     assert (health["src_lang"], health["tgt_lang"]) == ("de", "en")
+    assert health["length_penalty"] == translator.decode.length_penalty == 0.6
     assert health["limits"]["max_beam"] == 4
 
 
@@ -347,6 +348,7 @@ def test_nmt_serve_options_reach_the_server(monkeypatch):
         (["--deadline", "0"], "server limit deadline_s must be > 0, got 0"),
         (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
         (["--header-timeout", "-1"], "connection limit header_timeout_s must be > 0, got -1"),
+        (["--length-penalty", "-1"], "--length-penalty must be a number >= 0, got -1.0"),
     ],
 )
 def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options, message):
@@ -363,6 +365,11 @@ def test_nmt_serve_engine_options_reach_the_loader_with_one_worker_by_default(mo
     assert seen["load"]["workers"] == 1 and seen["load"]["engine"] == "torch"
     seen = serve_arguments(monkeypatch, "--engine", "ctranslate2", "--precision", "int8", "--workers", "2")
     assert (seen["load"]["engine"], seen["load"]["precision"], seen["load"]["workers"]) == ("ctranslate2", "int8", 2)
+
+
+def test_nmt_serve_length_penalty_reaches_the_loader(monkeypatch):
+    assert serve_arguments(monkeypatch)["load"]["length_penalty"] is None  # the model's decode.length_penalty
+    assert serve_arguments(monkeypatch, "--length-penalty", "2.5")["load"]["length_penalty"] == 2.5
 
 
 def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, translator):

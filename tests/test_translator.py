@@ -72,6 +72,22 @@ def test_length_penalty_sets_how_finished_hypotheses_are_scored(translator):
             translator.translate(SENTENCES, beam=2, length_penalty=alpha)
 
 
+def test_a_length_penalty_given_at_load_is_every_calls_default(tiny_model_dir, translator):
+    loaded = Translator.load(tiny_model_dir, device="cpu", length_penalty=2.0)
+    assert (loaded.decode.length_penalty, translator.decode.length_penalty) == (2.0, 0.6)
+    # the same hypotheses and scores as naming alpha 2 in each call; a call's own alpha still wins
+    expected = translator.translate_detailed(SENTENCES, beam=3, n_best=2, length_penalty=2.0)
+    got = loaded.translate_detailed(SENTENCES, beam=3, n_best=2)
+    assert [[(t.tokens, t.score) for t in best] for best in got] == [
+        [(t.tokens, t.score) for t in best] for best in expected
+    ]
+    own = loaded.translate_detailed(SENTENCES, beam=3, length_penalty=0.6)
+    default = translator.translate_detailed(SENTENCES, beam=3)
+    assert [best[0].score for best in own] == [best[0].score for best in default]
+    with pytest.raises(ValueError, match=r"length_penalty \(GNMT alpha\) must be a number >= 0, got -1"):
+        Translator.load(tiny_model_dir, device="cpu", length_penalty=-1)
+
+
 def test_missing_model_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Translator.load(tmp_path / "nope")

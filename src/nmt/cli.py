@@ -467,7 +467,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     check_engine_options(args)
+    check_length_penalty(args.length_penalty)
     load = dict(
+        length_penalty=args.length_penalty,
         device=args.device,
         weights=args.weights,
         engine=args.engine,
@@ -654,7 +656,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[model, engine_options("1: the batching queue already makes whole batches")],
+        parents=[model, length_penalty, engine_options("1: the batching queue already makes whole batches")],
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
         "Every limit below is explained in docs/serving.md.",
     )

@@ -37,6 +37,12 @@ DEFAULT_MAX_SOURCE_TOKENS = 256  # longer inputs are truncated (with a warning) 
 ENGINES = ("torch", "ctranslate2")
 
 
+def check_length_penalty(alpha: float) -> None:
+    """Refuse a GNMT alpha that is negative, NaN or infinite (ValueError)."""
+    if not 0 <= alpha < math.inf:
+        raise ValueError(f"length_penalty (GNMT alpha) must be a number >= 0, got {alpha}")
+
+
 class Engine(Protocol):
     """What a Translator needs of a search engine (TorchEngine, CTranslate2Engine)."""
 
@@ -135,13 +141,16 @@ class Translator:
         precision: str | None = None,
         workers: int | None = None,
         threads: int | None = None,
+        length_penalty: float | None = None,
     ) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
 
         engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted
         at load). precision: fp32 | int8 | bf16 (default: fp32; bf16 for CTranslate2 on CUDA); a precision the
         device runs badly is refused (see nmt.precision). workers / threads: parallel batches and
-        intra-op threads each (default: chosen from the cores). The model is loaded frozen
+        intra-op threads each (default: chosen from the cores). length_penalty: the GNMT alpha every call
+        uses unless it names its own (default: the directory's decode.length_penalty; choose one with
+        `nmt tune-length-penalty`). The model is loaded frozen
         (requires_grad False): it is for translation, and fp32 packs its output projection on CPUs
         where that is faster (nmt.packed_linear); to train from it, use `load_model_dir` instead.
         """
@@ -167,6 +176,9 @@ class Translator:
             model = load_model_dir(model_dir, weights=weights, device=device).requires_grad_(False)
         src_tok, tgt_tok = load_tokenizers(model_dir)
         decode = read_decode_config(model_dir)
+        if length_penalty is not None:
+            check_length_penalty(length_penalty)
+            decode = dataclasses.replace(decode, length_penalty=length_penalty)
         if engine == "ctranslate2":
             from .engine_ctranslate2 import CTranslate2Engine  # noqa: PLC0415 - an optional extra
 
@@ -274,8 +286,8 @@ class Translator:
         beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
         if beam < 1 or n_best < 1 or n_best > beam:
             raise ValueError(f"need 1 <= n_best ({n_best}) <= beam ({beam})")
-        if length_penalty is not None and not 0 <= length_penalty < math.inf:
-            raise ValueError(f"length_penalty (GNMT alpha) must be a number >= 0, got {length_penalty}")
+        if length_penalty is not None:
+            check_length_penalty(length_penalty)
         if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step
             raise ValueError(
                 f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the target vocabulary"

@@ -59,7 +59,7 @@ CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": 
 
 
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
-    """What /health says about the model: its directory name, size and languages."""
+    """What /health says about the model: its directory name, size, languages and engine."""
     model_dir = Path(model_dir)
     config = read_run_config(model_dir)
     return {
@@ -67,6 +67,7 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "parameters": translator.parameter_count,
         "engine": translator.engine.name,
         "precision": translator.engine.precision,
+        "length_penalty": translator.decode.length_penalty,
         "src_lang": config.data.src_lang if config else None,
         "tgt_lang": config.data.tgt_lang if config else None,
         "device": str(translator.device),
