@@ -159,6 +159,8 @@ class Translator:
             raise FileNotFoundError(f"model directory {model_dir} does not exist")
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        if length_penalty is not None:  # before the weights load, which takes a while
+            check_length_penalty(length_penalty)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if (
@@ -177,7 +179,6 @@ class Translator:
         src_tok, tgt_tok = load_tokenizers(model_dir)
         decode = read_decode_config(model_dir)
         if length_penalty is not None:
-            check_length_penalty(length_penalty)
             decode = dataclasses.replace(decode, length_penalty=length_penalty)
         if engine == "ctranslate2":
             from .engine_ctranslate2 import CTranslate2Engine  # noqa: PLC0415 - an optional extra
