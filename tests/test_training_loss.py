@@ -103,6 +103,25 @@ def test_symmetric_kl_is_zero_for_equal_distributions_and_matches_its_definition
     assert torch.allclose(symmetric_kl(a, b), expected, atol=1e-5)
 
 
+def test_symmetric_kl_gradient_equals_autograd_through_the_textbook_chain():
+    """The hand-written backward against autograd on log_softmax / exp, with a non-unit upstream gradient."""
+    from nmt.training.loss import symmetric_kl
+
+    torch.manual_seed(0)
+    a, b = (torch.randn(6, 11, dtype=torch.float64) * 3).requires_grad_(), torch.randn(6, 11, dtype=torch.float64)
+    b.requires_grad_()
+    (2.5 * symmetric_kl(a, b)).backward()
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    log_p, log_q = a2.log_softmax(-1), b2.log_softmax(-1)
+    (2.5 * ((log_p.exp() - log_q.exp()) * (log_p - log_q)).sum()).backward()
+    assert torch.allclose(a.grad, a2.grad, atol=1e-12) and torch.allclose(b.grad, b2.grad, atol=1e-12)
+    assert a.grad.abs().max() > 1e-3  # a real gradient, not two zeros that agree
+    # float32 logits (what training passes) get float32 gradients of the same values
+    a3, b3 = a.detach().float().requires_grad_(), b.detach().float().requires_grad_()
+    symmetric_kl(a3, b3).backward()
+    assert a3.grad.dtype == torch.float32 and torch.allclose(a3.grad.double(), a2.grad / 2.5, atol=1e-5)
+
+
 def test_r_drop_without_dropout_is_the_plain_loss():
     """Two passes without dropout are the same pass: the KL term is zero and the loss is unchanged."""
     from nmt.training.loss import r_drop_loss, sequence_loss
