@@ -121,8 +121,9 @@ class SymmetricKL(torch.autograd.Function):
         log_p1, log_p2 = logits_1.float().log_softmax(dim=-1), logits_2.float().log_softmax(dim=-1)
         d = log_p1 - log_p2  # (tokens, vocab)
         p1, p2 = log_p1.exp_(), log_p2.exp_()  # the log-probabilities are not needed past d
-        dot_1 = torch.einsum("tv,tv->t", p1, d)  # <p1, d> per row: E_p1[d]
-        dot_2 = torch.einsum("tv,tv->t", p2, d)
+        # <p, d> per row as a batched product (no temporary table); in float32 even under bf16 autocast
+        with torch.autocast(d.device.type, enabled=False):
+            dot_1, dot_2 = torch.einsum("tv,tv->t", p1, d), torch.einsum("tv,tv->t", p2, d)
         ctx.input_dtypes = logits_1.dtype, logits_2.dtype
         ctx.save_for_backward(p1, p2, d, dot_1, dot_2)
         return (dot_1 - dot_2).sum()
