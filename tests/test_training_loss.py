@@ -108,8 +108,8 @@ def test_symmetric_kl_gradient_equals_autograd_through_the_textbook_chain():
     from nmt.training.loss import symmetric_kl
 
     torch.manual_seed(0)
-    a, b = (torch.randn(6, 11, dtype=torch.float64) * 3).requires_grad_(), torch.randn(6, 11, dtype=torch.float64)
-    b.requires_grad_()
+    a = (torch.randn(6, 11, dtype=torch.float64) * 3).requires_grad_()
+    b = torch.randn(6, 11, dtype=torch.float64, requires_grad=True)
     (2.5 * symmetric_kl(a, b)).backward()
     a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
     log_p, log_q = a2.log_softmax(-1), b2.log_softmax(-1)
