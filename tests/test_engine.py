@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.engine import Search, TorchEngine, intra_op_threads, plan_workers
+from nmt.engine import Search, TorchEngine, batch_budget, intra_op_threads, plan_workers
 from nmt.model import ModelConfig, Transformer
 from nmt.precision import is_int8
 from nmt.translator import Sampling, Translator
@@ -24,6 +24,13 @@ def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():
     assert plan_workers(batches=1, cores=2, workers=None, threads=None) == (1, 2)  # one sentence: latency
     assert plan_workers(batches=10, cores=8, workers=None, threads=2) == (4, 2)
     assert plan_workers(batches=10, cores=2, workers=3, threads=None) == (3, 1)
+
+
+def test_the_batch_budget_is_shared_by_the_beams_and_shrinks_to_make_enough_batches():
+    assert batch_budget(8000, beam=5, total_tokens=100_000) == 1600
+    assert batch_budget(8000, beam=1, total_tokens=16_000, min_batches=8) == 2000  # parallel workers: 8 batches
+    assert batch_budget(8000, beam=5, total_tokens=100_000, min_batches=8) == 1600  # never above the beams' share
+    assert batch_budget(8000, beam=1, total_tokens=3, min_batches=8) == 1  # at least one token
 
 
 def test_one_worker_keeps_a_batch_that_fits_whole(tiny_model_dir, sources):

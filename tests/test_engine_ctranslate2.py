@@ -8,7 +8,7 @@ import torch
 
 from nmt.checkpoint import save_model_dir
 from nmt.config import ExperimentConfig
-from nmt.engine_ctranslate2 import rerank
+from nmt.engine_ctranslate2 import CTranslate2Engine, rerank
 from nmt.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
 from nmt.model import ModelConfig, Transformer
 from nmt.model.config import PRESETS
@@ -111,6 +111,31 @@ def test_greedy_text_is_identical_and_beam_scores_agree_on_the_tiny_model(tmp_pa
         torch_engine.translate_detailed(sources, beam=5), ct2.translate_detailed(sources, beam=5), strict=True
     ):
         assert ours[0].tokens == theirs[0].tokens and ours[0].score == pytest.approx(theirs[0].score, abs=1e-3)
+
+
+def test_greedy_hypotheses_past_their_own_limit_are_cut_there_as_nmt_s_search_ends(
+    tmp_path, tiny_model_dir, sources, monkeypatch
+):
+    """One batch runs under its longest sentence's limit, so a shorter sentence can run past its own;
+    cut there, its tokens and log-probability must be what nmt's greedy search gives under that limit."""
+    model_dir = model_dir_with(tmp_path, tiny_model_dir)
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    cut = []
+    cut_at_limit = CTranslate2Engine._cut_at_limit
+
+    def spy(self, ids, rows, limit, found):
+        cut.extend(rows)
+        return cut_at_limit(self, ids, rows, limit, found)
+
+    monkeypatch.setattr(CTranslate2Engine, "_cut_at_limit", spy)
+    ct2 = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1)  # one batch for all
+    theirs = ct2.translate_detailed(sources, beam=1)
+    ours = Translator.load(model_dir).translate_detailed(sources, beam=1)
+    assert len(cut) >= 3
+    for i in cut:
+        assert theirs[i][0].tokens == ours[i][0].tokens
+        assert theirs[i][0].log_prob == pytest.approx(ours[i][0].log_prob, abs=1e-3)
+    assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
 
 
 def test_an_nmt_model_directory_is_converted_at_load(tiny_model_dir, sources):

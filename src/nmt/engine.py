@@ -94,6 +94,15 @@ def cut_batches(order: Sequence[int], lengths: Sequence[int], budget: int) -> li
     return batches + [batch] if batch else batches
 
 
+def batch_budget(batch_tokens: int, beam: int, total_tokens: int, min_batches: int = 1) -> int:
+    """Padded source tokens per batch: `batch_tokens` shared by the beams, and small enough to cut
+    `total_tokens` into about `min_batches` batches (parallel workers need several each)."""
+    budget = max(batch_tokens // max(beam, 1), 1)
+    if min_batches > 1:
+        budget = max(min(budget, total_tokens // min_batches), 1)
+    return budget
+
+
 def plan_workers(batches: int, cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
     """(workers, threads per worker) for `batches` batches on `cores` cores.
 
@@ -145,10 +154,8 @@ class TorchEngine:
         """Indices of sentences of similar length, longest first, each batch within decode.batch_tokens
         (divided by the beam), and small enough to make about `min_batches` batches."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
-        budget = max(self.decode.batch_tokens // max(beam, 1), 1)
-        if min_batches > 1:
-            budget = max(min(budget, sum(map(len, ids)) // min_batches), 1)
-        return cut_batches(order, [len(s) for s in ids], budget)
+        lengths = [len(s) for s in ids]
+        return cut_batches(order, lengths, batch_budget(self.decode.batch_tokens, beam, sum(lengths), min_batches))
 
     @torch.inference_mode()
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:

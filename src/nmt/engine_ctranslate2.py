@@ -5,7 +5,8 @@ What is kept the same as `TorchEngine`, so that both engines pick the same hypot
 - tokenisation and truncation (the Translator does them, for either engine);
 - the length limit per sentence, floor(max_len_a * src_len + max_len_b) steps, the end token
   counted: CTranslate2 takes one limit per call, so each batch runs under its largest limit,
-  and the few sentences whose hypotheses reached their own, lower, limit run again under it;
+  and the few sentences whose hypotheses reached their own, lower, limit are cut there (greedy:
+  exact, see `_cut_at_limit`) or searched again under it (beam);
 - the length penalty. CTranslate2 ranks by score / length^alpha; nmt by GNMT's
   score / ((5 + length) / 6)^alpha, length counting the end token. So CTranslate2 is asked for
   every finished beam (num_hypotheses = beam) with raw log-probability scores (length_penalty 0),
@@ -27,7 +28,15 @@ import torch
 
 from .config import DecodeConfig
 from .decoding import Hypothesis, gnmt_length_penalty
-from .engine import Search, available_cores, check_counts, cut_batches, search_limits
+from .engine import (
+    BATCHES_PER_WORKER,
+    Search,
+    available_cores,
+    batch_budget,
+    check_counts,
+    cut_batches,
+    search_limits,
+)
 from .export_ctranslate2 import CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
 from .tokenizer import EOS, SubwordTokenizer
 
@@ -152,32 +161,28 @@ class CTranslate2Engine:
             max_input_length=0,
         )
         # Sentences sorted by limit, cut into batches of the token budget, one asynchronous call each
-        # (CTranslate2 spreads them over its workers) under the batch's largest limit. A sentence
-        # whose hypotheses stayed short of its own limit stopped where it would have stopped under
-        # it: its result stands. The few others, in a batch whose limit is above theirs, are done
-        # again under their own limit.
+        # (CTranslate2 spreads them over its workers) under the batch's largest limit; with several
+        # workers, a few batches each, as in TorchEngine. A sentence whose hypotheses stayed short of
+        # its own limit stopped where it would have stopped under it: its result stands. The few
+        # others, in a batch whose limit is above theirs, are cut at their limit (greedy) or searched
+        # again under it (beam).
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
-        batches = cut_batches(order, lengths, max(self.decode.batch_tokens // search.beam, 1))
-        found, batch_limit = {}, {}
-        pending = [(rows, self._translate(ids, rows, limit[rows[-1]], options)) for rows in batches]
-        for rows, futures in pending:
-            found.update((i, future.result()) for i, future in zip(rows, futures, strict=True))
-            batch_limit.update((i, limit[rows[-1]]) for i in rows)
-        redo = [
-            i
-            for i in sorted(found, key=limit.__getitem__)
-            if batch_limit[i] > limit[i] and any(len(h) >= limit[i] for h in found[i].hypotheses)
-        ]
-        pending = [
-            (rows, self._translate(ids, rows, max_len, options))
-            for max_len, group in itertools.groupby(redo, key=limit.__getitem__)
-            for rows in [list(group)]
-        ]
-        for rows, futures in pending:
-            found.update((i, future.result()) for i, future in zip(rows, futures, strict=True))
+        min_batches = BATCHES_PER_WORKER * self.workers if self.workers > 1 else 1
+        budget = batch_budget(self.decode.batch_tokens, search.beam, sum(lengths), min_batches)
+        found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
+        batches = [(rows, limit[rows[-1]]) for rows in cut_batches(order, lengths, budget)]
+        self._collect(ids, batches, options, found)
+        batch_limit = {i: max_len for rows, max_len in batches for i in rows}
+        past = [i for i in found if batch_limit[i] > limit[i] and any(len(t) >= limit[i] for t, _ in found[i])]
+        if search.beam == 1:
+            self._cut_at_limit(ids, [i for i in past if len(found[i][0][0]) > limit[i]], limit, found)
+        else:
+            past.sort(key=limit.__getitem__)
+            groups = [(list(rows), max_len) for max_len, rows in itertools.groupby(past, key=limit.__getitem__)]
+            self._collect(ids, groups, options, found)
         results = []
         for i in range(len(ids)):
-            best = rerank(list(zip(found[i].hypotheses, found[i].scores, strict=True)), alpha, search.n_best)
+            best = rerank(found[i], alpha, search.n_best)
             results.append(
                 [
                     Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
@@ -186,10 +191,40 @@ class CTranslate2Engine:
             )
         return results
 
-    def _translate(self, ids: Sequence[Sequence[int]], rows: list[int], max_len: int, options: dict) -> list:
-        """Futures of CTranslate2's results for sentences `rows` as one batch, at most `max_len` steps each."""
-        tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
-        return self.translator.translate_batch(tokens, max_decoding_length=max_len, asynchronous=True, **options)
+    def _cut_at_limit(
+        self, ids: Sequence[Sequence[int]], rows: list[int], limit: list[int], found: dict[int, list]
+    ) -> None:
+        """Cut the greedy hypotheses of sentences `rows`, which ran past their own limit, at that limit.
+
+        Greedy search picks each token without looking at the limit, so the first limit[i] tokens are
+        what a search under it gives. Their log-probability is summed from one teacher-forced pass
+        (`score_batch`, which scores each token and an end token after them), which costs far less
+        than searching those sentences again: they are the longest outputs, often repeating
+        themselves to the limit, and each limit would need a call of its own.
+        """
+        if not rows:
+            return
+        sources = [[self.src_vocab[t] for t in ids[i]] for i in rows]
+        cut = [found[i][0][0][: limit[i]] for i in rows]  # no end token: it came after the limit
+        scored = self.translator.score_batch(
+            sources, cut, max_batch_size=self.decode.batch_tokens, batch_type="tokens", max_input_length=0
+        )
+        for i, tokens, result in zip(rows, cut, scored, strict=True):
+            found[i] = [(tokens, sum(result.log_probs[: len(tokens)]))]
+
+    def _collect(
+        self, ids: Sequence[Sequence[int]], batches: list[tuple[list[int], int]], options: dict, found: dict
+    ) -> None:
+        """Search each (sentence indices, step limit) batch, one asynchronous call each, into `found`."""
+        pending = []
+        for rows, max_len in batches:
+            tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
+            futures = self.translator.translate_batch(tokens, max_decoding_length=max_len, asynchronous=True, **options)
+            pending.append((rows, futures))
+        for rows, futures in pending:
+            for i, future in zip(rows, futures, strict=True):
+                result = future.result()
+                found[i] = list(zip(result.hypotheses, result.scores, strict=True))
 
 
 __all__ = ["CTranslate2Engine", "rerank", "CT2_WEIGHTS"]
