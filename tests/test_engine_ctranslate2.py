@@ -138,6 +138,34 @@ def test_greedy_hypotheses_past_their_own_limit_are_cut_there_as_nmt_s_search_en
     assert [h[0].tokens for h in theirs] == [h[0].tokens for h in ours]
 
 
+def test_beams_that_reach_their_own_limit_in_a_longer_batch_are_searched_again_under_it(
+    tmp_path, tiny_model_dir, sources, monkeypatch
+):
+    """A beam's finished set depends on where the limit stops it, so such sentences run again under
+    their own limit (one call per limit), and their best hypothesis is nmt's."""
+    model_dir = model_dir_with(tmp_path, tiny_model_dir)
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    calls = []
+    submit = CTranslate2Engine._submit
+
+    def spy(self, ids, rows, max_len, options):
+        calls.append((list(rows), max_len))
+        return submit(self, ids, rows, max_len, options)
+
+    monkeypatch.setattr(CTranslate2Engine, "_submit", spy)
+    ct2 = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1)
+    ct2.decode.batch_tokens = 100_000  # one batch for all
+    theirs = ct2.translate_detailed(sources, beam=3)
+    ours = Translator.load(model_dir).translate_detailed(sources, beam=3)
+    (first_rows, first_limit), *again = calls
+    assert len(first_rows) == len(sources) and len(again) >= 2
+    assert all(max_len < first_limit for _, max_len in again)
+    for rows, _ in again:
+        for i in rows:
+            assert theirs[i][0].tokens == ours[i][0].tokens
+            assert theirs[i][0].score == pytest.approx(ours[i][0].score, abs=1e-3)
+
+
 def test_an_nmt_model_directory_is_converted_at_load(tiny_model_dir, sources):
     converted = Translator.load(tiny_model_dir, engine="ctranslate2")
     assert converted.engine.name == "ctranslate2"

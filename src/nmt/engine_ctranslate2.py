@@ -165,21 +165,26 @@ class CTranslate2Engine:
         # workers, a few batches each, as in TorchEngine. A sentence whose hypotheses stayed short of
         # its own limit stopped where it would have stopped under it: its result stands. The few
         # others, in a batch whose limit is above theirs, are cut at their limit (greedy) or searched
-        # again under it (beam).
+        # again under it (beam), queued as soon as their batch returns: behind the batches still
+        # waiting, they fill the time when a worker would idle at the end.
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
         min_batches = BATCHES_PER_WORKER * self.workers if self.workers > 1 else 1
         budget = batch_budget(self.decode.batch_tokens, search.beam, sum(lengths), min_batches)
         found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
-        batches = [(rows, limit[rows[-1]]) for rows in cut_batches(order, lengths, budget)]
-        self._collect(ids, batches, options, found)
-        batch_limit = {i: max_len for rows, max_len in batches for i in rows}
-        past = [i for i in found if batch_limit[i] > limit[i] and any(len(t) >= limit[i] for t, _ in found[i])]
-        if search.beam == 1:
-            self._cut_at_limit(ids, [i for i in past if len(found[i][0][0]) > limit[i]], limit, found)
-        else:
-            past.sort(key=limit.__getitem__)
-            groups = [(list(rows), max_len) for max_len, rows in itertools.groupby(past, key=limit.__getitem__)]
-            self._collect(ids, groups, options, found)
+        first = [self._submit(ids, rows, limit[rows[-1]], options) for rows in cut_batches(order, lengths, budget)]
+        second, to_cut = [], []
+        for rows, max_len, futures in first:
+            self._gather(rows, futures, found)
+            past = [i for i in rows if max_len > limit[i] and any(len(t) >= limit[i] for t, _ in found[i])]
+            if search.beam == 1:
+                to_cut += [i for i in past if len(found[i][0][0]) > limit[i]]
+            else:
+                past.sort(key=limit.__getitem__)
+                groups = itertools.groupby(past, key=limit.__getitem__)
+                second += [self._submit(ids, list(group), own_limit, options) for own_limit, group in groups]
+        for rows, _, futures in second:
+            self._gather(rows, futures, found)
+        self._cut_at_limit(ids, to_cut, limit, found)
         results = []
         for i in range(len(ids)):
             best = rerank(found[i], alpha, search.n_best)
@@ -212,19 +217,20 @@ class CTranslate2Engine:
         for i, tokens, result in zip(rows, cut, scored, strict=True):
             found[i] = [(tokens, sum(result.log_probs[: len(tokens)]))]
 
-    def _collect(
-        self, ids: Sequence[Sequence[int]], batches: list[tuple[list[int], int]], options: dict, found: dict
-    ) -> None:
-        """Search each (sentence indices, step limit) batch, one asynchronous call each, into `found`."""
-        pending = []
-        for rows, max_len in batches:
-            tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
-            futures = self.translator.translate_batch(tokens, max_decoding_length=max_len, asynchronous=True, **options)
-            pending.append((rows, futures))
-        for rows, futures in pending:
-            for i, future in zip(rows, futures, strict=True):
-                result = future.result()
-                found[i] = list(zip(result.hypotheses, result.scores, strict=True))
+    def _submit(
+        self, ids: Sequence[Sequence[int]], rows: list[int], max_len: int, options: dict
+    ) -> tuple[list[int], int, list]:
+        """Queue sentences `rows` as one batch of at most `max_len` steps: (rows, max_len, futures)."""
+        tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
+        futures = self.translator.translate_batch(tokens, max_decoding_length=max_len, asynchronous=True, **options)
+        return rows, max_len, futures
+
+    @staticmethod
+    def _gather(rows: list[int], futures: list, found: dict) -> None:
+        """Wait for a batch's results and keep each sentence's finished hypotheses in `found`."""
+        for i, future in zip(rows, futures, strict=True):
+            result = future.result()
+            found[i] = list(zip(result.hypotheses, result.scores, strict=True))
 
 
 __all__ = ["CTranslate2Engine", "rerank", "CT2_WEIGHTS"]
