@@ -5,7 +5,9 @@
 Settings, each timed for greedy and beam 5 with the model loaded, in alternating rounds (the
 median of each is reported), with its cased sacreBLEU for beam 5:
 - nmt fp32 1x2:        nmt's engine, one worker with 2 intra-op threads (the old way)
-- nmt fp32 / int8:     nmt's engine, default workers (one single-threaded worker per core)
+- nmt fp32 / int8:     nmt's engine, default workers (one single-threaded worker per core: the
+                       calling thread and worker processes, timed once they are ready)
+- nmt fp32/int8 threads: the same with every worker a thread of this process (worker_processes=False)
 - nmt fp32 mkl:        the same, with the output projection left to MKL where nmt would pack it
                        for oneDNN (nmt.packed_linear; the same as "nmt fp32" on other CPUs)
 - nmt->ct2 fp32/int8:  `Translator(engine="ctranslate2")`: nmt's tokenisation, per-sentence limits
@@ -27,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from nmt.engine import TorchEngine
 from nmt.evaluation import score_translations
 from nmt.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
 from nmt.packed_linear import unpack_output_projection
@@ -95,11 +98,19 @@ def main() -> None:
         "nmt fp32 1x2": Translator.load(args.model, device="cpu", workers=1, threads=cores),
         "nmt fp32": Translator.load(args.model, device="cpu"),
         "nmt int8": Translator.load(args.model, device="cpu", precision="int8"),
+        "nmt fp32 threads": Translator.load(args.model, device="cpu", worker_processes=False),
+        "nmt int8 threads": Translator.load(args.model, device="cpu", precision="int8", worker_processes=False),
         "nmt->ct2 fp32": Translator.load(ct2_dir, engine="ctranslate2", device="cpu"),
         "nmt->ct2 int8": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
     }
-    settings["nmt fp32 mkl"] = Translator.load(args.model, device="cpu")
+    settings["nmt fp32 mkl"] = Translator.load(args.model, device="cpu", worker_processes=False)
     unpack_output_projection(settings["nmt fp32 mkl"].model)
+    if args.only:
+        settings = {name: t for name, t in settings.items() if name in args.only.split(",")}
+    for translator in settings.values():  # worker processes start now and are ready before the timing
+        if isinstance(translator.engine, TorchEngine) and cores > 1:
+            translator.engine.worker_processes(cores - 1)
+    translators = list(settings.values())
     settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
     reference = Translator.load(args.model, device="cpu", workers=1, threads=1)
     settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)
@@ -113,6 +124,9 @@ def main() -> None:
         outputs: dict[str, list[str]] = {}
         for fn in settings.values():
             fn(sources[:50], 5)  # warm-up
+        for translator in translators:
+            if isinstance(translator.engine, TorchEngine) and translator.engine.worker_processes(0):
+                translator.engine.worker_processes(0).wait_ready()
         for _ in range(args.rounds):
             for name, fn in settings.items():
                 for key, beam in (("greedy", 1), ("beam5", 5)):

@@ -21,7 +21,9 @@ ALLOWED = {
     # Translator, the CLI or the server that use them.
     "packed_linear": set(),
     "precision": {"packed_linear"},
-    "engine": {"config", "decoding", "model", "precision"},
+    "engine": {"config", "decode_processes", "decoding", "model", "precision"},
+    # Worker processes run the engine in a child interpreter (imported there, not at load).
+    "decode_processes": {"config", "engine", "model"},
     "export_ctranslate2": {"checkpoint", "model", "model_dir", "tokenizer"},
     "engine_ctranslate2": {"config", "decoding", "engine", "export_ctranslate2", "tokenizer"},
     "translator": {

@@ -54,16 +54,16 @@ def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir
 
 
 def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model_dir, sources):
-    translator = Translator.load(tiny_model_dir, workers=2, threads=1)
+    translator = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False)
     translator.decode.batch_tokens = 100
     seen = set()
-    search = translator.engine._search
+    search = translator.engine.search_batch
 
     def spy(*args, **kwargs):
         seen.add((threading.get_ident(), torch.get_num_threads()))
         return search(*args, **kwargs)
 
-    translator.engine._search = spy
+    translator.engine.search_batch = spy
     before = torch.get_num_threads()
     translator.translate(sources, beam=1)
     assert len({ident for ident, _ in seen}) == 2 and {n for _, n in seen} == {1}

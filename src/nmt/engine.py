@@ -5,9 +5,11 @@ Why workers: on a few CPU cores, N intra-op threads on one batch wait for each o
 small operation of a decoding step, and collapse when another process takes a core (an
 OpenMP team cannot finish until its slowest thread does). N workers with one thread each run
 N length-sorted batches side by side instead: no barrier between them, and a taken core only
-slows the worker on it. Threads rather than processes: torch releases the GIL inside every
-operation, the weights are shared, and nothing has to start (a process pool would load the
-model once per worker); see docs/benchmarks.md for the measurement.
+slows the worker on it. On CPU the calling thread is one worker and the others are child
+processes (nmt.decode_processes), which start in the background at the first parallel call:
+threads in one process lose time handing Python's GIL to each other around every operation.
+Where processes cannot be used (a model in training, bf16, `processes=False`) the workers are
+threads. See docs/benchmarks.md for the measurements.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from dataclasses import dataclass
 import torch
 
 from .config import DecodeConfig
+from .decode_processes import DecodeProcesses
 from .decoding import Hypothesis, SearchLimits, beam_search, greedy_search, sample
 from .model import Transformer
-from .precision import autocast_for, prepare_for_inference
+from .precision import autocast_for, is_int8, prepare_for_inference
 
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
 
@@ -121,6 +124,9 @@ class TorchEngine:
 
     workers / threads: parallel batches and intra-op threads each (None: chosen per call from the
     cores and the number of batches, see `plan_workers`). On CUDA, one worker.
+    processes: on CPU, run the workers beyond the caller's thread as child processes (see
+    nmt.decode_processes) where the model allows it: frozen (requires_grad False, as
+    `Translator.load` gives it), fp32 or int8. Otherwise, or with False, they are threads.
     """
 
     name = "torch"
@@ -134,9 +140,19 @@ class TorchEngine:
         precision: str = "fp32",
         workers: int | None = None,
         threads: int | None = None,
+        processes: bool = True,
     ):
         check_counts(workers=workers, threads=threads)
         self.parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
+        # The fp32 weights the worker processes will load, kept before int8 replaces them (for fp32
+        # they are the model's own tensors, no copy); written to a file when the first parallel call
+        # starts the processes. A model in training is never copied: its weights would go stale.
+        self._process_weights: dict[str, torch.Tensor] | None = None
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        frozen = not any(p.requires_grad for p in model.parameters())
+        if processes and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
+            self._process_weights = dict(model.state_dict())
+        self._processes: DecodeProcesses | None = None
         self.model = prepare_for_inference(model, precision)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads
@@ -174,20 +190,41 @@ class TorchEngine:
         def run(index_and_rows: tuple[int, list[int]]) -> list[list[Hypothesis]]:
             index, rows = index_and_rows
             with torch.inference_mode():  # the mode is per thread: pool threads need their own
-                return self._search([ids[i] for i in rows], search, batch_index=index)
+                return self.search_batch([ids[i] for i in rows], search, batch_index=index)
 
         with intra_op_threads(threads), contextlib.ExitStack() as stack:
             if workers == 1:
                 found_batches = map(run, enumerate(batches))
+            elif processes := self.worker_processes(workers - 1):
+                # Each worker takes the next (longest remaining) batch when free; children once ready.
+                found = processes.run(
+                    range(len(batches)),
+                    workers - 1,
+                    run_here=lambda index: run((index, batches[index])),
+                    request=lambda index: (index, [ids[i] for i in batches[index]], search),
+                )
+                found_batches = (found[index] for index in range(len(batches)))
             else:  # map keeps the order; each worker takes the next (longest remaining) batch when free
                 pool = stack.enter_context(ThreadPoolExecutor(workers, thread_name_prefix="nmt-decode"))
                 found_batches = pool.map(run, enumerate(batches))
-            for rows, found in zip(batches, found_batches, strict=True):
-                for i, hyps in zip(rows, found, strict=True):
+            for rows, found_rows in zip(batches, found_batches, strict=True):
+                for i, hyps in zip(rows, found_rows, strict=True):
                     results[i] = hyps
         return results
 
-    def _search(self, batch_ids: list[Sequence[int]], search: Search, batch_index: int) -> list[list[Hypothesis]]:
+    def worker_processes(self, count: int) -> DecodeProcesses | None:
+        """The worker processes, `count` of them at least (started on first use, ready later), or
+        None where this engine decodes in threads only (see the class docstring)."""
+        if self._processes is None:
+            if self._process_weights is None:
+                return None
+            self._processes = DecodeProcesses(self.model.config, self._process_weights, self.decode, self.precision)
+            self._process_weights = None  # on disk now: int8's fp32 copy can go
+        self._processes.ensure(count)
+        return self._processes
+
+    def search_batch(self, batch_ids: list[Sequence[int]], search: Search, batch_index: int) -> list[list[Hypothesis]]:
+        """n-best Hypotheses for one batch of source id lists, in its order (what each worker runs)."""
         pad_id = self.model.config.pad_id
         src = torch.nn.utils.rnn.pad_sequence(
             [torch.as_tensor(s) for s in batch_ids], batch_first=True, padding_value=pad_id

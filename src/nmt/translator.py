@@ -104,11 +104,15 @@ class Translator:
         precision: str = "fp32",
         workers: int | None = None,
         threads: int | None = None,
+        worker_processes: bool = True,
     ):
-        """model: a Transformer (run by nmt's own engine with `precision`, `workers`, `threads`) or an engine."""
+        """model: a Transformer (run by nmt's own engine with `precision`, `workers`, `threads` and
+        `worker_processes`: see TorchEngine) or an engine."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
-            model = TorchEngine(model, self.decode, precision=precision, workers=workers, threads=threads)
+            model = TorchEngine(
+                model, self.decode, precision=precision, workers=workers, threads=threads, processes=worker_processes
+            )
         self.engine = model
         self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.max_source_tokens = max_source_tokens
@@ -142,15 +146,17 @@ class Translator:
         workers: int | None = None,
         threads: int | None = None,
         length_penalty: float | None = None,
+        worker_processes: bool = True,
     ) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
 
         engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted
         at load). precision: fp32 | int8 | bf16 (default: fp32; bf16 for CTranslate2 on CUDA); a precision the
         device runs badly is refused (see nmt.precision). workers / threads: parallel batches and
-        intra-op threads each (default: chosen from the cores). length_penalty: the GNMT alpha every call
-        uses unless it names its own (default: the directory's decode.length_penalty; choose one with
-        `nmt tune-length-penalty`). The model is loaded frozen
+        intra-op threads each (default: chosen from the cores); nmt's engine runs the workers beyond the
+        caller's as child processes unless worker_processes is False (see nmt.decode_processes).
+        length_penalty: the GNMT alpha every call uses unless it names its own (default: the
+        directory's decode.length_penalty; choose one with `nmt tune-length-penalty`). The model is loaded frozen
         (requires_grad False): it is for translation, and fp32 packs its output projection on CPUs
         where that is faster (nmt.packed_linear); to train from it, use `load_model_dir` instead.
         """
@@ -197,7 +203,16 @@ class Translator:
             return cls(search_engine, src_tok, tgt_tok, decode=decode)
         # fp32 by default, on CUDA too: bf16 decoding was 5.6x slower on an H100 (docs/benchmarks.md, unexplained)
         precision = precision or "fp32"
-        return cls(model, src_tok, tgt_tok, decode=decode, precision=precision, workers=workers, threads=threads)
+        return cls(
+            model,
+            src_tok,
+            tgt_tok,
+            decode=decode,
+            precision=precision,
+            workers=workers,
+            threads=threads,
+            worker_processes=worker_processes,
+        )
 
     # --- the simple API ----------------------------------------------------------------------
     def translate(
