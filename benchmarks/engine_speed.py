@@ -16,7 +16,8 @@ median of each is reported), with its cased sacreBLEU for beam 5:
                        translate_batch call, sorted token batches, its own length penalty 0.6,
                        one limit for all), same tokenizer, same weights, same workers
 --busy runs a competing `python -c 'while True: pass'` process throughout (one core taken).
---memory adds the peak resident memory of `nmt translate` for each engine (fresh processes).
+--memory adds the peak resident memory of `nmt translate` for each engine (fresh processes; summed
+over nmt's worker processes, sampled every 20 ms).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from nmt.engine import TorchEngine
@@ -61,21 +63,33 @@ def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str,
     return translate
 
 
-# A child's ru_maxrss counts the memory it had before exec, i.e. a copy of this large process:
-# a small launcher runs the command and reports its child's peak instead.
-LAUNCHER = (
-    "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL, "
-    "stderr=subprocess.DEVNULL); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-)
+def tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants (nmt's worker processes), from /proc."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, StopIteration):  # it exited meanwhile
+            continue
+    return total
 
 
 def peak_memory_mib(command: list[str], stdin_path: Path) -> float:
-    """Peak resident memory of one command run to completion (its own, not this process's)."""
+    """Peak resident memory of one command run to completion, summed over its processes (sampled
+    every 20 ms: the command and any worker processes it starts)."""
     with open(stdin_path, "rb") as source:
-        out = subprocess.run(
-            [sys.executable, "-c", LAUNCHER, *command], stdin=source, capture_output=True, text=True, check=True
-        ).stdout
-    return int(out) / 1024  # KiB on Linux
+        process = subprocess.Popen(command, stdin=source, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, tree_rss_kib(process.pid))
+            time.sleep(0.02)
+    if process.returncode != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
+    return peak / 1024
 
 
 def main() -> None:
