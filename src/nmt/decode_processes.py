@@ -9,7 +9,8 @@ voluntary context switches per call against none (docs/benchmarks.md, issue 11 s
 How: the caller's thread decodes as one worker; N - 1 children (`python -m nmt.decode_processes`,
 a fresh interpreter, so a user's script is never re-run as with multiprocessing's spawn) take
 batches from the same queue. A child needs seconds to start (import torch, load the weights), so
-it starts in the background and joins the work once ready; until then the caller does it all.
+it starts in the background, and until it is ready a thread of the caller's process stands in
+for it (as all workers were before), so no call waits for a start.
 Children read the model's fp32 weights from a temporary file and prepare them as the parent did
 (int8 quantisation is deterministic, so a batch gives the same result wherever it runs). They
 exit when their pipe closes: when the engine is garbage-collected, at interpreter exit, or when
@@ -89,8 +90,11 @@ class _Child:
         return detail
 
     def stop(self) -> None:
-        """Close the pipe the process reads (it exits at EOF); kill it if it has not within 5 s."""
+        """Close the pipe the process reads (it exits at EOF); kill it if it has not within 5 s, or at
+        once if it is still starting (a short `nmt translate` must not wait seconds for it to exit)."""
         self.send_conn.close()
+        if not self.ready.is_set():
+            self.process.kill()
         try:
             self.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -138,7 +142,8 @@ class DecodeProcesses:
         self, jobs: Sequence[int], count: int, run_here: Callable[[int], Any], request: Callable[[int], Any]
     ) -> dict[int, Any]:
         """Results of `jobs`, each computed once: by `run_here(job)` in this thread, or by one of the
-        first `count` children answering `request(job)` once it is ready. Jobs are taken in order."""
+        first `count` children answering `request(job)`, with a thread running `run_here` in the
+        place of each child that is not ready (yet). Jobs are taken in order."""
         pending = collections.deque(jobs)
         lock = threading.Lock()
         results: dict[int, Any] = {}
@@ -149,12 +154,12 @@ class DecodeProcesses:
                 return pending.popleft() if pending and not errors else None
 
         def feed(child: _Child) -> None:
-            while not child.ready.wait(0.05):  # started in the background: join once ready
-                if not pending or errors:
-                    return
-            while not child.broken and (job := take()) is not None:
+            while (job := take()) is not None:
                 try:
-                    results[job] = child.call(request(job))
+                    if child.ready.is_set() and not child.broken:
+                        results[job] = child.call(request(job))
+                    else:  # a thread stands in for the child while it starts (or after it failed)
+                        results[job] = run_here(job)
                 except (EOFError, OSError):  # the process died: its job goes back to the queue
                     child.broken = True
                     with lock:
