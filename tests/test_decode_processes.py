@@ -118,3 +118,13 @@ def test_a_model_in_training_is_never_copied_to_worker_processes():
     assert TorchEngine(model, DecodeConfig(), workers=2, threads=1).worker_processes(1) is None
     frozen = TorchEngine(tiny_transformer(), DecodeConfig(), workers=2, threads=1, processes=False)
     assert frozen.worker_processes(1) is None
+
+
+def test_worker_processes_start_at_the_second_parallel_call(tiny_model_dir, sources):
+    translator = Translator.load(tiny_model_dir, workers=2, threads=1)
+    translator.decode.batch_tokens = 120  # several batches: both calls are parallel
+    translator.translate(sources[:8], beam=1)
+    assert translator.engine._processes is None  # a one-shot call would spend on a start what it saves
+    translator.translate(sources[:8], beam=1)
+    assert translator.engine._processes is not None
+    translator.engine._processes.close()
