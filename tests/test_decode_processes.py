@@ -5,6 +5,7 @@ import gc
 import pytest
 import torch
 
+import nmt.engine
 from nmt.config import DecodeConfig
 from nmt.decode_processes import DecodeProcesses, WorkerProcessError
 from nmt.engine import Search, TorchEngine
@@ -120,11 +121,12 @@ def test_a_model_in_training_is_never_copied_to_worker_processes():
     assert frozen.worker_processes(1) is None
 
 
-def test_worker_processes_start_at_the_second_parallel_call(tiny_model_dir, sources):
+def test_worker_processes_start_once_the_engine_has_worked_long_enough(tiny_model_dir, sources, monkeypatch):
+    monkeypatch.setattr(nmt.engine, "PROCESSES_AFTER_SECONDS", 1e-6)  # instead of 30 s: any first call
     translator = Translator.load(tiny_model_dir, workers=2, threads=1)
     translator.decode.batch_tokens = 120  # several batches: both calls are parallel
     translator.translate(sources[:8], beam=1)
-    assert translator.engine._processes is None  # a one-shot call would spend on a start what it saves
+    assert translator.engine._processes is None  # a short run would spend on a start what it saves
     translator.translate(sources[:8], beam=1)
     assert translator.engine._processes is not None
     translator.engine._processes.close()

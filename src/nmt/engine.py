@@ -6,7 +6,7 @@ small operation of a decoding step, and collapse when another process takes a co
 OpenMP team cannot finish until its slowest thread does). N workers with one thread each run
 N length-sorted batches side by side instead: no barrier between them, and a taken core only
 slows the worker on it. On CPU the calling thread is one worker and the others are child
-processes (nmt.decode_processes), which start in the background at the second parallel call:
+processes (nmt.decode_processes), started in the background once an engine has worked 30 s:
 threads in one process lose time handing Python's GIL to each other around every operation.
 Where processes cannot be used (a model in training, bf16, `processes=False`) the workers are
 threads. See docs/benchmarks.md for the measurements.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from .model import Transformer
 from .precision import autocast_for, is_int8, prepare_for_inference
 
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
+# Worker processes start once an engine has decoded this long in parallel calls: a start costs a core for
+# 2-3 s, which a short run (`nmt translate` of a few thousand lines) would not win back (docs/benchmarks.md).
+PROCESSES_AFTER_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -127,9 +131,8 @@ class TorchEngine:
     processes: on CPU, run the workers beyond the caller's thread as child processes (see
     nmt.decode_processes) where the model allows it: frozen (requires_grad False, as
     `Translator.load` gives it), fp32 or int8. Otherwise, or with False, they are threads. The
-    processes start at the engine's second parallel call, or when `worker_processes` is called:
-    a one-shot call (`nmt translate` of a short file) would spend on their start about what they
-    save (docs/benchmarks.md).
+    processes start once the engine has decoded PROCESSES_AFTER_SECONDS in parallel calls, or when
+    `worker_processes` is called: a short run would spend on their start what they save.
     """
 
     name = "torch"
@@ -148,15 +151,15 @@ class TorchEngine:
         check_counts(workers=workers, threads=threads)
         self.parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
         # The fp32 weights the worker processes will load, kept before int8 replaces them (for fp32
-        # they are the model's own tensors, no copy); written to a file when the second parallel call
-        # starts the processes. A model in training is never copied: its weights would go stale.
+        # they are the model's own tensors, no copy); written to a file when the processes start.
+        # A model in training is never copied: its weights would go stale.
         self._process_weights: dict[str, torch.Tensor] | None = None
         on_cpu = next(model.parameters()).device.type == "cpu"
         frozen = not any(p.requires_grad for p in model.parameters())
         if processes and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
             self._process_weights = dict(model.state_dict())
         self._processes: DecodeProcesses | None = None
-        self._parallel_calls = 0  # the processes start at the second: see the class docstring
+        self._parallel_seconds = 0.0  # decoding time in parallel calls: see PROCESSES_AFTER_SECONDS
         self.model = prepare_for_inference(model, precision)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads
@@ -190,8 +193,8 @@ class TorchEngine:
         if workers > 1 and search.seed is None:
             batches = self.batches_by_length(ids, search.beam, min_batches=BATCHES_PER_WORKER * workers)
         results: list[list[Hypothesis]] = [[] for _ in ids]
-        started = self._processes is not None or self._parallel_calls > 0  # see the class docstring
-        self._parallel_calls += workers > 1
+        use_processes = self._processes is not None or self._parallel_seconds >= PROCESSES_AFTER_SECONDS
+        begun = time.perf_counter()
 
         def run(index_and_rows: tuple[int, list[int]]) -> list[list[Hypothesis]]:
             index, rows = index_and_rows
@@ -201,7 +204,7 @@ class TorchEngine:
         with intra_op_threads(threads), contextlib.ExitStack() as stack:
             if workers == 1:
                 found_batches = map(run, enumerate(batches))
-            elif started and (processes := self.worker_processes(workers - 1)):
+            elif use_processes and (processes := self.worker_processes(workers - 1)):
                 # Each worker takes the next (longest remaining) batch when free; children once ready.
                 found = processes.run(
                     range(len(batches)),
@@ -216,6 +219,8 @@ class TorchEngine:
             for rows, found_rows in zip(batches, found_batches, strict=True):
                 for i, hyps in zip(rows, found_rows, strict=True):
                     results[i] = hyps
+        if workers > 1:
+            self._parallel_seconds += time.perf_counter() - begun
         return results
 
     def worker_processes(self, count: int) -> DecodeProcesses | None:
