@@ -24,6 +24,7 @@ import logging
 import os
 import pickle
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -119,6 +120,7 @@ class DecodeProcesses:
         torch.save(state, weights)
         self._init = {"config": config, "weights": weights, "decode": decode, "precision": precision}
         self._children: list[_Child] = []
+        self._one_call = threading.Lock()  # a child answers one request at a time
         self._finalizer = weakref.finalize(self, _stop_all, self._children, self._dir)
 
     def ensure(self, count: int) -> None:
@@ -143,7 +145,13 @@ class DecodeProcesses:
     ) -> dict[int, Any]:
         """Results of `jobs`, each computed once: by `run_here(job)` in this thread, or by one of the
         first `count` children answering `request(job)`, with a thread running `run_here` in the
-        place of each child that is not ready (yet). Jobs are taken in order."""
+        place of each child that is not ready (yet). Jobs are taken in order; calls take turns."""
+        with self._one_call:
+            return self._run(jobs, count, run_here, request)
+
+    def _run(
+        self, jobs: Sequence[int], count: int, run_here: Callable[[int], Any], request: Callable[[int], Any]
+    ) -> dict[int, Any]:
         pending = collections.deque(jobs)
         lock = threading.Lock()
         results: dict[int, Any] = {}
@@ -177,6 +185,9 @@ class DecodeProcesses:
         try:
             while (job := take()) is not None:
                 results[job] = run_here(job)
+        except BaseException as error:  # Ctrl-C included: the feeders stop taking jobs too
+            errors.append(error)
+            raise
         finally:
             for feeder in feeders:
                 feeder.join()
@@ -191,6 +202,8 @@ def _child_main(read_fd: int, write_fd: int) -> int:
     """A worker process: build the engine from the first message, then answer batch requests."""
     from .engine import TorchEngine  # noqa: PLC0415 - the engine imports this module
 
+    # Ctrl-C reaches the whole process group: the parent decides, and closes the pipe when it stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     recv_conn, send_conn = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     torch.set_num_threads(1)
     try:
