@@ -1,6 +1,8 @@
 """Worker processes decode what the caller's thread would, and never lose a batch."""
 
 import gc
+import threading
+import time
 
 import pytest
 import torch
@@ -82,25 +84,42 @@ def test_a_worker_process_that_dies_leaves_its_batches_to_the_caller(tiny_model_
     assert got == expected.translate(sources, beam=2)
 
 
-def test_a_child_that_cannot_start_is_left_out_and_the_caller_does_the_work(caplog):
+def test_a_child_that_cannot_start_is_left_out_and_a_thread_does_its_work(caplog):
     model = tiny_transformer()
-    processes = DecodeProcesses(model.config, model.state_dict(), DecodeConfig(), precision="no-such-precision")
+    processes = DecodeProcesses(model.config, model.state_dict(), precision="no-such-precision")
     processes.ensure(1)
     assert processes.wait_ready(READY_S)
     assert processes._children[0].broken
     assert "could not start" in caplog.text and "no-such-precision" in caplog.text
-    done = processes.run(range(5), 1, run_here=lambda job: job * 10, request=lambda job: pytest.fail("sent"))
-    assert done == {job: job * 10 for job in range(5)}
+    seen = set()
+
+    def run_here(job):
+        seen.add(threading.get_ident())
+        time.sleep(0.01)  # long enough for both threads to take jobs
+        return job * 10
+
+    done = processes.run(range(20), 1, run_here=run_here, request=lambda job: pytest.fail("sent"))
+    assert done == {job: job * 10 for job in range(20)}
+    assert len(seen) == 2  # the caller's thread and the one standing in for the child, in every call
     processes.close()
 
 
-def test_an_error_in_a_child_s_search_is_raised_in_the_caller_with_its_traceback():
+def test_an_error_in_a_child_s_search_stops_the_call_with_the_child_s_traceback():
     model = tiny_transformer()
-    processes = DecodeProcesses(model.config, model.state_dict(), DecodeConfig(), precision="fp32")
+    processes = DecodeProcesses(model.config, model.state_dict(), precision="fp32")
     processes.ensure(1)
     assert processes.wait_ready(READY_S) and not processes._children[0].broken
-    with pytest.raises(WorkerProcessError, match="IndexError"):  # token id 999 is outside the 50-word vocabulary
-        processes._children[0].call((0, [[2, 999, 3]], Search()))
+    here = []
+
+    def run_here(job):
+        here.append(job)
+        time.sleep(0.05)  # the child takes the bad job meanwhile
+        return job
+
+    bad = (0, [[2, 999, 3]], Search(), DecodeConfig(), 1)  # token id 999: outside the 50-word vocabulary
+    with pytest.raises(WorkerProcessError, match="IndexError"):
+        processes.run(range(10), 1, run_here=run_here, request=lambda job: bad)
+    assert len(here) < 9  # nobody took new jobs once the error was known
     processes.close()
 
 

@@ -11,23 +11,22 @@ a fresh interpreter, so a user's script is never re-run as with multiprocessing'
 batches from the same queue. A child needs seconds to start (import torch, load the weights), so
 it starts in the background, and until it is ready a thread of the caller's process stands in
 for it (as all workers were before), so no call waits for a start.
-Children read the model's fp32 weights from a temporary file and prepare them as the parent did
-(int8 quantisation is deterministic, so a batch gives the same result wherever it runs). They
-exit when their pipe closes: when the engine is garbage-collected, at interpreter exit, or when
-the parent dies.
+Children get the model's fp32 weights through their pipe and prepare them as the parent did
+(int8 quantisation is deterministic, so a batch gives the same result wherever it runs); each
+request carries the caller's decode limits and thread count. They run in their own session (Ctrl-C
+is the parent's to handle) and exit when their pipe closes: when the engine is garbage-collected,
+at interpreter exit, or when the parent dies.
 """
 
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import os
 import pickle
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -51,41 +50,53 @@ class WorkerProcessError(RuntimeError):
 class _Child:
     """One worker process and the two pipes to it (messages are pickled objects)."""
 
-    def __init__(self, init: dict[str, Any]):
+    def __init__(self, init: bytes):
         to_child_read, to_child_write = os.pipe()
         from_child_read, from_child_write = os.pipe()
+        # Found without help where nmt is installed; appended (never in front of the standard library)
+        # for a checkout put on sys.path by hand.
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "nmt.decode_processes", str(to_child_read), str(from_child_write)],
-            pass_fds=(to_child_read, from_child_write),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            env=env,
-        )
-        os.close(to_child_read)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), package_root])))
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "nmt.decode_processes", str(to_child_read), str(from_child_write)],
+                pass_fds=(to_child_read, from_child_write),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,  # Ctrl-C is the parent's to handle: it closes the children
+            )
+        except BaseException:
+            for fd in (to_child_read, to_child_write, from_child_read, from_child_write):
+                os.close(fd)
+            raise
+        os.close(to_child_read)  # the child's ends
         os.close(from_child_write)
         self.send_conn = Connection(to_child_write, readable=False)
         self.recv_conn = Connection(from_child_read, writable=False)
         self.ready = threading.Event()
-        self.broken = False
-        self.send_conn.send_bytes(pickle.dumps(init))
-        threading.Thread(target=self._await_ready, daemon=True, name="nmt-worker-start").start()
+        self.broken = self.stopping = False
+        self._one_request = threading.Lock()  # a request and its answer are never interleaved with another's
+        threading.Thread(target=self._start, args=(init,), daemon=True, name="nmt-worker-start").start()
 
-    def _await_ready(self) -> None:
+    def _start(self, init: bytes) -> None:
+        """Send the model (in this thread: a call never waits for it), then wait for the child's word."""
         try:
+            self.send_conn.send_bytes(init)
             status, detail = pickle.loads(self.recv_conn.recv_bytes())
         except Exception:  # noqa: BLE001 - the process exited (EOF), or the engine closed the pipe first
             status, detail = "error", "the process exited while starting"
         if status != "ready":
             self.broken = True
-            log.warning("a decoding worker process could not start; decoding goes on without it:\n%s", detail)
+            if not self.stopping:
+                log.warning("a decoding worker process could not start; a thread does its work:\n%s", detail)
         self.ready.set()
 
     def call(self, request: Any) -> Any:
-        """Send one request and wait for its answer. EOFError if the process died."""
-        self.send_conn.send_bytes(pickle.dumps(request))
-        status, detail = pickle.loads(self.recv_conn.recv_bytes())
+        """Send one request and wait for its answer. EOFError or OSError if the process died."""
+        with self._one_request:
+            self.send_conn.send_bytes(pickle.dumps(request))
+            status, detail = pickle.loads(self.recv_conn.recv_bytes())
         if status != "ok":
             raise WorkerProcessError(f"a decoding worker process failed:\n{detail}")
         return detail
@@ -93,6 +104,7 @@ class _Child:
     def stop(self) -> None:
         """Close the pipe the process reads (it exits at EOF); kill it if it has not within 5 s, or at
         once if it is still starting (a short `nmt translate` must not wait seconds for it to exit)."""
+        self.stopping = True
         self.send_conn.close()
         if not self.ready.is_set():
             self.process.kill()
@@ -105,23 +117,26 @@ class _Child:
         self.recv_conn.close()
 
 
-def _stop_all(children: list[_Child], weights_dir: str) -> None:
+def _stop_all(children: list[_Child]) -> None:
     for child in children:
         child.stop()
-    shutil.rmtree(weights_dir, ignore_errors=True)
 
 
 class DecodeProcesses:
-    """Worker processes holding a copy of one model, started in the background."""
+    """Worker processes holding a copy of one model, started in the background.
 
-    def __init__(self, config: ModelConfig, state: dict[str, torch.Tensor], decode: DecodeConfig, precision: str):
-        self._dir = tempfile.mkdtemp(prefix="nmt-workers-")
-        weights = os.path.join(self._dir, "weights.pt")
+    They get the model's weights as they are when the processes start: weights changed later
+    (`load_state_dict` on the engine's model) are not seen by them; load a new Translator instead.
+    The weights, serialised once, stay in memory for any child started later (`ensure`).
+    """
+
+    def __init__(self, config: ModelConfig, state: dict[str, torch.Tensor], precision: str):
+        weights = io.BytesIO()
         torch.save(state, weights)
-        self._init = {"config": config, "weights": weights, "decode": decode, "precision": precision}
+        self._init = pickle.dumps({"config": config, "weights": weights.getvalue(), "precision": precision})
         self._children: list[_Child] = []
-        self._one_call = threading.Lock()  # a child answers one request at a time
-        self._finalizer = weakref.finalize(self, _stop_all, self._children, self._dir)
+        self._one_call = threading.Lock()  # the children serve one call at a time
+        self._finalizer = weakref.finalize(self, _stop_all, self._children)
 
     def ensure(self, count: int) -> None:
         """Start children until there are `count` (they get ready in the background)."""
@@ -145,7 +160,8 @@ class DecodeProcesses:
     ) -> dict[int, Any]:
         """Results of `jobs`, each computed once: by `run_here(job)` in this thread, or by one of the
         first `count` children answering `request(job)`, with a thread running `run_here` in the
-        place of each child that is not ready (yet). Jobs are taken in order; calls take turns."""
+        place of each child that is not ready (yet), or has failed. Jobs are taken in order; calls
+        take turns."""
         with self._one_call:
             return self._run(jobs, count, run_here, request)
 
@@ -161,24 +177,30 @@ class DecodeProcesses:
             with lock:
                 return pending.popleft() if pending and not errors else None
 
+        def in_child(child: _Child, job: int) -> bool:
+            """Run `job` in `child`; False (the job back in the queue) if the process has died."""
+            try:
+                results[job] = child.call(request(job))
+                return True
+            except (EOFError, OSError):
+                child.broken = True
+                with lock:
+                    pending.appendleft(job)
+                return False
+
         def feed(child: _Child) -> None:
-            while (job := take()) is not None:
-                try:
+            try:
+                while (job := take()) is not None:
                     if child.ready.is_set() and not child.broken:
-                        results[job] = child.call(request(job))
-                    else:  # a thread stands in for the child while it starts (or after it failed)
+                        in_child(child, job)
+                    else:  # a thread stands in for the child while it starts, or for good if it failed
                         results[job] = run_here(job)
-                except (EOFError, OSError):  # the process died: its job goes back to the queue
-                    child.broken = True
-                    with lock:
-                        pending.appendleft(job)
-                except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
-                    errors.append(error)
+            except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
+                errors.append(error)
 
         feeders = [
             threading.Thread(target=feed, args=(child,), daemon=True, name="nmt-worker-feed")
             for child in self._children[:count]
-            if not child.broken
         ]
         for feeder in feeders:
             feeder.start()
@@ -202,31 +224,36 @@ def _child_main(read_fd: int, write_fd: int) -> int:
     """A worker process: build the engine from the first message, then answer batch requests."""
     from .engine import TorchEngine  # noqa: PLC0415 - the engine imports this module
 
-    # Ctrl-C reaches the whole process group: the parent decides, and closes the pipe when it stops.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     recv_conn, send_conn = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # while it starts, beside the parent's workers
     try:
         init = pickle.loads(recv_conn.recv_bytes())
         model = Transformer(init["config"])
-        model.load_state_dict(torch.load(init["weights"], weights_only=True))
+        model.load_state_dict(torch.load(io.BytesIO(init["weights"]), weights_only=True))
         model.requires_grad_(False)
-        engine = TorchEngine(model, init["decode"], precision=init["precision"], workers=1, threads=1, processes=False)
+        engine = TorchEngine(model, DecodeConfig(), precision=init["precision"], workers=1, threads=1, processes=False)
+        send_conn.send_bytes(pickle.dumps(("ready", None)))
+    except (EOFError, OSError):  # the parent closed the pipes, or died, before the start was over
+        return 0
     except BaseException:  # noqa: BLE001 - reported to the parent, which goes on without this worker
         send_conn.send_bytes(pickle.dumps(("error", traceback.format_exc())))
         return 1
-    send_conn.send_bytes(pickle.dumps(("ready", None)))
     while True:
         try:
-            batch_index, batch_ids, search = pickle.loads(recv_conn.recv_bytes())
+            batch_index, batch_ids, search, decode, threads = pickle.loads(recv_conn.recv_bytes())
         except (EOFError, OSError):  # the parent closed the pipe, or died
             return 0
         try:
+            torch.set_num_threads(threads)  # the caller's worker runs with as many
+            engine.decode = decode  # the caller's limits of now, not of when this process started
             with torch.inference_mode():
                 answer = ("ok", engine.search_batch(batch_ids, search, batch_index))
         except Exception:  # noqa: BLE001 - sent to the parent, which raises it
             answer = ("error", traceback.format_exc())
-        send_conn.send_bytes(pickle.dumps(answer))
+        try:
+            send_conn.send_bytes(pickle.dumps(answer))
+        except OSError:  # the parent died while this search ran
+            return 0
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ threads. See docs/benchmarks.md for the measurements.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -34,6 +35,8 @@ BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than ba
 # Worker processes start once an engine has decoded this long in parallel calls: a start costs a core for
 # 2-3 s, which a short run (`nmt translate` of a few thousand lines) would not win back (docs/benchmarks.md).
 PROCESSES_AFTER_SECONDS = 30.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,8 @@ class TorchEngine:
         self._process_weights: dict[str, torch.Tensor] | None = None
         on_cpu = next(model.parameters()).device.type == "cpu"
         frozen = not any(p.requires_grad for p in model.parameters())
-        if processes and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
+        parallel = workers != 1 and available_cores() > 1
+        if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
             self._process_weights = dict(model.state_dict())
         self._processes: DecodeProcesses | None = None
         self._parallel_seconds = 0.0  # decoding time in parallel calls: see PROCESSES_AFTER_SECONDS
@@ -210,7 +214,7 @@ class TorchEngine:
                     range(len(batches)),
                     workers - 1,
                     run_here=lambda index: run((index, batches[index])),
-                    request=lambda index: (index, [ids[i] for i in batches[index]], search),
+                    request=lambda index: (index, [ids[i] for i in batches[index]], search, self.decode, threads),
                 )
                 found_batches = (found[index] for index in range(len(batches)))
             else:  # map keeps the order; each worker takes the next (longest remaining) batch when free
@@ -229,9 +233,13 @@ class TorchEngine:
         if self._processes is None:
             if self._process_weights is None:
                 return None
-            self._processes = DecodeProcesses(self.model.config, self._process_weights, self.decode, self.precision)
-            self._process_weights = None  # on disk now: int8's fp32 copy can go
-        self._processes.ensure(count)
+            weights, self._process_weights = self._process_weights, None  # serialised now: int8's fp32 copy can go
+            self._processes = DecodeProcesses(self.model.config, weights, self.precision)
+        try:
+            self._processes.ensure(count)
+        except OSError as error:  # no process can start here (resources, an embedded interpreter)
+            log.warning("decoding worker processes cannot start (%s); the workers are threads", error)
+            self._processes = None
         return self._processes
 
     def search_batch(self, batch_ids: list[Sequence[int]], search: Search, batch_index: int) -> list[list[Hypothesis]]:
