@@ -186,3 +186,14 @@ def test_translate_sample_is_reproducible_with_a_seed(tiny_model_dir, tmp_path):
     assert outputs[0] == outputs[1]
     assert outputs[0].split("\n")[1] == ""  # an empty line still gives an empty line
     assert len(outputs[0].split("\n")) == 5
+
+
+def test_worker_threads_keeps_every_worker_a_thread_of_this_process(tiny_model_dir):
+    from nmt.cli import build_parser, load_translator
+    from nmt.engine import available_cores
+
+    plain = ["translate", "--model", str(tiny_model_dir), "--workers", "2", "--threads", "1"]
+    threads_only = load_translator(build_parser().parse_args([*plain, "--worker-threads"]))
+    assert threads_only.engine.worker_processes(1) is None
+    if available_cores() > 1:  # where processes can help, the default keeps the weights to start them
+        assert load_translator(build_parser().parse_args(plain)).engine._process_weights is not None
