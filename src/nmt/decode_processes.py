@@ -1,5 +1,6 @@
 """Decoding worker processes: a translate call's batches shared between the calling thread and
-child processes, each with its own copy of the model and one intra-op thread.
+child processes, each with its own copy of the model and the caller's intra-op thread count.
+When they start is the engine's choice (nmt.engine.PROCESSES_AFTER_SECONDS).
 
 Why processes and not only threads: two decoding threads in one process take turns at Python's
 GIL around every torch operation, and each hand-over is a sleep and a wake-up. Given the same
