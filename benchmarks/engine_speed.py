@@ -121,10 +121,8 @@ def main() -> None:
     unpack_output_projection(settings["nmt fp32 mkl"].model)
     if args.only:
         settings = {name: t for name, t in settings.items() if name in args.only.split(",")}
-    for translator in settings.values():  # worker processes start now and are ready before the timing
-        if isinstance(translator.engine, TorchEngine) and cores > 1:
-            translator.engine.worker_processes(cores - 1)
-    translators = list(settings.values())
+    # Worker processes start now (in the background) and are ready before the timing.
+    started = [t.engine.worker_processes(cores - 1) for t in settings.values() if isinstance(t.engine, TorchEngine)]
     settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
     reference = Translator.load(args.model, device="cpu", workers=1, threads=1)
     settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)
@@ -138,9 +136,8 @@ def main() -> None:
         outputs: dict[str, list[str]] = {}
         for fn in settings.values():
             fn(sources[:50], 5)  # warm-up
-        for translator in translators:
-            if isinstance(translator.engine, TorchEngine) and translator.engine.worker_processes(0):
-                translator.engine.worker_processes(0).wait_ready()
+        for processes in filter(None, started):
+            processes.wait_ready()
         for _ in range(args.rounds):
             for name, fn in settings.items():
                 for key, beam in (("greedy", 1), ("beam5", 5)):

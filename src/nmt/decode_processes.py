@@ -214,8 +214,6 @@ class DecodeProcesses:
         finally:
             for feeder in feeders:
                 feeder.join()
-        while (job := take()) is not None:  # a job handed back by a child that died late
-            results[job] = run_here(job)
         if errors:
             raise errors[0]
         return results

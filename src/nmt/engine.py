@@ -154,12 +154,13 @@ class TorchEngine:
         check_counts(workers=workers, threads=threads)
         self.parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
         # The fp32 weights the worker processes will load, kept before int8 replaces them (for fp32
-        # they are the model's own tensors, no copy); written to a file when the processes start.
+        # they are the model's own tensors, no copy); serialised for them when they start.
         # A model in training is never copied: its weights would go stale.
+        self.cores = available_cores()
         self._process_weights: dict[str, torch.Tensor] | None = None
         on_cpu = next(model.parameters()).device.type == "cpu"
         frozen = not any(p.requires_grad for p in model.parameters())
-        parallel = workers != 1 and available_cores() > 1
+        parallel = workers != 1 and self.cores > 1
         if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
             self._process_weights = dict(model.state_dict())
         self._processes: DecodeProcesses | None = None
@@ -167,7 +168,6 @@ class TorchEngine:
         self.model = prepare_for_inference(model, precision)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads
-        self.cores = available_cores()
 
     @property
     def device(self) -> torch.device:
