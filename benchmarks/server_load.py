@@ -54,7 +54,8 @@ options = json.loads(options)
 if int(threads) > 0:
     torch.set_num_threads(int(threads))
 serve(model, host="127.0.0.1", port=int(port), device=device, batching=BatchingConfig(**options["batching"]),
-      limits=ServerLimits(**options["limits"]), connections=ConnectionOptions(**options["connections"]))
+      limits=ServerLimits(**options["limits"]), connections=ConnectionOptions(**options["connections"]),
+      load=options["load"])
 """
 
 
@@ -88,6 +89,7 @@ class ServerProcess:
             "batching": {"window_ms": args.window_ms, **(batching or {})},
             "limits": limits or {},
             "connections": connections or {},
+            "load": {"workers": args.workers} if args.workers else {},
         }
         argv = [args.model, self.port, args.threads, args.device, json.dumps(options)]
         self.process = subprocess.Popen(
@@ -471,6 +473,9 @@ def main() -> None:
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
     parser.add_argument("--window-ms", type=float, default=5, help="batching window with batching on (default 5)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in the server (default: torch's)")
+    parser.add_argument(
+        "--workers", type=int, default=0, help="engine workers in the server (default: the server's own default)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     parser.add_argument("--src", help="sentences to send, one per line (default: Multi30k val sources)")
     parser.add_argument("--json", action="store_true", help="print one JSON object per result")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.engine import Search, TorchEngine, batch_budget, intra_op_threads, plan_workers
+from nmt.engine import MIN_BATCH_ROWS, Search, TorchEngine, batch_budget, intra_op_threads, plan_workers
 from nmt.model import ModelConfig, Transformer
 from nmt.precision import is_int8
 from nmt.translator import Sampling, Translator
@@ -68,6 +68,50 @@ def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model
     translator.translate(sources, beam=1)
     assert len({ident for ident, _ in seen}) == 2 and {n for _, n in seen} == {1}
     assert torch.get_num_threads() == before
+
+
+def batches_seen(translator: Translator, texts: list[str], beam: int) -> list[tuple[int, int]]:
+    """(sentences, intra-op threads) of every batch one translate call searches."""
+    seen = []
+    search = translator.engine.search_batch
+
+    def spy(batch_ids, *args, **kwargs):
+        seen.append((len(batch_ids), torch.get_num_threads()))
+        return search(batch_ids, *args, **kwargs)
+
+    translator.engine.search_batch = spy
+    translator.translate(texts, beam=beam)
+    translator.engine.search_batch = search
+    return seen
+
+
+def test_a_call_is_spread_over_workers_only_in_batches_of_enough_rows(tiny_model_dir, sources):
+    translator = Translator.load(tiny_model_dir, worker_processes=False)  # workers and threads: the default plan
+    translator.engine.cores = 2
+    assert translator.decode.batch_tokens >= 60 * 40  # every call below fits one batch of the token budget
+    # 60 rows: two batches would hold fewer than MIN_BATCH_ROWS each, so one worker takes both cores.
+    assert len(sources) < 2 * MIN_BATCH_ROWS
+    assert batches_seen(translator, sources, beam=1) == [(60, 2)]
+    # 180 rows: worth two single-threaded workers, in about 180 // MIN_BATCH_ROWS batches (cut by padded
+    # tokens, so the longest sentences' batch holds fewer), not the 4 per worker of a large call.
+    seen = batches_seen(translator, sources, beam=3)
+    assert sum(n for n, _ in seen) == 60 and {t for _, t in seen} == {1}
+    assert 2 <= len(seen) <= 60 * 3 // MIN_BATCH_ROWS + 1 < 8
+    # Two workers asked for: six sentences are cut for two batches (three where padding splits one), not
+    # into one sentence each, as four batches per worker would.
+    seen = batches_seen(Translator.load(tiny_model_dir, workers=2, worker_processes=False), sources[:6], beam=1)
+    assert sum(n for n, _ in seen) == 6 and 2 <= len(seen) <= 3
+
+
+def test_start_workers_starts_one_process_per_core_beyond_the_first(tiny_model_dir, monkeypatch):
+    counts = []
+    for workers, cores, expected in ((None, 4, [3]), (2, 4, [1]), (1, 4, []), (None, 1, [])):
+        translator = Translator.load(tiny_model_dir, workers=workers)
+        translator.engine.cores = cores
+        monkeypatch.setattr(translator.engine, "worker_processes", lambda count: counts.append(count))
+        counts.clear()
+        translator.start_workers()
+        assert counts == expected, (workers, cores)
 
 
 def test_seeded_sampling_does_not_depend_on_the_workers(tiny_model_dir, sources):

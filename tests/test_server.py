@@ -360,11 +360,37 @@ def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options
     assert message in capsys.readouterr().err
 
 
-def test_nmt_serve_engine_options_reach_the_loader_with_one_worker_by_default(monkeypatch):
+def test_nmt_serve_engine_options_reach_the_loader(monkeypatch):
     seen = serve_arguments(monkeypatch)
-    assert seen["load"]["workers"] == 1 and seen["load"]["engine"] == "torch"
+    assert seen["load"]["workers"] is None and seen["load"]["engine"] == "torch"  # serve() picks the default
     seen = serve_arguments(monkeypatch, "--engine", "ctranslate2", "--precision", "int8", "--workers", "2")
     assert (seen["load"]["engine"], seen["load"]["precision"], seen["load"]["workers"]) == ("ctranslate2", "int8", 2)
+
+
+@pytest.mark.parametrize(
+    "load, workers", [({}, None), ({"workers": None}, None), ({"workers": 3}, 3), ({"engine": "ctranslate2"}, 1)]
+)
+def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch, load, workers):
+    """nmt's engine plans its workers per model call (a small batch runs on one); CTranslate2 keeps one."""
+    from nmt.server import app
+
+    loaded, calls = {}, []
+
+    class Loaded:
+        def start_workers(self):
+            calls.append("start_workers")
+
+    monkeypatch.setattr(app.Translator, "load", staticmethod(lambda model_dir, **kw: loaded.update(kw) or Loaded()))
+    monkeypatch.setattr(
+        app,
+        "model_info",
+        lambda model_dir, translator: {"model": "m", "src_lang": "de", "tgt_lang": "en", "parameters": 1},
+    )
+    monkeypatch.setattr(app, "create_app", lambda *a, **k: "app")
+    monkeypatch.setattr(app, "run_app", lambda *a, **k: calls.append("run_app"))
+    app.serve("m", load=load)
+    assert loaded.get("workers") == workers and loaded["device"] == "auto"  # None: Translator.load's plan
+    assert calls == ["start_workers", "run_app"]
 
 
 def test_nmt_serve_length_penalty_reaches_the_loader(monkeypatch):

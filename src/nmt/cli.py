@@ -183,8 +183,8 @@ def engine_options(
     g.add_argument(
         "--worker-threads",
         action="store_true",
-        help="torch engine: every worker a thread of this process (by default, once a run has decoded for "
-        "30 s, the workers beyond the first are processes: faster, about twice the memory)",
+        help="torch engine: every worker a thread of this process (by default, once a run has decoded for 30 s "
+        "or at the start of `nmt serve`, the workers beyond the first are processes: faster, about twice the memory)",
     )
     g.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -481,7 +481,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         weights=args.weights,
         engine=args.engine,
         precision=args.precision,
-        workers=args.workers or 1,
+        workers=args.workers,
         threads=args.threads,
         worker_processes=not args.worker_threads,
     )
@@ -664,7 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[model, length_penalty, engine_options("1: the batching queue already makes whole batches")],
+        parents=[model, length_penalty, engine_options("torch: one per core, a small batch on one; ctranslate2: 1")],
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
         "Every limit below is explained in docs/serving.md.",
     )

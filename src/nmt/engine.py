@@ -32,6 +32,11 @@ from .model import Transformer
 from .precision import autocast_for, is_int8, prepare_for_inference
 
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
+# Parallel workers get no batch smaller than this many rows (sentences x beam): a decoding step of a few rows
+# is mostly fixed cost (Python, small kernels), so a call of 200 short sentences is worth two workers but
+# one of 20 is not. Calls that fit one batch used to keep one worker with every core as intra-op threads,
+# which collapse when another process takes a core (docs/benchmarks.md, issue 11 session 20).
+MIN_BATCH_ROWS = 32
 # Worker processes start once an engine has decoded this long in parallel calls: a start costs a core for
 # 2-3 s, which a short run (`nmt translate` of a few thousand lines) would not win back (docs/benchmarks.md).
 PROCESSES_AFTER_SECONDS = 30.0
@@ -188,14 +193,16 @@ class TorchEngine:
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
         batches = self.batches_by_length(ids, search.beam)
+        pieces = max(len(batches), len(ids) * search.beam // MIN_BATCH_ROWS)  # batches worth a worker each
         if self.device.type == "cpu":
-            workers, threads = plan_workers(len(batches), self.cores, self.workers, self.threads)
+            workers, threads = plan_workers(pieces, self.cores, self.workers, self.threads)
         else:
             workers, threads = 1, torch.get_num_threads()
         # A few batches per worker, so that none waits long for the last one; but never for seeded
         # sampling, whose draws follow the batches and must not depend on the number of workers.
         if workers > 1 and search.seed is None:
-            batches = self.batches_by_length(ids, search.beam, min_batches=BATCHES_PER_WORKER * workers)
+            wanted = max(workers, min(BATCHES_PER_WORKER * workers, pieces))
+            batches = self.batches_by_length(ids, search.beam, min_batches=wanted)
         results: list[list[Hypothesis]] = [[] for _ in ids]
         use_processes = self._processes is not None or self._parallel_seconds >= PROCESSES_AFTER_SECONDS
         begun = time.perf_counter()
@@ -226,6 +233,13 @@ class TorchEngine:
         if workers > 1:
             self._parallel_seconds += time.perf_counter() - begun
         return results
+
+    def start_worker_processes(self) -> None:
+        """Start the worker processes now, in the background, rather than after PROCESSES_AFTER_SECONDS
+        of parallel calls: for a long-lived user (the server) that will pay for them anyway."""
+        workers, _ = plan_workers(self.cores, self.cores, self.workers, self.threads)
+        if workers > 1:
+            self.worker_processes(workers - 1)
 
     def worker_processes(self, count: int) -> DecodeProcesses | None:
         """The worker processes, `count` of them at least (started on first use, ready later), or

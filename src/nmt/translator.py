@@ -134,6 +134,12 @@ class Translator:
     def device(self) -> torch.device:
         return self.engine.device
 
+    def start_workers(self) -> None:
+        """Start nmt's engine's worker processes now rather than after 30 s of parallel decoding, for a
+        long-lived translator such as the server's (see TorchEngine); other engines start theirs at load."""
+        if isinstance(self.engine, TorchEngine):
+            self.engine.start_worker_processes()
+
     @classmethod
     def load(
         cls,

@@ -288,10 +288,15 @@ def serve(
 
     load: Translator.load's options (engine, precision, workers, threads, weights, device).
     """
-    # One engine worker by default: the batching queue already gives the model whole batches, and an
-    # engine that cuts each into smaller ones for parallel workers undoes the batching (measured: 1.7x
-    # instead of 2.8x over unbatched on 2 cores; docs/benchmarks.md).
-    translator = Translator.load(model_dir, **{"device": device, "workers": 1, **(load or {})})
+    # nmt's engine plans its workers per model call: a small batch from the queue runs whole on one worker
+    # (with every core), a large one is spread over one worker process per core (docs/benchmarks.md,
+    # issue 11 session 20). CTranslate2's engine keeps one worker: cut smaller, the queue's batches lost
+    # their gain (1.7x instead of 2.8x over unbatched on 2 cores, measured with nmt's engine before the plan).
+    load = {"device": device, **(load or {})}
+    if load.get("workers") is None and load.get("engine", "torch") != "torch":
+        load["workers"] = 1
+    translator = Translator.load(model_dir, **load)
+    translator.start_workers()  # the server runs long: its worker processes start now, not after 30 s
     info = model_info(model_dir, translator)
     access = access or access_policy(host)
     if host not in LOOPBACK_NAMES:
