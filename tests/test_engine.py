@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.engine import MIN_BATCH_ROWS, Search, TorchEngine, batch_budget, intra_op_threads, plan_workers
+from nmt.engine import MIN_BATCH_ROWS_THREADS, Search, TorchEngine, batch_budget, intra_op_threads, plan_workers
 from nmt.model import ModelConfig, Transformer
 from nmt.precision import is_int8
 from nmt.translator import Sampling, Translator
@@ -88,15 +88,14 @@ def batches_seen(translator: Translator, texts: list[str], beam: int) -> list[tu
 def test_a_call_is_spread_over_workers_only_in_batches_of_enough_rows(tiny_model_dir, sources):
     translator = Translator.load(tiny_model_dir, worker_processes=False)  # workers and threads: the default plan
     translator.engine.cores = 2
-    assert translator.decode.batch_tokens >= 60 * 40  # every call below fits one batch of the token budget
-    # 60 rows: two batches would hold fewer than MIN_BATCH_ROWS each, so one worker takes both cores.
-    assert len(sources) < 2 * MIN_BATCH_ROWS
-    assert batches_seen(translator, sources, beam=1) == [(60, 2)]
-    # 180 rows: worth two single-threaded workers, in about 180 // MIN_BATCH_ROWS batches (cut by padded
-    # tokens, so the longest sentences' batch holds fewer), not the 4 per worker of a large call.
-    seen = batches_seen(translator, sources, beam=3)
-    assert sum(n for n, _ in seen) == 60 and {t for _, t in seen} == {1}
-    assert 2 <= len(seen) <= 60 * 3 // MIN_BATCH_ROWS + 1 < 8
+    translator.decode.batch_tokens = 100_000  # every call below fits one batch of the token budget
+    # Too few rows for two batches of MIN_BATCH_ROWS_THREADS: one worker takes both cores.
+    beam = MIN_BATCH_ROWS_THREADS // len(sources) + 1
+    assert batches_seen(translator, sources, beam=beam) == [(60, 2)]
+    # Twice as many rows: worth two single-threaded workers, a batch each (cut by padded tokens, so the
+    # longest sentences may get a batch more), not the 4 per worker of a large call.
+    seen = batches_seen(translator, sources, beam=2 * beam)
+    assert sum(n for n, _ in seen) == 60 and {t for _, t in seen} == {1} and 2 <= len(seen) <= 3
     # Two workers asked for: six sentences are cut for two batches (three where padding splits one), not
     # into one sentence each, as four batches per worker would.
     seen = batches_seen(Translator.load(tiny_model_dir, workers=2, worker_processes=False), sources[:6], beam=1)

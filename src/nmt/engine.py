@@ -32,11 +32,13 @@ from .model import Transformer
 from .precision import autocast_for, is_int8, prepare_for_inference
 
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
-# Parallel workers get no batch smaller than this many rows (sentences x beam): a decoding step of a few rows
-# is mostly fixed cost (Python, small kernels), so a call of 200 short sentences is worth two workers but
-# one of 20 is not. Calls that fit one batch used to keep one worker with every core as intra-op threads,
-# which collapse when another process takes a core (docs/benchmarks.md, issue 11 session 20).
-MIN_BATCH_ROWS = 32
+# Parallel workers get no batch of fewer rows (sentences x beam) than this: a decoding step of a few rows is
+# mostly fixed cost (Python, short kernels), and worker threads hand Python's GIL to each other around every
+# operation, which costs the more the shorter the operations. Worker processes share no GIL, so smaller batches
+# pay there. Before this, a call that fit one batch of `batch_tokens` kept one worker with every core as
+# intra-op threads, which collapse when another process takes a core (docs/benchmarks.md, issue 11 session 20).
+MIN_BATCH_ROWS_THREADS = 100
+MIN_BATCH_ROWS_PROCESSES = 32
 # Worker processes start once an engine has decoded this long in parallel calls: a start costs a core for
 # 2-3 s, which a short run (`nmt translate` of a few thousand lines) would not win back (docs/benchmarks.md).
 PROCESSES_AFTER_SECONDS = 30.0
@@ -193,7 +195,11 @@ class TorchEngine:
     def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
         batches = self.batches_by_length(ids, search.beam)
-        pieces = max(len(batches), len(ids) * search.beam // MIN_BATCH_ROWS)  # batches worth a worker each
+        use_processes = self._processes is not None or (
+            self._process_weights is not None and self._parallel_seconds >= PROCESSES_AFTER_SECONDS
+        )
+        min_rows = MIN_BATCH_ROWS_PROCESSES if use_processes else MIN_BATCH_ROWS_THREADS
+        pieces = max(len(batches), len(ids) * search.beam // min_rows)  # batches worth a worker each
         if self.device.type == "cpu":
             workers, threads = plan_workers(pieces, self.cores, self.workers, self.threads)
         else:
@@ -204,7 +210,6 @@ class TorchEngine:
             wanted = max(workers, min(BATCHES_PER_WORKER * workers, pieces))
             batches = self.batches_by_length(ids, search.beam, min_batches=wanted)
         results: list[list[Hypothesis]] = [[] for _ in ids]
-        use_processes = self._processes is not None or self._parallel_seconds >= PROCESSES_AFTER_SECONDS
         begun = time.perf_counter()
 
         def run(index_and_rows: tuple[int, list[int]]) -> list[list[Hypothesis]]:
