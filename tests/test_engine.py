@@ -24,6 +24,8 @@ def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():
     assert plan_workers(batches=1, cores=2, workers=None, threads=None) == (1, 2)  # one sentence: latency
     assert plan_workers(batches=10, cores=8, workers=None, threads=2) == (4, 2)
     assert plan_workers(batches=10, cores=2, workers=3, threads=None) == (3, 1)
+    assert plan_workers(batches=100, cores=64, workers=None, threads=None) == (8, 8)  # 8 model copies at most
+    assert plan_workers(batches=100, cores=64, workers=16, threads=None) == (16, 4)  # unless asked for
 
 
 def test_the_batch_budget_is_shared_by_the_beams_and_shrinks_to_make_enough_batches():
@@ -102,9 +104,9 @@ def test_a_call_is_spread_over_workers_only_in_batches_of_enough_rows(tiny_model
     assert sum(n for n, _ in seen) == 6 and 2 <= len(seen) <= 3
 
 
-def test_start_workers_starts_one_process_per_core_beyond_the_first(tiny_model_dir, monkeypatch):
+def test_start_workers_starts_a_process_per_core_beyond_the_first_up_to_the_cap(tiny_model_dir, monkeypatch):
     counts = []
-    for workers, cores, expected in ((None, 4, [3]), (2, 4, [1]), (1, 4, []), (None, 1, [])):
+    for workers, cores, expected in ((None, 4, [3]), (2, 4, [1]), (1, 4, []), (None, 1, []), (None, 64, [7])):
         translator = Translator.load(tiny_model_dir, workers=workers)
         translator.engine.cores = cores
         monkeypatch.setattr(translator.engine, "worker_processes", lambda count: counts.append(count))

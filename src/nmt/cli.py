@@ -155,7 +155,7 @@ def length_penalty_options() -> argparse.ArgumentParser:
 
 
 def engine_options(
-    workers_default: str = "one per core; the torch engine uses fewer for few sentences",
+    workers_default: str = "one per core; the torch engine uses at most 8, and fewer for few sentences",
 ) -> argparse.ArgumentParser:
     """The options that choose how a model translates (translate, evaluate, serve)."""
     parent = Parser(add_help=False)

@@ -38,6 +38,9 @@ BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than ba
 # pay there. Before this, a call that fit one batch of `batch_tokens` kept one worker with every core as
 # intra-op threads, which collapse when another process takes a core (docs/benchmarks.md, issue 11 session 20).
 MIN_BATCH_ROWS_THREADS = 100
+# A memory guard, not a measured optimum (measured machines had 2 cores): every worker beyond the first is a
+# process with its own copy of the model (about as large as the caller: 0.3-0.8 GB for the Multi30k models).
+MAX_DEFAULT_WORKERS = 8
 MIN_BATCH_ROWS_PROCESSES = 32
 # Worker processes start once an engine has decoded this long in parallel calls: a start costs a core for
 # 2-3 s, which a short run (`nmt translate` of a few thousand lines) would not win back (docs/benchmarks.md).
@@ -124,10 +127,12 @@ def plan_workers(batches: int, cores: int, workers: int | None, threads: int | N
     """(workers, threads per worker) for `batches` batches on `cores` cores.
 
     By default one single-threaded worker per core, but never more workers than batches: a lone
-    sentence (one batch) gets every core as intra-op threads, for latency. An explicit value wins.
+    sentence (one batch) gets every core as intra-op threads, for latency. And never more than
+    MAX_DEFAULT_WORKERS: each worker process holds a copy of the model, so on a many-core machine the
+    default shares the cores out as intra-op threads instead. An explicit value wins.
     """
     if workers is None:
-        workers = max(1, min(cores if threads is None else cores // threads, batches))
+        workers = max(1, min(cores if threads is None else cores // threads, batches, MAX_DEFAULT_WORKERS))
     if threads is None:
         threads = max(1, cores // workers)
     return workers, threads
