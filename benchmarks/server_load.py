@@ -89,7 +89,7 @@ class ServerProcess:
             "batching": {"window_ms": args.window_ms, **(batching or {})},
             "limits": limits or {},
             "connections": connections or {},
-            "load": {"workers": args.workers} if args.workers else {},
+            "load": {"engine": args.engine, **({"workers": args.workers} if args.workers else {})},
         }
         argv = [args.model, self.port, args.threads, args.device, json.dumps(options)]
         self.process = subprocess.Popen(
@@ -475,6 +475,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads in the server (default: torch's)")
     parser.add_argument(
         "--workers", type=int, default=0, help="engine workers in the server (default: the server's own default)"
+    )
+    parser.add_argument(
+        "--engine", default="torch", help="torch | ctranslate2 (a model directory is converted at load)"
     )
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     parser.add_argument("--src", help="sentences to send, one per line (default: Multi30k val sources)")

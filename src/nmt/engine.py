@@ -33,15 +33,15 @@ from .precision import autocast_for, is_int8, prepare_for_inference
 
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
 # Parallel workers get no batch of fewer rows (sentences x beam) than this: a decoding step of a few rows is
-# mostly fixed cost (Python, short kernels), and worker threads hand Python's GIL to each other around every
-# operation, which costs the more the shorter the operations. Worker processes share no GIL, so smaller batches
-# pay there. Before this, a call that fit one batch of `batch_tokens` kept one worker with every core as
-# intra-op threads, which collapse when another process takes a core (docs/benchmarks.md, issue 11 session 20).
+# mostly fixed cost (Python, short kernels). Worker threads need larger batches than worker processes: they
+# hand Python's GIL to each other around every operation, which costs the more the shorter the operations.
+# Before this, a call that fit one batch of `batch_tokens` kept one worker with every core as intra-op
+# threads, which collapse when another process takes a core (docs/benchmarks.md, issue 11 session 20).
+MIN_BATCH_ROWS = 32
 MIN_BATCH_ROWS_THREADS = 100
 # A memory guard, not a measured optimum (measured machines had 2 cores): every worker beyond the first is a
 # process with its own copy of the model (about as large as the caller: 0.3-0.8 GB for the Multi30k models).
 MAX_DEFAULT_WORKERS = 8
-MIN_BATCH_ROWS_PROCESSES = 32
 # Worker processes start once an engine has decoded this long in parallel calls: a start costs a core for
 # 2-3 s, which a short run (`nmt translate` of a few thousand lines) would not win back (docs/benchmarks.md).
 PROCESSES_AFTER_SECONDS = 30.0
@@ -203,7 +203,7 @@ class TorchEngine:
         use_processes = self._processes is not None or (
             self._process_weights is not None and self._parallel_seconds >= PROCESSES_AFTER_SECONDS
         )
-        min_rows = MIN_BATCH_ROWS_PROCESSES if use_processes else MIN_BATCH_ROWS_THREADS
+        min_rows = MIN_BATCH_ROWS if use_processes else MIN_BATCH_ROWS_THREADS
         pieces = max(len(batches), len(ids) * search.beam // min_rows)  # batches worth a worker each
         if self.device.type == "cpu":
             workers, threads = plan_workers(pieces, self.cores, self.workers, self.threads)
