@@ -20,7 +20,8 @@ ALLOWED = {
     # Inference engines know the model, the searches and the files of a model directory, never the
     # Translator, the CLI or the server that use them.
     "packed_linear": set(),
-    "precision": {"packed_linear"},
+    "int8_linear": set(),
+    "precision": {"int8_linear", "packed_linear"},
     "engine": {"config", "decode_processes", "decoding", "model", "precision"},
     # Worker processes run the engine in a child interpreter (imported there, not at load).
     "decode_processes": {"config", "engine", "model"},
