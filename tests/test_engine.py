@@ -26,6 +26,7 @@ def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():
     assert plan_workers(batches=10, cores=2, workers=3, threads=None) == (3, 1)
     assert plan_workers(batches=100, cores=64, workers=None, threads=None) == (8, 8)  # 8 model copies at most
     assert plan_workers(batches=100, cores=64, workers=16, threads=None) == (16, 4)  # unless asked for
+    assert plan_workers(batches=100, cores=64, workers=None, threads=1) == (64, 1)  # or threads are given
 
 
 def test_the_batch_budget_is_shared_by_the_beams_and_shrinks_to_make_enough_batches():
@@ -72,8 +73,8 @@ def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model
     assert torch.get_num_threads() == before
 
 
-def batches_seen(translator: Translator, texts: list[str], beam: int) -> list[tuple[int, int]]:
-    """(sentences, intra-op threads) of every batch one translate call searches."""
+def batches_seen(translator: Translator, texts: list[str], **options) -> list[tuple[int, int]]:
+    """(sentences, intra-op threads) of every batch one translate call (with `options`) searches."""
     seen = []
     search = translator.engine.search_batch
 
@@ -82,7 +83,7 @@ def batches_seen(translator: Translator, texts: list[str], beam: int) -> list[tu
         return search(batch_ids, *args, **kwargs)
 
     translator.engine.search_batch = spy
-    translator.translate(texts, beam=beam)
+    translator.translate(texts, **options)
     translator.engine.search_batch = search
     return seen
 
@@ -102,6 +103,9 @@ def test_a_call_is_spread_over_workers_only_in_batches_of_enough_rows(tiny_model
     # into one sentence each, as four batches per worker would.
     seen = batches_seen(Translator.load(tiny_model_dir, workers=2, worker_processes=False), sources[:6], beam=1)
     assert sum(n for n, _ in seen) == 6 and 2 <= len(seen) <= 3
+    # Seeded sampling keeps the token budget's one batch (its draws follow the batches): every core on it.
+    many = sources * 4  # 240 rows: worth two workers, were the batch cut
+    assert batches_seen(translator, many, sampling=Sampling(seed=3)) == [(240, 2)]
 
 
 def test_start_workers_starts_a_process_per_core_beyond_the_first_up_to_the_cap(tiny_model_dir, monkeypatch):

@@ -184,7 +184,8 @@ def engine_options(
         "--worker-threads",
         action="store_true",
         help="torch engine: every worker a thread of this process (by default, once a run has decoded for 30 s "
-        "or at the start of `nmt serve`, the workers beyond the first are processes: faster, about twice the memory)",
+        "or at the start of `nmt serve`, the workers beyond the first are processes: faster, but each holds a "
+        "copy of the model)",
     )
     g.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
     g.add_argument("--device", default="auto", help="auto | cpu | cuda")
@@ -664,7 +665,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[model, length_penalty, engine_options("torch: one per core, a small batch on one; ctranslate2: 1")],
+        parents=[
+            model,
+            length_penalty,
+            engine_options("torch: a core each, at most 8, a small batch on one; ctranslate2: 1"),
+        ],
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
         "Every limit below is explained in docs/serving.md.",
     )

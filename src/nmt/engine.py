@@ -32,7 +32,7 @@ from .model import Transformer
 from .precision import autocast_for, is_int8, prepare_for_inference
 
 BATCHES_PER_WORKER = 4  # with parallel workers, batches are cut smaller than batch_tokens to make this many
-# Parallel workers get no batch of fewer rows (sentences x beam) than this: a decoding step of a few rows is
+# Parallel workers get batches of about this many rows (sentences x beam) or more: a decoding step of a few rows is
 # mostly fixed cost (Python, short kernels). Worker threads need larger batches than worker processes: they
 # hand Python's GIL to each other around every operation, which costs the more the shorter the operations.
 # Before this, a call that fit one batch of `batch_tokens` kept one worker with every core as intra-op
@@ -124,15 +124,17 @@ def batch_budget(batch_tokens: int, beam: int, total_tokens: int, min_batches: i
 
 
 def plan_workers(batches: int, cores: int, workers: int | None, threads: int | None) -> tuple[int, int]:
-    """(workers, threads per worker) for `batches` batches on `cores` cores.
+    """(workers, threads per worker) for a call that can be cut into `batches` batches, on `cores` cores.
 
     By default one single-threaded worker per core, but never more workers than batches: a lone
-    sentence (one batch) gets every core as intra-op threads, for latency. And never more than
-    MAX_DEFAULT_WORKERS: each worker process holds a copy of the model, so on a many-core machine the
-    default shares the cores out as intra-op threads instead. An explicit value wins.
+    sentence (one batch) gets every core as intra-op threads, for latency. With threads left to
+    choose, never more than MAX_DEFAULT_WORKERS: each worker process holds a copy of the model, so on
+    a many-core machine the default shares the cores out as intra-op threads instead. An explicit
+    value wins.
     """
     if workers is None:
-        workers = max(1, min(cores if threads is None else cores // threads, batches, MAX_DEFAULT_WORKERS))
+        most = cores if threads is None else cores // threads
+        workers = max(1, min(most, batches, MAX_DEFAULT_WORKERS if threads is None else most))
     if threads is None:
         threads = max(1, cores // workers)
     return workers, threads
@@ -142,12 +144,14 @@ class TorchEngine:
     """Translates source id lists with a Transformer in fp32, bf16 or int8 (see nmt.precision).
 
     workers / threads: parallel batches and intra-op threads each (None: chosen per call from the
-    cores and the number of batches, see `plan_workers`). On CUDA, one worker.
+    cores and how many batches the call is worth, by the token budget and by MIN_BATCH_ROWS; see
+    `plan_workers`). On CUDA, one worker.
     processes: on CPU, run the workers beyond the caller's thread as child processes (see
     nmt.decode_processes) where the model allows it: frozen (requires_grad False, as
     `Translator.load` gives it), fp32 or int8. Otherwise, or with False, they are threads. The
     processes start once the engine has decoded PROCESSES_AFTER_SECONDS in parallel calls, or when
-    `worker_processes` is called: a short run would spend on their start what they save.
+    `start_worker_processes` (the server) or `worker_processes` is called: a short run would spend on
+    their start what they save.
     """
 
     name = "torch"
@@ -204,7 +208,9 @@ class TorchEngine:
             self._process_weights is not None and self._parallel_seconds >= PROCESSES_AFTER_SECONDS
         )
         min_rows = MIN_BATCH_ROWS if use_processes else MIN_BATCH_ROWS_THREADS
-        pieces = max(len(batches), len(ids) * search.beam // min_rows)  # batches worth a worker each
+        pieces = max(len(batches), len(ids) * search.beam // min_rows)  # the batches worth a worker each
+        if search.seed is not None:  # seeded sampling keeps the token budget's batches (see below)
+            pieces = len(batches)
         if self.device.type == "cpu":
             workers, threads = plan_workers(pieces, self.cores, self.workers, self.threads)
         else:
@@ -247,7 +253,7 @@ class TorchEngine:
     def start_worker_processes(self) -> None:
         """Start the worker processes now, in the background, rather than after PROCESSES_AFTER_SECONDS
         of parallel calls: for a long-lived user (the server) that will pay for them anyway."""
-        workers, _ = plan_workers(self.cores, self.cores, self.workers, self.threads)
+        workers, _ = plan_workers(self.cores, self.cores, self.workers, self.threads)  # as for a call of many batches
         if workers > 1:
             self.worker_processes(workers - 1)
 

@@ -289,9 +289,9 @@ def serve(
     load: Translator.load's options (engine, precision, workers, threads, weights, device).
     """
     # nmt's engine plans its workers per model call: a small batch from the queue runs whole on one worker
-    # (with every core), a large one is spread over one worker process per core (docs/benchmarks.md,
-    # issue 11 session 20). CTranslate2's engine keeps one worker: cut smaller, the queue's batches lost
-    # their gain (1.7x instead of 2.8x over unbatched on 2 cores, measured with nmt's engine before the plan).
+    # (with every core), a large one is spread over up to one worker process per core (at most 8; capacity
+    # 1.20x on 2 cores, docs/benchmarks.md, issue 11 session 20). CTranslate2's engine keeps one worker:
+    # two gained nothing there (52.9-57.2 against 49.6-54.0 requests/s, 3 runs each).
     load = {"device": device, **(load or {})}
     if load.get("workers") is None and load.get("engine", "torch") != "torch":
         load["workers"] = 1
