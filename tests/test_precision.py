@@ -45,22 +45,6 @@ def test_int8_log_probs_stay_close_to_fp32_and_every_linear_layer_is_quantized(s
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
 
 
-def test_int8_layers_call_the_operator_directly_with_torch_ao_s_numbers():
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
-
-    from nmt.int8_linear import Int8Linear
-
-    int8 = prepare_for_inference(model_for(), "int8")
-    layers = [m for m in int8.modules() if isinstance(m, DynamicQuantizedLinear)]
-    assert layers and all(type(m) is Int8Linear for m in layers)
-    torch.manual_seed(1)
-    with torch.inference_mode():
-        for layer in layers:
-            for rows in (1, 7, 300):  # the activation scale is per call: one row and many
-                x = torch.randn(rows, 3, layer.in_features) * 4
-                assert torch.equal(layer(x), DynamicQuantizedLinear.forward(layer, x))
-
-
 def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources):
     """Cross-attention keys/values come from the split, quantized projections on both paths."""
 
