@@ -133,8 +133,8 @@ def plan_workers(batches: int, cores: int, workers: int | None, threads: int | N
     value wins.
     """
     if workers is None:
-        most = cores if threads is None else cores // threads
-        workers = max(1, min(most, batches, MAX_DEFAULT_WORKERS if threads is None else most))
+        most = min(cores, MAX_DEFAULT_WORKERS) if threads is None else cores // threads
+        workers = max(1, min(most, batches))
     if threads is None:
         threads = max(1, cores // workers)
     return workers, threads
