@@ -21,7 +21,8 @@ _LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default
 
 
 class Int8Linear(DynamicQuantizedLinear):
-    """A dynamically quantized int8 nn.Linear (built by `quantize_dynamic` with this class in its mapping).
+    """A dynamically quantized qint8 nn.Linear (built by `quantize_dynamic(..., dtype=torch.qint8)` with this
+    class in its mapping, as `nmt.precision.quantize_int8` does).
 
     Only forward differs from torch.ao's: the same operator with the same arguments (reduce_range, as
     torch.ao passes for its qint8 layers: fbgemm's AVX2 kernels need 7-bit activations to avoid
@@ -29,6 +30,4 @@ class Int8Linear(DynamicQuantizedLinear):
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self._packed_params.dtype != torch.qint8:  # an fp16 layer: torch.ao's own path
-            return super().forward(x)
         return _LINEAR_DYNAMIC(x, self._packed_params._packed_params, True)
