@@ -132,7 +132,7 @@ class uncached_search:
     """Make the Translator's searches re-run the decoder over the whole prefix at every step."""
 
     def __enter__(self):
-        import nmt.engine as engine_module
+        import nmt.inference.batch_search as engine_module
 
         self.module = engine_module
         self.saved = engine_module.greedy_search, engine_module.beam_search

@@ -9,7 +9,7 @@ median of each is reported), with its cased sacreBLEU for beam 5:
                        calling thread and worker processes, timed once they are ready)
 - nmt fp32/int8 threads: the same with every worker a thread of this process (worker_processes=False)
 - nmt fp32 mkl:        the same, with the output projection left to MKL where nmt would pack it
-                       for oneDNN (nmt.packed_linear; the same as "nmt fp32" on other CPUs)
+                       for oneDNN (nmt.inference.packed_linear; the same as "nmt fp32" on other CPUs)
 - nmt->ct2 fp32/int8:  `Translator(engine="ctranslate2")`: nmt's tokenisation, per-sentence limits
                        and GNMT re-ranking around CTranslate2
 - ct2 fp32 / int8:     CTranslate2 called directly the way its documentation suggests (one
@@ -31,10 +31,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from nmt.engine import TorchEngine
 from nmt.evaluation import score_translations
-from nmt.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
-from nmt.packed_linear import unpack_output_projection
+from nmt.inference.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
+from nmt.inference.packed_linear import unpack_output_projection
 from nmt.translator import Translator
 
 from common import load_multi30k, median, timed
@@ -122,7 +121,9 @@ def main() -> None:
     if args.only:
         settings = {name: t for name, t in settings.items() if name in args.only.split(",")}
     # Worker processes start now (in the background) and are ready before the timing.
-    started = [t.engine.worker_processes(cores - 1) for t in settings.values() if isinstance(t.engine, TorchEngine)]
+    for translator in settings.values():
+        translator.start_workers()
+    translators = list(settings.values())
     settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
     reference = Translator.load(args.model, device="cpu", workers=1, threads=1)
     settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)
@@ -136,8 +137,9 @@ def main() -> None:
         outputs: dict[str, list[str]] = {}
         for fn in settings.values():
             fn(sources[:50], 5)  # warm-up
-        for processes in filter(None, started):
-            processes.wait_ready()
+        for translator in translators:
+            if translator.engine.name == "torch" and translator.engine.runner.pool is not None:
+                translator.engine.runner.pool.wait_ready()
         for _ in range(args.rounds):
             for name, fn in settings.items():
                 for key, beam in (("greedy", 1), ("beam5", 5)):

@@ -3,7 +3,7 @@
     python benchmarks/linear_kernels.py [--threads 1] [--rows 1,4,8,...] [--vocab 8192]
 
 Prints, for each layer shape and row count, MKL's time over oneDNN's (above 1: oneDNN is
-faster), the median of 5 timed blocks. This is what `nmt.precision.packed_output_is_faster`
+faster), the median of 5 timed blocks. This is what `nmt.inference.precision.packed_output_is_faster`
 rests on: run it on a new CPU kind before changing that choice. Needs the machine to itself.
 """
 
@@ -15,7 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from nmt.packed_linear import PackedLinear, onednn_linear_available
+from nmt.inference.packed_linear import PackedLinear, onednn_linear_available
 
 from common import median
 

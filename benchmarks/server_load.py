@@ -49,13 +49,14 @@ HOST = "127.0.0.1"  # loopback only: this is a benchmark, not a deployment
 SERVER = """
 import json, sys, torch
 from nmt.server import BatchingConfig, ConnectionOptions, ServerLimits, serve
+from nmt.translator import EngineOptions
 model, port, threads, device, options = sys.argv[1:]
 options = json.loads(options)
 if int(threads) > 0:
     torch.set_num_threads(int(threads))
-serve(model, host="127.0.0.1", port=int(port), device=device, batching=BatchingConfig(**options["batching"]),
+serve(model, host="127.0.0.1", port=int(port), batching=BatchingConfig(**options["batching"]),
       limits=ServerLimits(**options["limits"]), connections=ConnectionOptions(**options["connections"]),
-      load=options["load"])
+      engine=EngineOptions(device=device, **options["engine"]))
 """
 
 
@@ -89,7 +90,7 @@ class ServerProcess:
             "batching": {"window_ms": args.window_ms, **(batching or {})},
             "limits": limits or {},
             "connections": connections or {},
-            "load": {"engine": args.engine, **({"workers": args.workers} if args.workers else {})},
+            "engine": {"engine": args.engine, **({"workers": args.workers} if args.workers else {})},
         }
         argv = [args.model, self.port, args.threads, args.device, json.dumps(options)]
         self.process = subprocess.Popen(

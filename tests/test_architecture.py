@@ -17,30 +17,13 @@ ALLOWED = {
     "model_dir": {"config", "tokenizer"},
     "checkpoint": {"model", "files", "model_dir"},
     "evaluation": set(),
-    # Inference engines know the model, the searches and the files of a model directory, never the
-    # Translator, the CLI or the server that use them.
-    "packed_linear": set(),
-    "int8_linear": set(),
-    "precision": {"int8_linear", "packed_linear"},
-    "engine": {"config", "decode_processes", "decoding", "model", "precision"},
-    # Worker processes run the engine in a child interpreter (imported there, not at load).
-    "decode_processes": {"config", "engine", "model"},
-    "export_ctranslate2": {"checkpoint", "model", "model_dir", "tokenizer"},
-    "engine_ctranslate2": {"config", "decoding", "engine", "export_ctranslate2", "tokenizer"},
-    "translator": {
-        "checkpoint",
-        "config",
-        "decoding",
-        "engine",
-        "engine_ctranslate2",
-        "export_ctranslate2",
-        "model",
-        "model_dir",
-        "tokenizer",
-    },
+    # Inference knows the model, the searches and the files of a model directory, never the
+    # Translator, the CLI or the server that use it (its own modules' rules: INFERENCE below).
+    "inference": {"checkpoint", "config", "config_checks", "decoding", "inference", "model", "model_dir", "tokenizer"},
+    "translator": {"config", "decoding", "inference", "model", "model_dir", "tokenizer"},
     "translation_io": {"translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
-    "tuning": {"config", "evaluation", "model_dir", "translator"},
+    "tuning": {"config", "evaluation", "inference", "model_dir", "translator"},
     "plots": {"model", "model_dir", "tokenizer", "translator"},
     # Training uses the library; only the CLI uses training.
     "training": {
@@ -56,14 +39,15 @@ ALLOWED = {
     },
     # Serving (the HTTP app, its request checks, batching queue, access rules, metrics, web page) is one
     # package over the Translator; nothing imports it but the CLI.
-    "server": {"model_dir", "tokenizer", "translator"},
+    "server": {"config_checks", "model_dir", "tokenizer", "translator"},
     # The shells: nothing imports them (but `python -m nmt`).
     "cli": {
         "checkpoint",
         "config",
+        "config_checks",
         "data",
         "evaluation",
-        "export_ctranslate2",
+        "inference",
         "model_dir",
         "plots",
         "server",
@@ -110,6 +94,89 @@ def test_imports_point_one_way():
         assert not bad, f"{path.relative_to(SRC)} imports {sorted(bad)}; {top} may import only {sorted(ALLOWED[top])}"
         checked += 1
     assert checked >= 7  # the model package alone has seven modules
+
+
+# Within inference: each module's place (see nmt/inference/__init__.py). What a call asks for (plan,
+# choices) imports no engine; one batch's search knows no workers; the worker processes import the
+# batch search, never an engine; only loading knows both engines.
+INFERENCE = {
+    "choices": set(),
+    "plan": {"choices"},
+    "int8_linear": set(),
+    "packed_linear": set(),
+    "precision": {"choices", "int8_linear", "packed_linear"},
+    "batch_search": {"plan", "precision"},
+    "workers": {"batch_search", "plan", "precision"},
+    "torch_engine": {"batch_search", "plan", "precision", "workers"},
+    "export_ctranslate2": {"choices"},
+    "ctranslate2_engine": {"batch_search", "export_ctranslate2", "plan"},
+    "loading": {"ctranslate2_engine", "export_ctranslate2", "plan", "torch_engine"},
+    "__init__": set(),
+}
+
+
+def module_imports(path: Path) -> set[str]:
+    """Dotted nmt modules (files) that a file imports, relative imports resolved; `from pkg import mod`
+    counts the module."""
+    modules = {module_name(p) for p in SRC.rglob("*.py")}
+    tree = ast.parse(path.read_text())
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module_name(path):
+                found.add(name)
+    return found
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """nmt module -> the nmt modules it imports (the package `nmt` itself left out: it loads lazily)."""
+    return {module_name(p): module_imports(p) - {"nmt"} for p in SRC.rglob("*.py")}
+
+
+def test_inference_modules_keep_their_places():
+    checked = 0
+    for path in (SRC / "inference").glob("*.py"):
+        name = path.stem
+        inside = {m.removeprefix("nmt.inference.") for m in module_imports(path) if m.startswith("nmt.inference.")}
+        assert inside <= INFERENCE[name], f"inference/{path.name} imports {sorted(inside - INFERENCE[name])}"
+        checked += 1
+    assert checked == len(INFERENCE), "add the new inference module to INFERENCE"
+
+
+def test_no_module_imports_itself_through_others():
+    graph = import_graph()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        if module in path:
+            raise AssertionError("import circle: " + " -> ".join(path[path.index(module) :] + [module]))
+        if module in done:
+            return
+        for imported in graph.get(module, ()):
+            visit(imported, [*path, module])
+        done.add(module)
+
+    for module in graph:
+        visit(module, [])
+    assert sum(map(len, graph.values())) > 100  # the graph was read, not empty
 
 
 def test_every_module_has_an_import_rule():

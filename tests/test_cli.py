@@ -93,7 +93,7 @@ def test_evaluate_prints_sacrebleu_scores_with_signatures(tiny_model_dir, tmp_pa
 
 
 def test_length_penalty_option_is_the_alpha_the_search_ranks_with(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    from nmt.engine import TorchEngine
+    from nmt.inference.torch_engine import TorchEngine
 
     alphas = []
     search_with = TorchEngine.translate_ids
@@ -190,10 +190,10 @@ def test_translate_sample_is_reproducible_with_a_seed(tiny_model_dir, tmp_path):
 
 def test_worker_threads_keeps_every_worker_a_thread_of_this_process(tiny_model_dir):
     from nmt.cli import build_parser, load_translator
-    from nmt.engine import available_cores
+    from nmt.inference.plan import available_cores
 
     plain = ["translate", "--model", str(tiny_model_dir), "--workers", "2", "--threads", "1"]
     threads_only = load_translator(build_parser().parse_args([*plain, "--worker-threads"]))
-    assert threads_only.engine.worker_processes(1) is None
+    assert threads_only.engine.runner.start_processes(1) is None
     if available_cores() > 1:  # where processes can help, the default keeps the weights to start them
-        assert load_translator(build_parser().parse_args(plain)).engine._process_weights is not None
+        assert load_translator(build_parser().parse_args(plain)).engine.runner._process_weights is not None

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from nmt.cli import MAX_BEAM, main
+from nmt.cli import main
+from nmt.cli.common import MAX_BEAM
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = (
@@ -145,8 +146,8 @@ TRANSLATE_CASES = [
         1,
         r"beam \(251\) must be at most 250, half the target vocabulary",
     ),
-    case(f"{TRANSLATE} --length-penalty -1", 1, "--length-penalty must be a number >= 0, got -1.0"),
-    case(f"{TRANSLATE} --length-penalty nan", 1, "--length-penalty must be a number >= 0, got nan"),
+    case(f"{TRANSLATE} --length-penalty -1", 1, "--length-penalty must be >= 0, got -1.0"),
+    case(f"{TRANSLATE} --length-penalty nan", 1, "--length-penalty must be a finite number, got nan"),
     case(f"{TRANSLATE} --length-penalty one", 2, "argument --length-penalty: invalid float value: 'one'"),
     case(
         f"{TRANSLATE} --sample --length-penalty 1",
@@ -154,14 +155,14 @@ TRANSLATE_CASES = [
         "--length-penalty ranks beam search hypotheses: it does not apply to --sample",
     ),
     case(f"{TRANSLATE} --chunk 0", 1, "--chunk must be at least 1, got 0"),
-    case(f"{TRANSLATE} --workers 0", 1, "--workers must be at least 1, got 0"),
-    case(f"{TRANSLATE} --threads -1", 1, "--threads must be at least 1, got -1"),
+    case(f"{TRANSLATE} --workers 0", 1, "--workers must be >= 1, got 0"),
+    case(f"{TRANSLATE} --threads -1", 1, "--threads must be >= 1, got -1"),
     case(f"{TRANSLATE} --device tpu", 1, "--device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
     case(f"{TRANSLATE} --device cuda:99", 1, r"--device cuda:99: this machine has \d+ CUDA device"),
     case(f"{TRANSLATE} --sample --beam 2", 1, "--sample draws one translation at random: leave out --beam"),
     case(f"{TRANSLATE} --top-k 5", 1, "--temperature, --top-k and --seed apply to --sample only"),
-    case(f"{TRANSLATE} --sample --temperature 0", 1, "temperature must be > 0 and finite, got 0"),
-    case(f"{TRANSLATE} --sample --top-k -1", 1, "top_k must be >= 0 .*, got -1"),
+    case(f"{TRANSLATE} --sample --temperature 0", 1, "--temperature must be > 0, got 0.0"),
+    case(f"{TRANSLATE} --sample --top-k -1", 1, "--top-k must be >= 0 .*, got -1"),
     case(f"{TRANSLATE} --sample --temperature inf", 1, "temperature .*got inf"),
     case(f"{TRANSLATE} --sample --seed {2**70}", 1, f"seed .*got {2**70}"),
     case("translate --model {model} --input {no_file}", 1, "{no_file}: No such file or directory"),
@@ -183,8 +184,12 @@ EVALUATE_CASES = [
     case(f"{EVALUATE} --src {{src}} --ref {{latin1}}", 1, "{latin1}:2: .*UTF-8"),
     case(f"{EVALUATE} --src {{src}}", 1, "give --src FILE and --ref FILE, or --test"),
     case(f"{EVALUATE} --src {{src}} --ref {{ref}} --beam 0", 1, "--beam must be between 1 and"),
-    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --length-penalty inf", 1, "--length-penalty must be a number >= 0"),
-    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --workers 0", 1, "--workers must be at least 1, got 0"),
+    case(
+        f"{EVALUATE} --src {{src}} --ref {{ref}} --length-penalty inf",
+        1,
+        "--length-penalty must be a finite number, got inf",
+    ),
+    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --workers 0", 1, "--workers must be >= 1, got 0"),
     case(f"{EVALUATE} --test multi30k", 1, "--test 'multi30k' must look like multi30k:test_2016_flickr:de-en"),
     case(f"{EVALUATE} --test multi30k:test:de", 1, "--test 'multi30k:test:de' must look like"),
     case(f"{EVALUATE} --test nope:test_2016_flickr:de-en", 1, "unknown corpus 'nope'; known corpora: multi30k"),
@@ -218,7 +223,7 @@ OTHERS = [
     case("serve --model {model} --port -1", 1, "--port must be between 0 and 65535, got -1"),
     case("serve --model {model} --max-beam 0", 1, f"--max-beam must be between 1 and {MAX_BEAM}, got 0"),
     case("serve --model {model} --max-beam 1000", 1, f"--max-beam must be between 1 and {MAX_BEAM}, got 1000"),
-    case("serve --model {model} --workers 0", 1, "--workers must be at least 1, got 0"),
+    case("serve --model {model} --workers 0", 1, "--workers must be >= 1, got 0"),
     case("serve --model {model} --device tpu", 1, "--device must be auto, cpu, cuda or cuda:N"),
     case(
         "serve --model {model} --max-pending-sentences 8",

@@ -5,6 +5,7 @@ import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import httpx
@@ -14,7 +15,7 @@ from fastapi.testclient import TestClient
 from nmt.config import DecodeConfig
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import BatchingConfig, BatchingQueue
-from nmt.translator import Translation, Translator
+from nmt.translator import EngineOptions, Translation, Translator
 
 LOCAL = "http://127.0.0.1"  # TestClient's own Host, "testserver", is not one the server answers by default
 JSON = {"Content-Type": "application/json"}
@@ -26,6 +27,7 @@ class EchoTranslator:
 
     def __init__(self, *, delay: float = 0.0, fail_once: bool = False, poison: str | None = None):
         self.decode = DecodeConfig()
+        self.engine = SimpleNamespace(name="echo", supports_attention=True)  # what the app asks of an engine
         self.delay, self.fail_once, self.poison = delay, fail_once, poison
         self.calls: list[tuple[list[str], int, bool]] = []
         self.entered = threading.Event()  # set when a call starts
@@ -335,7 +337,7 @@ def test_nmt_serve_options_reach_the_server(monkeypatch):
         "https://mt.example.org",
     )
     assert seen["limits"].deadline_s == 3 and seen["batching"].max_pending_sentences == 100
-    assert seen["connections"].header_timeout_s == 2 and seen["connections"].max_connections is None
+    assert seen["connections"].header_timeout_s == 2 and seen["connections"].max_connections == 0
     assert seen["access"].allowed_hosts == ("mt.example.org", "10.0.0.5")
     assert seen["access"].allowed_origins == ("https://mt.example.org",)
 
@@ -343,12 +345,12 @@ def test_nmt_serve_options_reach_the_server(monkeypatch):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--workers", "0"], "--workers must be at least 1"),
-        (["--threads", "-2", "--engine", "ctranslate2"], "--threads must be at least 1"),
-        (["--deadline", "0"], "server limit deadline_s must be > 0, got 0"),
+        (["--workers", "0"], "--workers must be >= 1, got 0"),
+        (["--threads", "-2", "--engine", "ctranslate2"], "--threads must be >= 1, got -2"),
+        (["--deadline", "0"], "--deadline must be > 0, got 0.0"),
         (["--max-pending-sentences", "10"], "--max-pending-sentences (10) must be at least --max-sentences (64)"),
-        (["--header-timeout", "-1"], "connection limit header_timeout_s must be > 0, got -1"),
-        (["--length-penalty", "-1"], "--length-penalty must be a number >= 0, got -1.0"),
+        (["--header-timeout", "-1"], "--header-timeout must be > 0, got -1.0"),
+        (["--length-penalty", "-1"], "--length-penalty must be >= 0, got -1.0"),
     ],
 )
 def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options, message):
@@ -362,15 +364,16 @@ def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options
 
 def test_nmt_serve_engine_options_reach_the_loader(monkeypatch):
     seen = serve_arguments(monkeypatch)
-    assert seen["load"]["workers"] is None and seen["load"]["engine"] == "torch"  # serve() picks the default
+    assert seen["engine"] == EngineOptions()  # serve() picks the workers
     seen = serve_arguments(monkeypatch, "--engine", "ctranslate2", "--precision", "int8", "--workers", "2")
-    assert (seen["load"]["engine"], seen["load"]["precision"], seen["load"]["workers"]) == ("ctranslate2", "int8", 2)
+    assert seen["engine"] == EngineOptions(engine="ctranslate2", precision="int8", workers=2)
 
 
 @pytest.mark.parametrize(
-    "load, workers", [({}, None), ({"workers": None}, None), ({"workers": 3}, 3), ({"engine": "ctranslate2"}, 1)]
+    "options, workers",
+    [({}, None), ({"workers": None}, None), ({"workers": 3}, 3), ({"engine": "ctranslate2"}, 1)],
 )
-def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch, load, workers):
+def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch, options, workers):
     """nmt's engine plans its workers per model call (a small batch runs on one); CTranslate2 keeps one."""
     from nmt.server import app
 
@@ -380,7 +383,9 @@ def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch,
         def start_workers(self):
             calls.append("start_workers")
 
-    monkeypatch.setattr(app.Translator, "load", staticmethod(lambda model_dir, **kw: loaded.update(kw) or Loaded()))
+    monkeypatch.setattr(
+        app.Translator, "load", staticmethod(lambda model_dir, engine, **kw: loaded.update(engine=engine) or Loaded())
+    )
     monkeypatch.setattr(
         app,
         "model_info",
@@ -388,14 +393,14 @@ def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch,
     )
     monkeypatch.setattr(app, "create_app", lambda *a, **k: "app")
     monkeypatch.setattr(app, "run_app", lambda *a, **k: calls.append("run_app"))
-    app.serve("m", load=load)
-    assert loaded.get("workers") == workers and loaded["device"] == "auto"  # None: Translator.load's plan
+    app.serve("m", engine=EngineOptions(**options))
+    assert loaded["engine"].workers == workers and loaded["engine"].device == "auto"  # None: the engine's plan
     assert calls == ["start_workers", "run_app"]
 
 
 def test_nmt_serve_length_penalty_reaches_the_loader(monkeypatch):
-    assert serve_arguments(monkeypatch)["load"]["length_penalty"] is None  # the model's decode.length_penalty
-    assert serve_arguments(monkeypatch, "--length-penalty", "2.5")["load"]["length_penalty"] == 2.5
+    assert serve_arguments(monkeypatch)["length_penalty"] is None  # the model's decode.length_penalty
+    assert serve_arguments(monkeypatch, "--length-penalty", "2.5")["length_penalty"] == 2.5
 
 
 def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, translator):

@@ -129,7 +129,7 @@ def test_a_client_that_disconnects_leaves_the_queue_before_translation():
 
 
 SLOW_SERVER = """
-import socket, sys, time
+import socket, sys, time, types
 from nmt.server.batching_queue import BatchingConfig
 from nmt.config import DecodeConfig
 from nmt.server import ConnectionOptions, ServerLimits, create_app, run_app
@@ -137,6 +137,7 @@ from nmt.translator import Translation
 
 class Slow:
     decode = DecodeConfig()
+    engine = types.SimpleNamespace(name="slow", supports_attention=True)
     def translate_detailed(self, texts, *, beam=None, return_attention=False):
         time.sleep(float(sys.argv[1]))
         return [[Translation(t, 0.0, 0.0, [], [])] for t in texts]

@@ -26,7 +26,7 @@ class CountingTranslator:
     """A Translator that counts its calls, to show the selectors re-draw without asking the server."""
 
     def __init__(self, translator: Translator):
-        self.translator, self.decode, self.calls = translator, translator.decode, 0
+        self.translator, self.decode, self.engine, self.calls = translator, translator.decode, translator.engine, 0
 
     def translate_detailed(self, texts, **options):
         self.calls += 1

@@ -169,7 +169,7 @@ def attention_maps(translator: Translator, sentence: str, *, beam: int = 1) -> A
     model = translator.model
     src = torch.tensor([src_ids], device=translator.device)  # (1, src_len): one sentence, no padding
     tgt_in = torch.tensor([tgt_ids], device=translator.device)  # (1, tgt_len)
-    with translator.engine.autocast():  # bf16: the linear weights are bf16 (nmt.precision)
+    with translator.engine.autocast():  # bf16: the linear weights are bf16 (nmt.inference.precision)
         encoded = model.encode(src, need_weights=True)
         decoded = model.decode(tgt_in, encoded, need_weights=True)
 

@@ -4,7 +4,7 @@ Beam search ranks a finished hypothesis by log_prob / ((5 + length) / 6)^alpha (
 nmt.decoding.penalties). Wu et al.'s alpha 0.6 is every model's default, but how short a
 model's beam output runs depends on the model: the 20-minute de→en model gave 0.875 of the
 reference length on test at 0.6, and 36.05 instead of 33.38 BLEU at the alpha chosen on the
-validation set (docs/benchmarks.md). So alpha is chosen per model: translate a validation set
+validation set (docs/results.md). So alpha is chosen per model: translate a validation set
 with each candidate, keep the one with the best cased BLEU. Never choose it on the test set, and
 do not take the gain for granted there: on the 20-minute en→de model val's choice (2.0) gained
 2.05 BLEU on val and lost 0.24 on test, whose output was already longer at 0.6.
@@ -12,13 +12,13 @@ do not take the gain for granted there: on the 20-minute en→de model val's cho
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .config import ExperimentConfig
 from .evaluation import Scores, score_translations
+from .inference.plan import check_length_penalty
 from .model_dir import RUN_CONFIG, read_run_config
 from .translator import Translator
 
@@ -40,9 +40,11 @@ def length_ratio(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 
 
 def check_alphas(alphas: Sequence[float]) -> None:
-    """ValueError unless `alphas` holds one or more numbers >= 0 (finite)."""
-    if not alphas or any(not 0 <= a < math.inf for a in alphas):
-        raise ValueError(f"alphas must be one or more numbers >= 0, got {list(alphas)}")
+    """ValueError unless `alphas` holds one or more GNMT alphas (see `check_length_penalty`)."""
+    if not alphas:
+        raise ValueError("alphas must be one or more numbers >= 0, got none")
+    for alpha in alphas:
+        check_length_penalty(alpha)
 
 
 def try_length_penalty(
@@ -55,7 +57,6 @@ def try_length_penalty(
     pretokenized: bool = False,
 ) -> PenaltyTrial:
     """Translate `sources` with beam search under `alpha` and score it against `references`."""
-    check_alphas([alpha])
     hypotheses = translator.translate(list(sources), beam=beam, length_penalty=alpha)
     scores = score_translations(hypotheses, list(references), pretokenized=pretokenized)
     return PenaltyTrial(alpha, scores, length_ratio(hypotheses, references))

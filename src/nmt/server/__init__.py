@@ -3,31 +3,48 @@
     nmt serve --model runs/de_en --port 8000          # or, in Python:
     from nmt.server import serve; serve("runs/de_en", port=8000)
 
+settings.py        ServerLimits, BatchingConfig, ConnectionOptions: every setting, its option and help
 app.py             the FastAPI app: routes, the web page, model info, serve / run_app / serve_in_thread
-requests.py        reading and checking a request body; the JSON answer (ServerLimits)
+requests.py        reading and checking a request body; the JSON answer
 batching_queue.py  one worker thread translating concurrent requests together, bounded, with deadlines
 access.py          Host and Origin allow-lists (AccessPolicy)
-connections.py     uvicorn's timeouts and connection limits; draining at SIGTERM (ConnectionOptions)
+connections.py     uvicorn's timeouts and connection limits; draining at SIGTERM
 metrics.py         /metrics in the Prometheus text format, one registry per app
 web/index.html     the web page
+
+The public names load on first use, so that `nmt --help` can read the settings without loading
+FastAPI or torch.
 """
 
-from .access import AccessPolicy
-from .app import access_policy, create_app, model_info, run_app, serve, serve_in_thread
-from .batching_queue import BatchingConfig
-from .connections import ConnectionOptions
-from .requests import ApiError, ServerLimits
+from __future__ import annotations
 
-__all__ = [
-    "AccessPolicy",
-    "ApiError",
-    "BatchingConfig",
-    "ConnectionOptions",
-    "ServerLimits",
-    "access_policy",
-    "create_app",
-    "model_info",
-    "run_app",
-    "serve",
-    "serve_in_thread",
-]
+import importlib
+from typing import Any
+
+# public name -> the module that defines it
+_PUBLIC = {
+    "AccessPolicy": "access",
+    "ApiError": "requests",
+    "BatchingConfig": "settings",
+    "ConnectionOptions": "settings",
+    "ServerLimits": "settings",
+    "access_policy": "app",
+    "create_app": "app",
+    "model_info": "app",
+    "run_app": "app",
+    "serve": "app",
+    "serve_in_thread": "app",
+}
+__all__ = list(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'nmt.server' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

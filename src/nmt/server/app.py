@@ -28,6 +28,7 @@ the letters: harmless (the model reads them as it would anywhere), but worth kno
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import socket
 import threading
@@ -47,7 +48,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
 from ..model_dir import read_run_config
-from ..translator import Translation, Translator
+from ..translator import EngineOptions, Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
@@ -214,9 +215,7 @@ def create_app(
         finally:
             metrics.latency.labels(outcome).observe(time.perf_counter() - start)
 
-    engine = getattr(translator, "engine", None)  # test stubs have none
-    engine_name = getattr(engine, "name", "torch")
-    attention_available = getattr(engine, "supports_attention", True)
+    engine_name, attention_available = translator.engine.name, translator.engine.supports_attention
 
     async def translate_request(request: Request) -> Response:
         check_json_content_type(request)
@@ -278,24 +277,23 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     limits: ServerLimits | None = None,
-    device: str = "auto",
+    engine: EngineOptions | None = None,
+    length_penalty: float | None = None,
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
-    load: dict[str, Any] | None = None,
 ) -> None:
     """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see connections.py).
 
-    load: Translator.load's options (engine, precision, workers, threads, weights, device).
+    engine: how the model runs (EngineOptions); length_penalty: the GNMT alpha of every request
+    (default: the model's decode.length_penalty).
     """
-    # nmt's engine plans its workers per model call: a small batch from the queue runs whole on one worker
-    # (with every core), a large one is spread over up to one worker process per core (at most 8; capacity
-    # 1.20x on 2 cores, docs/benchmarks.md, issue 11 session 20). CTranslate2's engine keeps one worker:
-    # two gained nothing there (52.9-57.2 against 49.6-54.0 requests/s, 3 runs each).
-    load = {"device": device, **(load or {})}
-    if load.get("workers") is None and load.get("engine", "torch") != "torch":
-        load["workers"] = 1
-    translator = Translator.load(model_dir, **load)
+    engine = engine or EngineOptions()
+    if engine.workers is None and engine.engine != "torch":
+        # nmt's engine plans its workers per model call; CTranslate2's keeps one worker here: two
+        # gained no requests/s (docs/benchmarks-log.md).
+        engine = dataclasses.replace(engine, workers=1)
+    translator = Translator.load(model_dir, engine, length_penalty=length_penalty)
     translator.start_workers()  # the server runs long: its worker processes start now, not after 30 s
     info = model_info(model_dir, translator)
     access = access or access_policy(host)

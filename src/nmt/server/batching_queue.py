@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..translator import Translation
+from .settings import BatchingConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,27 +55,6 @@ class Translates(Protocol):
     def translate_detailed(
         self, texts: Sequence[str], *, beam: int | None = None, return_attention: bool = False
     ) -> list[list[Translation]]: ...
-
-
-@dataclass(frozen=True)
-class BatchingConfig:
-    """How long to wait for company, and how much company to take.
-
-    window_ms = 0 still takes every request already waiting; max_sentences = 1 turns batching off
-    (one request per call), which is what the load benchmark compares against.
-    """
-
-    window_ms: float = 5.0  # after the first request arrives, how long to wait for more
-    max_sentences: int = 64  # stop collecting once the batch holds this many sentences
-    max_pending_sentences: int = 256  # sentences waiting (not yet with the model); more is Overloaded
-    stop_timeout_s: float = 4.0  # at stop(), how long the batch in hand may take before it is abandoned
-
-    def __post_init__(self):
-        if self.window_ms < 0 or self.max_sentences < 1 or self.max_pending_sentences < 1 or self.stop_timeout_s < 0:
-            raise ValueError(
-                f"need window_ms >= 0, max_sentences >= 1, max_pending_sentences >= 1 and "
-                f"stop_timeout_s >= 0, got {self}"
-            )
 
 
 class Overloaded(RuntimeError):

@@ -17,28 +17,12 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-
-@dataclass(frozen=True)
-class ConnectionOptions:
-    """The ASGI server's own limits (uvicorn settings, exposed as `nmt serve` options)."""
-
-    header_timeout_s: float = 10.0  # for a request line and headers to arrive, on a new or kept-alive connection
-    keep_alive_s: int = 5  # an idle keep-alive connection is closed after this (uvicorn timeout_keep_alive)
-    max_connections: int | None = 1024  # connections + requests in progress; more get 503 (limit_concurrency)
-    max_header_bytes: int = 16 * 1024  # request line + headers; more is a 400 (h11_max_incomplete_event_size)
-    backlog: int = 128  # connections the kernel holds before they are accepted
-    graceful_timeout_s: float = 5.0  # at shutdown, how long requests in progress may take before they are cancelled
-
-    def __post_init__(self):
-        for name, value in asdict(self).items():
-            if value is not None and not value > 0:  # max_connections=None: no limit
-                raise ValueError(f"connection limit {name} must be > 0, got {value}")
+from .settings import ConnectionOptions
 
 
 class HeaderTimeoutProtocol(H11Protocol):
@@ -110,7 +94,7 @@ def uvicorn_config(
         ws="none",
         lifespan="on",
         timeout_keep_alive=options.keep_alive_s,
-        limit_concurrency=options.max_connections,
+        limit_concurrency=options.max_connections or None,  # 0: no limit
         backlog=options.backlog,
         h11_max_incomplete_event_size=options.max_header_bytes,
         timeout_graceful_shutdown=options.graceful_timeout_s,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastapi import Request
@@ -19,28 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..tokenizer import EOS
 from ..translator import Translation
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """What one request may ask for and how long it may take; anything larger is refused with a 4xx
-    naming the limit, anything slower with a JSON error (408 for a slow body, 503 past the deadline)."""
-
-    max_sentences: int = 64  # sentences in one request
-    max_chars: int = 1000  # characters in one sentence
-    max_beam: int = 8  # beam size
-    max_body_bytes: int = 256 * 1024  # request body, checked before it is parsed
-    # Attention is (layers x heads x target pieces x source pieces) numbers per sentence: the one
-    # part of an answer that grows much faster than its request, so it has limits of its own.
-    max_attention_sentences: int = 8  # sentences in a request that asks for attention
-    max_attention_cells: int = 2_000_000  # attention weights in one answer (about 8 bytes each as JSON)
-    body_timeout_s: float = 10.0  # to receive the whole body once the headers are in
-    deadline_s: float = 30.0  # from the body received to the answer; past it the work is dropped
-
-    def __post_init__(self):
-        for name, value in asdict(self).items():
-            if not value > 0:
-                raise ValueError(f"server limit {name} must be > 0, got {value}")
+from .settings import ServerLimits
 
 
 class TranslateRequest(BaseModel):

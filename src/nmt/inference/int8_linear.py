@@ -1,6 +1,6 @@
 """torch.ao's dynamic int8 linear layer, with a cheaper call (int8 inference on CPU).
 
-    y = dequantise(quantise(x) W_int8^T) + b      x quantised per call, W once (see nmt.precision)
+    y = dequantise(quantise(x) W_int8^T) + b      x quantised per call, W once (see nmt.inference.precision)
 
 `torch.ao.nn.quantized.dynamic.Linear.forward` calls `torch.ops.quantized.linear_dynamic`, an
 overload packet that looks up its overload in Python on every call (about 20 µs), then converts
@@ -8,7 +8,7 @@ the fp32 result to fp32 again. A decoding step calls 19 linear layers in `small`
 that lookup is a tenth of the step. Calling the resolved overload gives the same numbers: one
 sentence at a time, int8 greedy 2.15 → 1.85 s and beam 5 2.13 → 1.93 s for 40 test sentences,
 the same text (docs/benchmarks.md, issue 11 session 20); at 8 sentences a call (beam 5) the
-difference was within the noise. Imported only by `nmt.precision.quantize_int8`: fp32 users never
+difference was within the noise. Imported only by `nmt.inference.precision.quantize_int8`: fp32 users never
 load torch.ao.
 """
 
@@ -22,7 +22,7 @@ _LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default
 
 class Int8Linear(DynamicQuantizedLinear):
     """A dynamically quantized qint8 nn.Linear (built by `quantize_dynamic(..., dtype=torch.qint8)` with this
-    class in its mapping, as `nmt.precision.quantize_int8` does).
+    class in its mapping, as `nmt.inference.precision.quantize_int8` does).
 
     Only forward differs from torch.ao's: the same operator with the same arguments (reduce_range, as
     torch.ao passes for its qint8 layers: fbgemm's AVX2 kernels need 7-bit activations to avoid

@@ -8,8 +8,8 @@ import torch
 
 from nmt.checkpoint import save_model_dir
 from nmt.config import ExperimentConfig
-from nmt.engine_ctranslate2 import CTranslate2Engine, rerank
-from nmt.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
+from nmt.inference.ctranslate2_engine import CTranslate2Engine, rerank
+from nmt.inference.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
 from nmt.model import ModelConfig, Transformer
 from nmt.model.config import PRESETS
 from nmt.tokenizer import EOS, EOS_ID, load_tokenizers, save_tokenizers

@@ -1,27 +1,31 @@
-"""Decoding worker processes: a translate call's batches shared between the calling thread and
-child processes, each with its own copy of the model and the caller's intra-op thread count.
-When they start is the engine's choice (nmt.engine.PROCESSES_AFTER_SECONDS).
+"""Where a call's batches run: in the caller's thread, in worker threads, or in worker processes.
+
+    workers = Workers(model, "int8", process_weights)
+    found = workers.map(jobs, count=2, threads=1, processes=True)   # one result per job, in order
+
+Every worker runs `BatchJob.run` (nmt.inference.batch_search) on its own batches; which kind of
+worker is the engine's choice (nmt.inference.plan.WorkerPolicy says when).
 
 Why processes and not only threads: two decoding threads in one process take turns at Python's
-GIL around every torch operation, and each hand-over is a sleep and a wake-up. Given the same
-batches, two threads ran int8 greedy search 15-25% slower than two processes, with 6,500-9,000
-voluntary context switches per call against none (docs/benchmarks.md, issue 11 session 19).
+GIL around every torch operation, and each hand-over is a sleep and a wake-up (measured in
+docs/benchmarks-log.md: thousands of voluntary context switches per call, none with processes).
 
-How: the caller's thread decodes as one worker; N - 1 children (`python -m nmt.decode_processes`,
+How: the caller's thread decodes as one worker; N - 1 children (`python -m nmt.inference.workers`,
 a fresh interpreter, so a user's script is never re-run as with multiprocessing's spawn) take
 batches from the same queue. A child needs seconds to start (import torch, load the weights), so
 it starts in the background, and until it is ready a thread of the caller's process stands in
-for it (as all workers were before), so no call waits for a start.
-Children get the model's fp32 weights through their pipe and prepare them as the parent did
-(int8 quantisation is deterministic, so a batch gives the same result wherever it runs); each
-request carries the caller's decode limits and thread count. They run in their own session (Ctrl-C
-is the parent's to handle) and exit when their pipe closes: when the engine is garbage-collected,
-at interpreter exit, or when the parent dies.
+for it, so no call waits for a start. Children get the model's fp32 weights through their pipe
+and prepare them as the parent did (int8 quantisation is deterministic, so a batch gives the same
+result wherever it runs); each job carries the caller's limits, and each request its thread count.
+They run in their own session (Ctrl-C is the parent's to handle) and exit when their pipe closes:
+when the engine is closed or garbage-collected, at interpreter exit, or when the parent dies.
+A child imports the model, the precision and the batch search: no engine.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import io
 import logging
 import os
@@ -32,16 +36,40 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
 
-from .config import DecodeConfig
-from .model import ModelConfig, Transformer
+from ..decoding import Hypothesis
+from ..model import ModelConfig, Transformer
+from .batch_search import BatchJob
+from .plan import DEFAULT_POLICY, WorkerPolicy
+from .precision import prepare_for_inference
 
 log = logging.getLogger(__name__)
+
+# torch's thread count is process-wide: translate calls from several threads take turns, or one
+# would restore its count under another.
+_THREADS_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set for the duration (None: left as it is), then restored;
+    one holder at a time."""
+    with _THREADS_LOCK:
+        before = torch.get_num_threads()
+        change = threads is not None and threads != before
+        if change:
+            torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            if change:
+                torch.set_num_threads(before)
 
 
 class WorkerProcessError(RuntimeError):
@@ -56,11 +84,11 @@ class _Child:
         from_child_read, from_child_write = os.pipe()
         # Found without help where nmt is installed; appended (never in front of the standard library)
         # for a checkout put on sys.path by hand.
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), package_root])))
         try:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "nmt.decode_processes", str(to_child_read), str(from_child_write)],
+                [sys.executable, "-m", "nmt.inference.workers", str(to_child_read), str(from_child_write)],
                 pass_fds=(to_child_read, from_child_write),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -123,7 +151,7 @@ def _stop_all(children: list[_Child]) -> None:
         child.stop()
 
 
-class DecodeProcesses:
+class ProcessPool:
     """Worker processes holding a copy of one model, started in the background.
 
     They get the model's weights as they are when the processes start: weights changed later
@@ -219,10 +247,92 @@ class DecodeProcesses:
         return results
 
 
-def _child_main(read_fd: int, write_fd: int) -> int:
-    """A worker process: build the engine from the first message, then answer batch requests."""
-    from .engine import TorchEngine  # noqa: PLC0415 - the engine imports this module
+class Workers:
+    """The workers of one engine: the caller's thread, plus worker threads or processes.
 
+    process_weights: the model's fp32 state for worker processes (None: threads only). They start
+    on first use by `map(..., processes=True)` or `start_processes`, with the weights as they are
+    then: weights changed later are not seen by them (load a new Translator instead).
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        precision: str,
+        process_weights: dict[str, torch.Tensor] | None = None,
+        policy: WorkerPolicy = DEFAULT_POLICY,
+    ):
+        self.model, self.precision, self.policy = model, precision, policy
+        self._process_weights = process_weights
+        self._pool: ProcessPool | None = None
+        self._parallel_seconds = 0.0  # time spent in parallel calls: see WorkerPolicy.processes_after_s
+
+    @property
+    def pool(self) -> ProcessPool | None:
+        """The worker processes, where they have started."""
+        return self._pool
+
+    @property
+    def processes_due(self) -> bool:
+        """Whether the next parallel call should run on worker processes (started, or due to start)."""
+        return self._pool is not None or (
+            self._process_weights is not None and self._parallel_seconds >= self.policy.processes_after_s
+        )
+
+    def run_here(self, job: BatchJob) -> list[list[Hypothesis]]:
+        """One job in this thread."""
+        return job.run(self.model, self.precision)
+
+    def map(
+        self, jobs: Sequence[BatchJob], count: int, threads: int | None, processes: bool
+    ) -> list[list[list[Hypothesis]]]:
+        """Each job's result, in order, from `count` workers with `threads` intra-op threads each
+        (None: torch's setting as it is). The workers beyond this thread are processes if
+        `processes` and they can start, threads otherwise. Each worker takes the next job (the
+        longest remaining batch) when free."""
+        begun = time.perf_counter()
+        with intra_op_threads(threads), contextlib.ExitStack() as stack:
+            if count == 1:
+                found = [self.run_here(job) for job in jobs]
+            elif processes and (pool := self.start_processes(count - 1)):
+                by_index = pool.run(
+                    range(len(jobs)),
+                    count - 1,
+                    run_here=lambda i: self.run_here(jobs[i]),
+                    request=lambda i: (jobs[i], threads),
+                )
+                found = [by_index[i] for i in range(len(jobs))]
+            else:
+                pool = stack.enter_context(ThreadPoolExecutor(count, thread_name_prefix="nmt-decode"))
+                found = list(pool.map(self.run_here, jobs))
+        if count > 1:
+            self._parallel_seconds += time.perf_counter() - begun
+        return found
+
+    def start_processes(self, count: int) -> ProcessPool | None:
+        """The worker processes, `count` of them at least (started now, ready later), or None where
+        this engine's workers are threads only."""
+        if self._pool is None:
+            if self._process_weights is None:
+                return None
+            weights, self._process_weights = self._process_weights, None  # serialised now: int8's fp32 copy can go
+            self._pool = ProcessPool(self.model.config, weights, self.precision)
+        try:
+            self._pool.ensure(count)
+        except OSError as error:  # no process can start here (resources, an embedded interpreter)
+            log.warning("decoding worker processes cannot start (%s); the workers are threads", error)
+            self._pool = None
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker processes; later calls run in threads."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+
+def _child_main(read_fd: int, write_fd: int) -> int:
+    """A worker process: build the model from the first message, then answer batch requests."""
     recv_conn, send_conn = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     torch.set_num_threads(1)  # while it starts, beside the parent's workers
     try:
@@ -230,7 +340,8 @@ def _child_main(read_fd: int, write_fd: int) -> int:
         model = Transformer(init["config"])
         model.load_state_dict(torch.load(io.BytesIO(init["weights"]), weights_only=True))
         model.requires_grad_(False)
-        engine = TorchEngine(model, DecodeConfig(), precision=init["precision"], workers=1, threads=1, processes=False)
+        precision = init["precision"]
+        model = prepare_for_inference(model, precision)
         send_conn.send_bytes(pickle.dumps(("ready", None)))
     except (EOFError, OSError):  # the parent closed the pipes, or died, before the start was over
         return 0
@@ -239,14 +350,12 @@ def _child_main(read_fd: int, write_fd: int) -> int:
         return 1
     while True:
         try:
-            batch_index, batch_ids, search, decode, threads = pickle.loads(recv_conn.recv_bytes())
+            job, threads = pickle.loads(recv_conn.recv_bytes())
         except (EOFError, OSError):  # the parent closed the pipe, or died
             return 0
         try:
             torch.set_num_threads(threads)  # the caller's worker runs with as many
-            engine.decode = decode  # the caller's limits of now, not of when this process started
-            with torch.inference_mode():
-                answer = ("ok", engine.search_batch(batch_ids, search, batch_index))
+            answer = ("ok", job.run(model, precision))
         except Exception:  # noqa: BLE001 - sent to the parent, which raises it
             answer = ("error", traceback.format_exc())
         try:

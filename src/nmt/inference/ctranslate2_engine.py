@@ -26,19 +26,12 @@ from pathlib import Path
 
 import torch
 
-from .config import DecodeConfig
-from .decoding import Hypothesis, gnmt_length_penalty
-from .engine import (
-    BATCHES_PER_WORKER,
-    Search,
-    available_cores,
-    batch_budget,
-    check_counts,
-    cut_batches,
-    search_limits,
-)
+from ..config import DecodeConfig
+from ..decoding import Hypothesis, gnmt_length_penalty
+from ..tokenizer import EOS, SubwordTokenizer
+from .batch_search import search_limits
 from .export_ctranslate2 import CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
-from .tokenizer import EOS, SubwordTokenizer
+from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, available_cores, batch_budget, cut_batches
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +63,9 @@ class CTranslate2Engine:
 
     name = "ctranslate2"
     supports_attention = False
+    supports_sampling = False
+    parameter_count = None  # CTranslate2 does not say
+    model = None  # CTranslate2 holds its own
 
     def __init__(
         self,
@@ -84,11 +80,9 @@ class CTranslate2Engine:
         threads: int | None = None,
     ):
         ctranslate2 = require_ctranslate2()
-        check_counts(workers=workers, threads=threads)
         device, _, index = device.partition(":")  # "cuda:1" -> device "cuda", index 1
         precision = precision or ("bf16" if device == "cuda" else "fp32")
-        if precision not in COMPUTE_TYPES:
-            raise ValueError(f"precision must be one of {', '.join(COMPUTE_TYPES)}, not {precision!r}")
+        EngineOptions(precision=precision, workers=workers, threads=threads)  # the one check of these values
         if precision == "bf16" and device == "cpu":
             raise ValueError("CTranslate2 has no bf16 on CPU: use int8 or fp32")
         cores = available_cores()
@@ -142,12 +136,15 @@ class CTranslate2Engine:
             out = export_ctranslate2(model_dir, Path(tmp) / "model", weights=weights)
             return cls(out, src_tokenizer, tgt_tokenizer, decode, **options)
 
-    def translate_ids(self, ids: Sequence[Sequence[int]], search: Search) -> list[list[Hypothesis]]:
-        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
-        if search.return_attention:
-            raise ValueError("the ctranslate2 engine does not return attention weights: use the torch engine")
-        if search.temperature is not None:
-            raise ValueError("the ctranslate2 engine does not sample here: use the torch engine")
+    def start(self) -> None:
+        """Nothing to start: CTranslate2's workers start at load."""
+
+    def close(self) -> None:
+        """Nothing to stop: CTranslate2's workers go with the engine."""
+
+    def translate_ids(self, ids: Sequence[Sequence[int]], search: SearchRequest) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
+        refuses attention and sampling before they reach this engine (supports_attention/sampling)."""
         lengths = [len(s) for s in ids]
         limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
         alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
@@ -168,7 +165,7 @@ class CTranslate2Engine:
         # again under it (beam), queued as soon as their batch returns: behind the batches still
         # waiting, they fill the time when a worker would idle at the end.
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
-        min_batches = BATCHES_PER_WORKER * self.workers if self.workers > 1 else 1
+        min_batches = DEFAULT_POLICY.batches_per_worker * self.workers if self.workers > 1 else 1
         budget = batch_budget(self.decode.batch_tokens, search.beam, sum(lengths), min_batches)
         found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
         first = [self._submit(ids, rows, limit[rows[-1]], options) for rows in cut_batches(order, lengths, budget)]

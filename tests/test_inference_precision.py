@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from nmt.decoding import SearchLimits, beam_search
+from nmt.inference.precision import PrecisionError, check_precision, prepare_for_inference
 from nmt.model import ModelConfig, Transformer
-from nmt.precision import PrecisionError, check_precision, prepare_for_inference
 from nmt.translator import Translator
 
 from conftest import read_head
@@ -63,10 +63,10 @@ def test_precisions_a_device_runs_badly_are_refused(monkeypatch):
         check_precision("int8", torch.device("cuda"))
     with pytest.raises(PrecisionError, match="one of"):
         check_precision("fp8", torch.device("cpu"))
-    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: frozenset({"avx2", "avx512_bf16"}))
     with pytest.raises(PrecisionError, match="slower than fp32"):
         check_precision("bf16", torch.device("cpu"))
-    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
     check_precision("bf16", torch.device("cpu"))  # AMX: allowed
     check_precision("bf16", torch.device("cuda"))
 
@@ -86,7 +86,7 @@ def test_an_int8_model_is_not_quantised_twice_nor_passed_off_as_fp32(tiny_model_
 @pytest.mark.parametrize("sharing", ["all", "none"])
 def test_bf16_casts_a_frozen_model_s_linear_weights_once_with_autocast_s_numbers(sharing, monkeypatch):
     """What autocast casts at every call, done once: same hypotheses and scores; embeddings stay fp32."""
-    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))  # allow bf16
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))  # allow bf16
     model = model_for(sharing=sharing).requires_grad_(False)
     src = torch.randint(4, 300, (3, 10))
     limits = SearchLimits(max_len_b=6)
@@ -103,7 +103,7 @@ def test_bf16_casts_a_frozen_model_s_linear_weights_once_with_autocast_s_numbers
 
 
 def test_a_model_in_training_keeps_its_fp32_weights_under_bf16(monkeypatch):
-    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
     model = prepare_for_inference(model_for(), "bf16")  # requires grad: validation between training steps
     assert all(p.dtype == torch.float32 for p in model.parameters())
 
@@ -111,7 +111,7 @@ def test_a_model_in_training_keeps_its_fp32_weights_under_bf16(monkeypatch):
 def test_a_bf16_translator_casts_at_load_and_plots_attention(tiny_model_dir, sources, monkeypatch):
     from nmt.plots import attention_maps
 
-    monkeypatch.setattr("nmt.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: frozenset({"amx_bf16", "amx_tile"}))
     bf16, fp32 = Translator.load(tiny_model_dir, precision="bf16"), Translator.load(tiny_model_dir)
     assert all(m.weight.dtype == torch.bfloat16 for m in bf16.model.modules() if type(m) is torch.nn.Linear)
     a, b = attention_maps(bf16, sources[0]), attention_maps(fp32, sources[0])

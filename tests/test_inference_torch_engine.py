@@ -6,9 +6,11 @@ import pytest
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.engine import MIN_BATCH_ROWS_THREADS, Search, TorchEngine, batch_budget, intra_op_threads, plan_workers
+from nmt.inference.plan import DEFAULT_POLICY, SearchRequest, batches_by_length
+from nmt.inference.precision import is_int8
+from nmt.inference.torch_engine import TorchEngine
+from nmt.inference.workers import intra_op_threads
 from nmt.model import ModelConfig, Transformer
-from nmt.precision import is_int8
 from nmt.translator import Sampling, Translator
 
 from conftest import read_head
@@ -19,28 +21,16 @@ def sources(multi30k_dir):
     return read_head(multi30k_dir / "data/task1/raw/val.de.gz", 60)
 
 
-def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():
-    assert plan_workers(batches=10, cores=2, workers=None, threads=None) == (2, 1)
-    assert plan_workers(batches=1, cores=2, workers=None, threads=None) == (1, 2)  # one sentence: latency
-    assert plan_workers(batches=10, cores=8, workers=None, threads=2) == (4, 2)
-    assert plan_workers(batches=10, cores=2, workers=3, threads=None) == (3, 1)
-    assert plan_workers(batches=100, cores=64, workers=None, threads=None) == (8, 8)  # 8 model copies at most
-    assert plan_workers(batches=100, cores=64, workers=16, threads=None) == (16, 4)  # unless asked for
-    assert plan_workers(batches=100, cores=64, workers=None, threads=1) == (64, 1)  # or threads are given
-
-
-def test_the_batch_budget_is_shared_by_the_beams_and_shrinks_to_make_enough_batches():
-    assert batch_budget(8000, beam=5, total_tokens=100_000) == 1600
-    assert batch_budget(8000, beam=1, total_tokens=16_000, min_batches=8) == 2000  # parallel workers: 8 batches
-    assert batch_budget(8000, beam=5, total_tokens=100_000, min_batches=8) == 1600  # never above the beams' share
-    assert batch_budget(8000, beam=1, total_tokens=3, min_batches=8) == 1  # at least one token
-
-
 def test_one_worker_keeps_a_batch_that_fits_whole(tiny_model_dir, sources):
     engine = Translator.load(tiny_model_dir, workers=1).engine
-    ids = [[2] + [9] * n + [3] for n in (30, 3, 3, 3)]  # padding makes it 4 x 32 = 128 tokens, within 8000
-    assert engine.batches_by_length(ids, beam=5) == [[0, 1, 2, 3]]
-    assert len(engine.batches_by_length(ids, beam=5, min_batches=4)) > 1
+    lengths = [n + 2 for n in (30, 3, 3, 3)]  # padding makes it 4 x 32 = 128 tokens, within 8000
+    assert batches_by_length(lengths, 5, engine.decode.batch_tokens) == [[0, 1, 2, 3]]
+    assert len(batches_by_length(lengths, 5, engine.decode.batch_tokens, min_batches=4)) > 1
+    seen = []
+    run_here = engine.runner.run_here
+    engine.runner.run_here = lambda job: seen.append(len(job.ids)) or run_here(job)
+    engine.translate_ids([[2] + [9] * (n - 2) + [3] for n in lengths], SearchRequest(beam=5))
+    assert seen == [4]
 
 
 def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir, sources):
@@ -50,7 +40,8 @@ def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir
         one.decode.batch_tokens = two.decode.batch_tokens = 200  # many small batches, for the workers to share
         a = one.translate_detailed(sources, beam=beam, n_best=beam)
         b = two.translate_detailed(sources, beam=beam, n_best=beam)
-        assert len(one.engine.batches_by_length([one.encode_source(s)[0] for s in sources], beam)) > 2
+        lengths = [len(one.encode_source(s)[0]) for s in sources]
+        assert len(batches_by_length(lengths, beam, one.decode.batch_tokens)) > 2
         assert [[(h.tokens, round(h.score, 5)) for h in x] for x in a] == [
             [(h.tokens, round(h.score, 5)) for h in x] for x in b
         ]
@@ -60,13 +51,13 @@ def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model
     translator = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False)
     translator.decode.batch_tokens = 100
     seen = set()
-    search = translator.engine.search_batch
+    run_here = translator.engine.runner.run_here
 
-    def spy(*args, **kwargs):
+    def spy(job):
         seen.add((threading.get_ident(), torch.get_num_threads()))
-        return search(*args, **kwargs)
+        return run_here(job)
 
-    translator.engine.search_batch = spy
+    translator.engine.runner.run_here = spy
     before = torch.get_num_threads()
     translator.translate(sources, beam=1)
     assert len({ident for ident, _ in seen}) == 2 and {n for _, n in seen} == {1}
@@ -76,15 +67,15 @@ def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model
 def batches_seen(translator: Translator, texts: list[str], **options) -> list[tuple[int, int]]:
     """(sentences, intra-op threads) of every batch one translate call (with `options`) searches."""
     seen = []
-    search = translator.engine.search_batch
+    run_here = translator.engine.runner.run_here
 
-    def spy(batch_ids, *args, **kwargs):
-        seen.append((len(batch_ids), torch.get_num_threads()))
-        return search(batch_ids, *args, **kwargs)
+    def spy(job):
+        seen.append((len(job.ids), torch.get_num_threads()))
+        return run_here(job)
 
-    translator.engine.search_batch = spy
+    translator.engine.runner.run_here = spy
     translator.translate(texts, **options)
-    translator.engine.search_batch = search
+    translator.engine.runner.run_here = run_here
     return seen
 
 
@@ -92,8 +83,8 @@ def test_a_call_is_spread_over_workers_only_in_batches_of_enough_rows(tiny_model
     translator = Translator.load(tiny_model_dir, worker_processes=False)  # workers and threads: the default plan
     translator.engine.cores = 2
     translator.decode.batch_tokens = 100_000  # every call below fits one batch of the token budget
-    # Too few rows for two batches of MIN_BATCH_ROWS_THREADS: one worker takes both cores.
-    beam = MIN_BATCH_ROWS_THREADS // len(sources) + 1
+    # Too few rows for two batches of DEFAULT_POLICY.min_rows_threads: one worker takes both cores.
+    beam = DEFAULT_POLICY.min_rows_threads // len(sources) + 1
     assert batches_seen(translator, sources, beam=beam) == [(60, 2)]
     # Twice as many rows: worth two single-threaded workers, a batch each (cut by padded tokens, so the
     # longest sentences may get a batch more), not the 4 per worker of a large call.
@@ -113,7 +104,7 @@ def test_start_workers_starts_a_process_per_core_beyond_the_first_up_to_the_cap(
     for workers, cores, expected in ((None, 4, [3]), (2, 4, [1]), (1, 4, []), (None, 1, []), (None, 64, [7])):
         translator = Translator.load(tiny_model_dir, workers=workers)
         translator.engine.cores = cores
-        monkeypatch.setattr(translator.engine, "worker_processes", lambda count: counts.append(count))
+        monkeypatch.setattr(translator.engine.runner, "start_processes", lambda count: counts.append(count))
         counts.clear()
         translator.start_workers()
         assert counts == expected, (workers, cores)
@@ -137,7 +128,7 @@ def test_intra_op_threads_is_restored_after_an_error():
 
 
 def test_bad_worker_counts_are_refused(tiny_model_dir):
-    with pytest.raises(ValueError, match="workers must be at least 1"):
+    with pytest.raises(ValueError, match="workers must be >= 1 or null, got 0"):
         Translator.load(tiny_model_dir, workers=0)
 
 
@@ -156,6 +147,6 @@ def test_engine_search_reports_what_it_ran():
         )
     )
     engine = TorchEngine(model, DecodeConfig(max_len_b=3), precision="int8", workers=1, threads=1)
-    (hyps,) = engine.translate_ids([[2, 10, 11, 3]], Search(beam=2, n_best=2))
+    (hyps,) = engine.translate_ids([[2, 10, 11, 3]], SearchRequest(beam=2, n_best=2))
     assert is_int8(engine.model) and not any(type(m) is torch.nn.Linear for m in engine.model.modules())
     assert len(hyps) == 2 and hyps[0].score >= hyps[1].score

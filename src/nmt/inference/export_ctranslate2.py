@@ -27,15 +27,15 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import load_model_dir
-from .model import Transformer
-from .model.embedding import sinusoidal_encoding
-from .model_dir import MODEL_CONFIG, RUN_CONFIG, read_run_config
-from .tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
+from ..checkpoint import load_model_dir
+from ..model import Transformer
+from ..model.embedding import sinusoidal_encoding
+from ..model_dir import MODEL_CONFIG, RUN_CONFIG, read_run_config
+from ..tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
+from .choices import QUANTIZATIONS
 
 log = logging.getLogger(__name__)
 
-QUANTIZATIONS = ("float32", "int8", "int16")
 CT2_WEIGHTS = "model.bin"  # the file that marks a CTranslate2 model directory
 POSITIONS = 1024  # rows of the position table written: nmt caps sources at 256 tokens, outputs at 512
 PAD_BIAS = -1e4  # far below any logit, and still finite in float16

@@ -7,10 +7,12 @@ import time
 import pytest
 import torch
 
-import nmt.engine
 from nmt.config import DecodeConfig
-from nmt.decode_processes import DecodeProcesses, WorkerProcessError
-from nmt.engine import Search, TorchEngine
+from nmt.decoding import SearchLimits
+from nmt.inference.batch_search import BatchJob
+from nmt.inference.plan import SearchRequest, WorkerPolicy, batches_by_length
+from nmt.inference.torch_engine import TorchEngine
+from nmt.inference.workers import ProcessPool, WorkerProcessError
 from nmt.model import ModelConfig, Transformer
 from nmt.translator import Sampling, Translator
 
@@ -34,14 +36,19 @@ def tiny_transformer() -> Transformer:
 
 def batches_run_here(engine: TorchEngine) -> list[int]:
     """Patch `engine` to record the batches its own (caller's) thread searches."""
-    seen, search = [], engine.search_batch
+    seen, run_here = [], engine.runner.run_here
 
-    def spy(batch_ids, search_, batch_index):
-        seen.append(batch_index)
-        return search(batch_ids, search_, batch_index)
+    def spy(job):
+        seen.append(job.index)
+        return run_here(job)
 
-    engine.search_batch = spy
+    engine.runner.run_here = spy
     return seen
+
+
+def batch_count(translator: Translator, ids: list[list[int]], beam: int) -> int:
+    """The batches a call of `ids` is cut into on two workers (8 batches wanted)."""
+    return len(batches_by_length([len(s) for s in ids], beam, translator.decode.batch_tokens, min_batches=8))
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
@@ -49,15 +56,15 @@ def test_worker_processes_give_exactly_what_worker_threads_give(tiny_model_dir, 
     threads = Translator.load(tiny_model_dir, workers=2, threads=1, precision=precision, worker_processes=False)
     processes = Translator.load(tiny_model_dir, workers=2, threads=1, precision=precision)
     threads.decode.batch_tokens = processes.decode.batch_tokens = 120  # many small batches to share
-    children = processes.engine.worker_processes(1)
+    children = processes.engine.runner.start_processes(1)
     assert children is not None and children.wait_ready(READY_S)
     here = batches_run_here(processes.engine)
     ids = [processes.encode_source(s)[0] for s in sources]
     for beam in (1, 2):
-        batches = len(processes.engine.batches_by_length(ids, beam, min_batches=8))
+        batches = batch_count(processes, ids, beam)
         here.clear()
-        a = threads.engine.translate_ids(ids, Search(beam=beam, n_best=beam))
-        b = processes.engine.translate_ids(ids, Search(beam=beam, n_best=beam))
+        a = threads.engine.translate_ids(ids, SearchRequest(beam=beam, n_best=beam))
+        b = processes.engine.translate_ids(ids, SearchRequest(beam=beam, n_best=beam))
         assert [[(h.tokens, h.score, h.log_prob) for h in x] for x in a] == [
             [(h.tokens, h.score, h.log_prob) for h in x] for x in b
         ]
@@ -71,7 +78,7 @@ def test_a_worker_process_that_dies_leaves_its_batches_to_the_caller(tiny_model_
     translator = Translator.load(tiny_model_dir, workers=2, threads=1)
     expected = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False)
     translator.decode.batch_tokens = expected.decode.batch_tokens = 120
-    processes = translator.engine.worker_processes(1)
+    processes = translator.engine.runner.start_processes(1)
     assert processes.wait_ready(READY_S)
     child = processes._children[0]
     child.process.kill()
@@ -80,13 +87,13 @@ def test_a_worker_process_that_dies_leaves_its_batches_to_the_caller(tiny_model_
     got = translator.translate(sources, beam=2)
     assert child.broken
     ids = [translator.encode_source(s)[0] for s in sources]
-    assert sorted(here) == list(range(len(translator.engine.batches_by_length(ids, 2, min_batches=8))))
+    assert sorted(here) == list(range(batch_count(translator, ids, 2)))
     assert got == expected.translate(sources, beam=2)
 
 
 def test_a_child_that_cannot_start_is_left_out_and_a_thread_does_its_work(caplog):
     model = tiny_transformer()
-    processes = DecodeProcesses(model.config, model.state_dict(), precision="no-such-precision")
+    processes = ProcessPool(model.config, model.state_dict(), precision="no-such-precision")
     processes.ensure(1)
     assert processes.wait_ready(READY_S)
     assert processes._children[0].broken
@@ -106,7 +113,7 @@ def test_a_child_that_cannot_start_is_left_out_and_a_thread_does_its_work(caplog
 
 def test_an_error_in_a_child_s_search_stops_the_call_with_the_child_s_traceback():
     model = tiny_transformer()
-    processes = DecodeProcesses(model.config, model.state_dict(), precision="fp32")
+    processes = ProcessPool(model.config, model.state_dict(), precision="fp32")
     processes.ensure(1)
     assert processes.wait_ready(READY_S) and not processes._children[0].broken
     here = []
@@ -116,7 +123,7 @@ def test_an_error_in_a_child_s_search_stops_the_call_with_the_child_s_traceback(
         time.sleep(0.05)  # the child takes the bad job meanwhile
         return job
 
-    bad = (0, [[2, 999, 3]], Search(), DecodeConfig(), 1)  # token id 999: outside the 50-word vocabulary
+    bad = (BatchJob(0, [[2, 999, 3]], SearchRequest(), SearchLimits()), 1)  # token 999: outside the vocabulary
     with pytest.raises(WorkerProcessError, match="IndexError"):
         processes.run(range(10), 1, run_here=run_here, request=lambda job: bad)
     assert len(here) < 9  # nobody took new jobs once the error was known
@@ -125,7 +132,7 @@ def test_an_error_in_a_child_s_search_stops_the_call_with_the_child_s_traceback(
 
 def test_worker_processes_exit_when_their_engine_is_collected():
     engine = TorchEngine(tiny_transformer(), DecodeConfig(), workers=2, threads=1)
-    processes = engine.worker_processes(1)
+    processes = engine.runner.start_processes(1)
     assert processes.wait_ready(READY_S)
     child = processes._children[0].process
     del engine, processes
@@ -135,17 +142,18 @@ def test_worker_processes_exit_when_their_engine_is_collected():
 
 def test_a_model_in_training_is_never_copied_to_worker_processes():
     model = tiny_transformer().requires_grad_(True)  # its weights change between calls: a copy would go stale
-    assert TorchEngine(model, DecodeConfig(), workers=2, threads=1).worker_processes(1) is None
+    assert TorchEngine(model, DecodeConfig(), workers=2, threads=1).runner.start_processes(1) is None
     frozen = TorchEngine(tiny_transformer(), DecodeConfig(), workers=2, threads=1, processes=False)
-    assert frozen.worker_processes(1) is None
+    assert frozen.runner.start_processes(1) is None
 
 
-def test_worker_processes_start_once_the_engine_has_worked_long_enough(tiny_model_dir, sources, monkeypatch):
-    monkeypatch.setattr(nmt.engine, "PROCESSES_AFTER_SECONDS", 1e-6)  # instead of 30 s: any first call
+def test_worker_processes_start_once_the_engine_has_worked_long_enough(tiny_model_dir, sources):
     translator = Translator.load(tiny_model_dir, workers=2, threads=1)
+    translator.engine.runner.policy = WorkerPolicy(processes_after_s=1e-6)  # instead of 30 s: any first call
     translator.decode.batch_tokens = 120  # several batches: both calls are parallel
     translator.translate(sources[:8], beam=1)
-    assert translator.engine._processes is None  # a short run would spend on a start what it saves
+    assert translator.engine.runner.pool is None  # a short run would spend on a start what it saves
     translator.translate(sources[:8], beam=1)
-    assert translator.engine._processes is not None
-    translator.engine._processes.close()
+    assert translator.engine.runner.pool is not None
+    translator.close()
+    assert translator.engine.runner.pool is None

@@ -16,7 +16,7 @@ Whole translations gain less than single layers (1.4-1.6x, docs/benchmarks.md): 
 softmax and search stay in fp32.
 
 fp32 is fp32 throughout; on AMD CPUs its output projection runs in oneDNN rather than MKL
-(nmt.packed_linear: the same products, 1.06-1.17x faster greedy decoding).
+(nmt.inference.packed_linear: the same products, 1.06-1.17x faster greedy decoding).
 
 bf16 runs through autocast. It is allowed on CUDA and on CPUs with AMX tiles; on CPUs without
 AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this project's machines
@@ -41,9 +41,8 @@ from types import MappingProxyType
 import torch
 from torch import nn
 
+from .choices import PRECISIONS
 from .packed_linear import onednn_linear_available, pack_output_projection, unpack_output_projection
-
-PRECISIONS = ("fp32", "bf16", "int8")
 
 
 class PrecisionError(ValueError):
@@ -75,7 +74,7 @@ def packed_output_is_faster() -> bool:
 
     Measured faster on AMD Zen 3 (the only AMD generation measured; it is applied to every AMD
     CPU, since MKL's sgemm re-packs the weight on every call on all of them, see
-    nmt.packed_linear). Not yet measured on Intel, where MKL is at home: MKL stays there.
+    nmt.inference.packed_linear). Not yet measured on Intel, where MKL is at home: MKL stays there.
     """
     return cpu_info().get("vendor_id") == "AuthenticAMD" and onednn_linear_available()
 
@@ -110,7 +109,7 @@ def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
     weights are replaced (so the model belongs to the engine afterwards; load it again for fp32).
 
     fp32 on a CPU where it was measured faster (`packed_output_is_faster`) runs the output
-    projection in oneDNN on a packed copy of its weight (nmt.packed_linear), if that weight is
+    projection in oneDNN on a packed copy of its weight (nmt.inference.packed_linear), if that weight is
     frozen (requires_grad False: `Translator.load` freezes its model); a model in training,
     translated between steps for validation, keeps nn.Linear. bf16 runs under `autocast_for`; a
     frozen model's linear weights are cast to bf16 once here (see the module docstring), after
@@ -160,7 +159,7 @@ def quantize_int8(model: nn.Module) -> nn.Module:
 
     Cross-attention first gets W_Q and [W_K; W_V] as separate layers: it uses the row blocks of the
     fused projection apart, and a packed int8 weight cannot be sliced. The layers are
-    `nmt.int8_linear.Int8Linear`: torch.ao's, called more cheaply.
+    `nmt.inference.int8_linear.Int8Linear`: torch.ao's, called more cheaply.
     """
     with warnings.catch_warnings():  # the deprecation notes of torch.ao (see the module docstring)
         warnings.simplefilter("ignore")

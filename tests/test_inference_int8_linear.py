@@ -3,9 +3,9 @@
 import torch
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
-from nmt.int8_linear import Int8Linear
+from nmt.inference.int8_linear import Int8Linear
+from nmt.inference.precision import prepare_for_inference
 from nmt.model import ModelConfig, Transformer
-from nmt.precision import prepare_for_inference
 
 
 def model_for() -> Transformer:

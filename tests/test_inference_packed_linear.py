@@ -6,9 +6,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt.decoding import SearchLimits, beam_search, greedy_search
+from nmt.inference.packed_linear import (
+    PackedLinear,
+    onednn_linear_available,
+    pack_output_projection,
+    unpack_output_projection,
+)
+from nmt.inference.precision import prepare_for_inference
 from nmt.model import ModelConfig, Transformer
-from nmt.packed_linear import PackedLinear, onednn_linear_available, pack_output_projection, unpack_output_projection
-from nmt.precision import prepare_for_inference
 from nmt.translator import Translator
 
 from conftest import read_head
@@ -84,32 +89,32 @@ def test_decoding_with_the_packed_projection_picks_the_same_tokens():
 
 @needs_onednn
 def test_fp32_packs_the_output_projection_only_on_the_cpus_where_it_was_measured_faster(monkeypatch):
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: INTEL)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: INTEL)
     assert type(prepare_for_inference(model_for(), "fp32").output) is nn.Linear
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: AMD)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: AMD)
     assert isinstance(prepare_for_inference(model_for(), "fp32").output, PackedLinear)
 
 
 @needs_onednn
 def test_a_packed_model_can_still_be_quantised_and_bf16_never_runs_the_fp32_kernel(monkeypatch):
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: AMD)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: AMD)
     model = prepare_for_inference(model_for(), "fp32")
     prepare_for_inference(model, "int8")
     assert not isinstance(model.output, PackedLinear) and type(model.output) is not nn.Linear  # quantised
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: {**AMD, "flags": "avx512f amx_bf16 amx_tile"})
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: {**AMD, "flags": "avx512f amx_bf16 amx_tile"})
     model = prepare_for_inference(model_for(), "fp32")
     assert type(prepare_for_inference(model, "bf16").output) is nn.Linear
 
 
 def test_the_intel_choice_needs_no_onednn(monkeypatch):
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: INTEL)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: INTEL)
     assert type(prepare_for_inference(model_for(), "fp32").output) is nn.Linear
 
 
 @needs_onednn
 def test_a_model_in_training_is_not_packed(monkeypatch):
     """Validation between training steps translates the training model: it keeps its nn.Linear."""
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: AMD)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: AMD)
     training = model_for().requires_grad_(True)
     assert type(prepare_for_inference(training, "fp32").output) is nn.Linear
 
@@ -137,10 +142,10 @@ def test_the_packed_copy_follows_its_weight_and_gradients_take_the_plain_path():
 @needs_onednn
 def test_translator_load_packs_and_translates_as_before(monkeypatch, tiny_model_dir, multi30k_dir):
     sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 12)
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: AMD)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: AMD)
     translator = Translator.load(tiny_model_dir, workers=2, threads=1)
     assert isinstance(translator.model.output, PackedLinear)
-    monkeypatch.setattr("nmt.precision.cpu_info", lambda: INTEL)
+    monkeypatch.setattr("nmt.inference.precision.cpu_info", lambda: INTEL)
     plain = Translator.load(tiny_model_dir, workers=2, threads=1)
     assert type(plain.model.output) is nn.Linear
     for beam in (1, 3):

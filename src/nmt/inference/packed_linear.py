@@ -11,7 +11,7 @@ time over oneDNN's by rows (benchmarks/linear_kernels.py): about 1 at 1 row, 1.4
 1.0-1.25 from 64 up (it varies between runs); whole translations 1.06-1.17x faster greedy
 and 1.00-1.06x beam 5, the same text (docs/benchmarks.md). The decoder's other, smaller layers
 ran faster in MKL, so only the output projection is packed, and only on the CPUs where that was
-measured (see `nmt.precision.packed_output_is_faster`).
+measured (see `nmt.inference.precision.packed_output_is_faster`).
 """
 
 from __future__ import annotations

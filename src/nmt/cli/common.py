@@ -1,0 +1,169 @@
+"""What several commands share: the parser class, the user-facing error, option groups and their checks.
+
+Nothing here imports torch at load: `nmt --help` builds every parser without it. Choices and
+defaults come from their owners (nmt.inference.choices, EngineOptions, WorkerPolicy), never
+restated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+from typing import NoReturn
+
+from ..inference.choices import ENGINES, PRECISIONS
+from ..inference.plan import DEFAULT_POLICY, EngineOptions
+
+# Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
+# a typo like --beam 1000 is refused at once instead of running slowly or failing deep in the search.
+MAX_BEAM = 256
+
+ENGINE_DEFAULTS = EngineOptions()
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line, exit status 1, no traceback."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line, like every other failure (the usage is in --help)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# --- checks of options shared by several commands ------------------------------------------------
+def check_beam(beam: int | None, option: str = "--beam") -> None:
+    """Refuse a beam size outside 1..MAX_BEAM (None: the model's own decode.beam)."""
+    if beam is not None and not 1 <= beam <= MAX_BEAM:
+        raise CommandError(f"{option} must be between 1 and {MAX_BEAM}, got {beam}")
+
+
+def check_device(device: str) -> None:
+    """Refuse a --device that torch could not use on this machine, before anything is loaded."""
+    import torch
+
+    from ..config import DEVICE
+
+    if not DEVICE.test(device):
+        raise CommandError(f"--device must be {DEVICE.says}, got {device!r}")
+    if device.startswith("cuda"):
+        index, count = int(device.partition(":")[2] or 0), torch.cuda.device_count()
+        if index >= count:
+            raise CommandError(f"--device {device}: this machine has {count} CUDA device(s)")
+
+
+def require_model_dir(model_dir: str, option: str = "--model") -> None:
+    """Refuse a --model that is not a directory (commands that do not load a Translator)."""
+    if not Path(model_dir).is_dir():
+        raise CommandError(f"{option}: model directory {model_dir} does not exist")
+
+
+# --- option groups ------------------------------------------------------------------------------
+def model_options() -> argparse.ArgumentParser:
+    """The option of every command that reads a model directory."""
+    parent = Parser(add_help=False)
+    parent.add_argument("--model", required=True, help="model directory")
+    return parent
+
+
+def beam_options() -> argparse.ArgumentParser:
+    """The search width, for the commands that translate with the model's defaults."""
+    parent = Parser(add_help=False)
+    parent.add_argument(
+        "--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)"
+    )
+    return parent
+
+
+def length_penalty_options() -> argparse.ArgumentParser:
+    """The length penalty, for the commands that translate with beam search."""
+    parent = Parser(add_help=False)
+    parent.add_argument(
+        "--length-penalty",
+        type=float,
+        default=None,
+        metavar="ALPHA",
+        help="GNMT length penalty alpha for beam search: a finished hypothesis scores log-prob / "
+        "((5 + length) / 6)^alpha; 0 ranks by log-prob, larger favours longer output (default: the "
+        "model's decode.length_penalty; choose it on a validation set with `nmt tune-length-penalty`)",
+    )
+    return parent
+
+
+def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
+    """The options that choose how a model translates (translate, evaluate, tune, serve): EngineOptions."""
+    parent = Parser(add_help=False)
+    g = parent.add_argument_group("engine")
+    g.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINE_DEFAULTS.engine,
+        help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
+        "model directory converted at load (needs the ctranslate2 extra)",
+    )
+    g.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default=ENGINE_DEFAULTS.precision,
+        help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
+        "torch engine, CPUs with AMX (default: fp32, except bf16 for ctranslate2 on CUDA); refused "
+        "where the device does not run it well",
+    )
+    workers_default = f"a core each, at most {DEFAULT_POLICY.max_default_workers}, and one for a small batch" + (
+        "; ctranslate2: 1" if server else ""
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        default=ENGINE_DEFAULTS.workers,
+        help=f"batches translated in parallel (default: {workers_default})",
+    )
+    g.add_argument(
+        "--threads",
+        type=int,
+        default=ENGINE_DEFAULTS.threads,
+        help="intra-op threads per worker (default: cores / workers)",
+    )
+    g.add_argument(
+        "--worker-threads",
+        dest="worker_processes",
+        action="store_false",
+        default=ENGINE_DEFAULTS.worker_processes,
+        help="torch engine: every worker a thread of this process (by default the workers beyond the "
+        "first become processes once a run has decoded a while, or when `nmt serve` starts: faster, "
+        "but each holds a copy of the model)",
+    )
+    g.add_argument("--weights", default=ENGINE_DEFAULTS.weights, help="weights file instead of DIR/model.safetensors")
+    g.add_argument("--device", default=ENGINE_DEFAULTS.device, help="auto | cpu | cuda[:N]")
+    return parent
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    """The EngineOptions that the engine options on the command line describe."""
+    check_device(args.device)
+    return EngineOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EngineOptions)})
+
+
+def scored_set_options(example: str) -> argparse.ArgumentParser:
+    """The sentences to translate and score against references (evaluate, tune-length-penalty)."""
+    parent = Parser(add_help=False)
+    parent.add_argument("--src", help="source file")
+    parent.add_argument("--ref", help="reference file")
+    parent.add_argument("--test", help=f"a named set of a known corpus, e.g. {example}")
+    parent.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="the text is tokenised already: BLEU on its own tokens (tokenize=none); automatic for a --test "
+        "corpus that is (ted_hrlr)",
+    )
+    return parent
+
+
+def load_translator(args: argparse.Namespace):
+    """The Translator that the engine, beam and length-penalty options describe."""
+    from ..translator import Translator
+
+    check_beam(args.beam)
+    return Translator.load(args.model, engine_options(args), length_penalty=getattr(args, "length_penalty", None))

@@ -1,0 +1,66 @@
+"""nmt plot, attention and positions: PNG pictures of a run, of a translation, of the encodings."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import check_beam, check_device, model_options
+
+
+def add_picture_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "plot",
+        help="learning curves of a model directory (PNG)",
+        description="Draw loss, BLEU and learning rate from DIR/metrics.jsonl.",
+    )
+    p.add_argument("model_dir", help="model directory")
+    p.add_argument("--out", help="PNG to write (default: DIR/learning_curves.png)")
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser(
+        "attention",
+        help="attention heatmaps for one sentence (PNG)",
+        parents=[model_options()],
+        description="Cross- and self-attention of every layer and head, one PNG per kind.",
+    )
+    p.add_argument("sentence", help="source sentence")
+    p.add_argument("--out-dir", default="attention", help="folder for the PNGs (default ./%(default)s)")
+    p.add_argument("--beam", type=int, default=1, help="beam size for the translation (default %(default)s)")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.set_defaults(func=cmd_attention)
+
+    p = sub.add_parser(
+        "positions",
+        help="plot the sinusoidal positional encodings (PNG)",
+        description="Heatmap of PE(p, i) as in the reference design.",
+    )
+    p.add_argument("--out", default="positional_encoding.png", help="PNG to write (default %(default)s)")
+    p.add_argument("--d-model", type=int, default=128, help="encoding width (default %(default)s)")
+    p.add_argument("--length", type=int, default=100, help="positions to draw (default %(default)s)")
+    p.set_defaults(func=cmd_positions)
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ..plots import plot_learning_curves
+
+    print(plot_learning_curves(args.model_dir, args.out))
+    return 0
+
+
+def cmd_attention(args: argparse.Namespace) -> int:
+    from ..plots import plot_attention
+    from ..translator import Translator
+
+    check_beam(args.beam)
+    check_device(args.device)
+    translator = Translator.load(args.model, device=args.device)
+    for path in plot_attention(translator, args.sentence, args.out_dir, beam=args.beam):
+        print(path)
+    return 0
+
+
+def cmd_positions(args: argparse.Namespace) -> int:
+    from ..plots import plot_positional_encoding
+
+    print(plot_positional_encoding(args.out, d_model=args.d_model, length=args.length))
+    return 0

@@ -1,0 +1,113 @@
+"""nmt serve: the HTTP server, its options generated from the server's settings dataclasses.
+
+Each field of ServerLimits, BatchingConfig and ConnectionOptions (nmt.server.settings) names its
+option and help; its default is shown from the field, so no default is written twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from typing import Any
+
+from ..config_checks import ConfigError
+from ..server.settings import BatchingConfig, ConnectionOptions, ServerLimits
+from .common import CommandError, engine_arguments, engine_options, length_penalty_options, model_options
+
+SETTINGS = (
+    (ServerLimits, "what one request may ask for, and how long it may take (more: 4xx or 503 naming the limit)"),
+    (BatchingConfig, "batching and load (over it: 503 with Retry-After)"),
+    (ConnectionOptions, "connections (uvicorn's own limits)"),
+)
+
+
+def dest(field: dataclasses.Field) -> str:
+    """The argparse attribute of a settings field: its option's name ("--max-sentences" -> "max_sentences")."""
+    return field.metadata["option"].removeprefix("--").replace("-", "_")
+
+
+def add_settings(parser: argparse.ArgumentParser, settings: type, title: str) -> None:
+    """One option per field of a settings dataclass, in a group of its own."""
+    group = parser.add_argument_group(title)
+    hints = typing.get_type_hints(settings)
+    for field in dataclasses.fields(settings):
+        shown = f"{field.default:g}" if isinstance(field.default, float) else field.default
+        group.add_argument(
+            field.metadata["option"],
+            dest=dest(field),
+            type=hints[field.name],
+            default=field.default,
+            metavar="SECONDS" if field.name.endswith("_s") else "MS" if field.name.endswith("_ms") else "N",
+            help=f"{field.metadata['help']} (default {shown})",
+        )
+
+
+def build_settings(settings: type, args: argparse.Namespace) -> Any:
+    """The settings dataclass from its options; a bad value is a CommandError naming the option."""
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    try:
+        return settings(**{name: getattr(args, dest(f)) for name, f in fields.items()})
+    except ConfigError as err:
+        if err.field not in fields:
+            raise
+        raise CommandError(f"{fields[err.field].metadata['option']} {err.problem}") from None
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="HTTP translation server with a web page",
+        parents=[model_options(), length_penalty_options(), engine_arguments(server=True)],
+        description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
+        "Every limit below is explained in docs/serving.md.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    for settings, title in SETTINGS:
+        add_settings(p, settings, title)
+    g = p.add_argument_group("cross-site protection")
+    g.add_argument(
+        "--allowed-hosts",
+        default=None,
+        help="comma-separated Host names to answer, '*' for any (default: 127.0.0.1, localhost, ::1 "
+        "and --host); behind a proxy, the public name",
+    )
+    g.add_argument(
+        "--allowed-origins",
+        default="",
+        help="comma-separated origins (scheme://host[:port]) whose pages may call the API, besides the "
+        "server's own page; '*' for any (default: none)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .. import server
+    from ..inference.plan import check_length_penalty
+    from .common import check_beam
+
+    check_beam(args.max_beam, "--max-beam")
+    limits, batching, connections = (build_settings(settings, args) for settings, _ in SETTINGS)
+    if batching.max_pending_sentences < limits.max_sentences:
+        raise CommandError(
+            f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
+            f"--max-sentences ({limits.max_sentences})"
+        )
+    if not 0 <= args.port <= 65535:
+        raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
+    access = server.access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
+    if args.length_penalty is not None:
+        check_length_penalty(args.length_penalty)
+    server.serve(
+        args.model,
+        host=args.host,
+        port=args.port,
+        limits=limits,
+        engine=engine_options(args),
+        length_penalty=args.length_penalty,
+        batching=batching,
+        access=access,
+        connections=connections,
+    )
+    return 0

@@ -1,0 +1,88 @@
+"""nmt train: a tokenizer (if needed) and a model, into a self-contained model directory."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .common import CommandError, require_model_dir
+
+
+def add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a tokenizer (if needed) and a model",
+        description="Train into a self-contained model directory.",
+    )
+    p.add_argument("config", nargs="?", help="YAML config (see configs/); optional with --resume")
+    p.add_argument("--out", required=True, help="model directory to create (or resume)")
+    p.add_argument(
+        "--set",
+        action="extend",
+        nargs="+",
+        metavar="SECTION.KEY=VALUE",
+        help="override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)",
+    )
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    p.add_argument(
+        "--init-from",
+        metavar="MODEL_DIR",
+        help="fine-tune: start from this trained model's weights and tokenizer (fresh optimizer and "
+        "warm-up; the config's model section must build the same model, dropout aside)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_train)
+
+
+def config_path(args: argparse.Namespace) -> Path | str:
+    """The config file a run reads: CONFIG, or with --resume alone the run's own config.yaml."""
+    from ..model_dir import RUN_CONFIG, holds_training_run
+
+    out = Path(args.out)
+    if args.init_from:
+        require_model_dir(args.init_from, "--init-from")
+    if args.resume:
+        if args.init_from:
+            raise CommandError("--init-from starts a new run from a trained model; --resume continues a run: not both")
+        if args.config is not None:  # a CONFIG given replaces the run's own settings
+            return args.config
+        path = out / RUN_CONFIG
+        if not path.exists():
+            raise CommandError(
+                f"--resume: {path} not found: give the run's CONFIG file, or start a new run without --resume"
+            )
+        return path
+    if args.config is None:
+        raise CommandError("give a CONFIG file (or --resume with --out DIR)")
+    if holds_training_run(out):
+        raise CommandError(
+            f"{out} already holds a training run: add --resume to continue it, "
+            "or choose another --out (a tokenizer alone there is reused)"
+        )
+    return args.config
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..training.run import train
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {out} is a file: give a directory to train into")
+    path = config_path(args)
+    # The run's own config.yaml names every key: a missing one means it was cut short.
+    config = load_config(path, args.set or [], complete=args.resume and args.config is None)
+    reason = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
+    print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        # Everything is saved and the process group is gone, but under torchrun torch's C++ threads
+        # now and then abort the interpreter's teardown ("terminate called without an active
+        # exception", exit -6, seen on CPU/gloo in about 1 run in 15): skip the teardown.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(0)
+    return 0

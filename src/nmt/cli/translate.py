@@ -1,0 +1,217 @@
+"""nmt translate, evaluate and tune-length-penalty: the commands that run a model over sentences."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from ..inference.plan import Sampling
+from .common import (
+    CommandError,
+    beam_options,
+    engine_arguments,
+    length_penalty_options,
+    load_translator,
+    model_options,
+    scored_set_options,
+)
+
+
+def add_translate_commands(sub: argparse._SubParsersAction) -> None:
+    model, beam, engine, length_penalty = model_options(), beam_options(), engine_arguments(), length_penalty_options()
+    p = sub.add_parser(
+        "translate",
+        help="translate lines from a file or stdin",
+        parents=[model, beam, length_penalty, engine],
+        description="One output line per input line, in order, written as it goes.",
+    )
+    p.add_argument("--input", help="input file (default: stdin)")
+    p.add_argument("--output", help="output file (default: stdout)")
+    p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
+    p.add_argument(
+        "--sample",
+        action="store_true",
+        help="draw each translation at random from the model (back-translation, data augmentation)",
+    )
+    drawn = Sampling()
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help=f"with --sample: > 1 flattens, < 1 sharpens (default {drawn.temperature:g})",
+    )
+    p.add_argument(
+        "--top-k",
+        type=int,
+        default=None,
+        help=f"with --sample: draw among the k most likely tokens, 0 among all (default {drawn.top_k})",
+    )
+    p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
+    p.set_defaults(func=cmd_translate)
+
+    p = sub.add_parser(
+        "evaluate",
+        help="BLEU and chrF (sacreBLEU) on a test set",
+        parents=[model, beam, length_penalty, engine, scored_set_options("multi30k:test_2016_flickr:de-en")],
+        description="Translate a test set and score it with sacreBLEU.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser(
+        "tune-length-penalty",
+        help="choose beam search's length penalty on a validation set",
+        parents=[model, beam, engine, scored_set_options("multi30k:val:de-en")],
+        description="Translate a validation set with beam search under each length penalty alpha, print "
+        "BLEU, chrF and the length ratio of each, and name the alpha with the best cased BLEU. Choose on a "
+        "validation set, never on the test set you report.",
+    )
+    p.add_argument("--alphas", help="comma-separated alphas to try (default: nmt.tuning.DEFAULT_ALPHAS)")
+    p.add_argument(
+        "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
+    )
+    p.set_defaults(func=cmd_tune_length_penalty)
+
+
+# --- translate ----------------------------------------------------------------------------------
+def sampling_option(args: argparse.Namespace):
+    """The Sampling that --sample and its options ask for (None without --sample); checked."""
+    given = {
+        k: v
+        for k, v in (("temperature", args.temperature), ("top_k", args.top_k), ("seed", args.seed))
+        if v is not None
+    }
+    if not args.sample:
+        if given:
+            raise CommandError("--temperature, --top-k and --seed apply to --sample only")
+        return None
+    if args.beam is not None:
+        raise CommandError("--sample draws one translation at random: leave out --beam")
+    if args.length_penalty is not None:
+        raise CommandError("--length-penalty ranks beam search hypotheses: it does not apply to --sample")
+    return Sampling(**given)
+
+
+def cmd_translate(args: argparse.Namespace) -> int:
+    from ..translation_io import translate_stream
+
+    if args.chunk < 1:
+        raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
+    sampling = sampling_option(args)
+    with contextlib.ExitStack() as files:
+        # A missing input fails before the model loads; the output is not emptied if loading fails,
+        # nor if the search asked for is one the model or engine cannot run.
+        source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
+        translator = load_translator(args)
+        translator.search_request(beam=args.beam, length_penalty=args.length_penalty, sampling=sampling)
+        target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+        translate_stream(
+            translator,
+            source,
+            target,
+            beam=args.beam,
+            length_penalty=args.length_penalty,
+            sampling=sampling,
+            name=args.input or "<stdin>",
+            chunk_lines=args.chunk,
+        )
+    return 0
+
+
+# --- evaluate -----------------------------------------------------------------------------------
+def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str], bool]:
+    """(source path, sources, references, pretokenized) from --test or --src/--ref, checked."""
+    from ..data.corpus import read_lines
+    from ..data.registry import is_pretokenized, parallel_files
+
+    pretokenized = args.pretokenized
+    if args.test:
+        try:
+            corpus, split, pair = args.test.split(":")
+            src_lang, tgt_lang = pair.split("-")
+        except ValueError:
+            raise CommandError(f"--test {args.test!r} must look like multi30k:test_2016_flickr:de-en") from None
+        src_path, ref_path = parallel_files(corpus, split, src_lang, tgt_lang)
+        pretokenized = pretokenized or is_pretokenized(corpus)
+    elif args.src and args.ref:
+        src_path, ref_path = Path(args.src), Path(args.ref)
+    else:
+        raise CommandError("give --src FILE and --ref FILE, or --test CORPUS:SPLIT:SRC-TGT")
+    sources, references = list(read_lines(src_path)), list(read_lines(ref_path))
+    if len(sources) != len(references):
+        raise CommandError(f"{src_path} has {len(sources)} lines but {ref_path} has {len(references)}")
+    if not sources:
+        raise CommandError(f"{src_path} and {ref_path} are empty: no sentences to evaluate")
+    return src_path, sources, references, pretokenized
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ..evaluation import score_translations
+    from ..translation_io import translate_sentences
+
+    src_path, sources, references, pretokenized = read_test_set(args)
+    translator = load_translator(args)
+    hypotheses = translate_sentences(
+        translator, sources, beam=args.beam, length_penalty=args.length_penalty, name=str(src_path)
+    )
+    scores = score_translations(hypotheses, references, pretokenized=pretokenized)
+    if args.json:
+        settings = {
+            "model": str(args.model),
+            "beam": args.beam or translator.decode.beam,
+            "length_penalty": translator.decode.length_penalty if args.length_penalty is None else args.length_penalty,
+            "engine": translator.engine.name,
+            "precision": translator.engine.precision,
+        }
+        print(json.dumps({**settings, **scores.to_dict()}))
+    else:
+        print(f"BLEU {scores.bleu:.2f}   {scores.bleu_signature}")
+        print(f"BLEU (lower-cased) {scores.bleu_lowercase:.2f}")
+        print(f"chrF {scores.chrf:.2f}   {scores.chrf_signature}")
+    return 0
+
+
+# --- tune-length-penalty ------------------------------------------------------------------------
+def parse_alphas(text: str) -> list[float]:
+    """ "0.6,1,2" -> [0.6, 1.0, 2.0]; CommandError for anything else."""
+    from ..inference.plan import check_length_penalty
+
+    try:
+        alphas = [float(a) for a in text.split(",")]
+        for alpha in alphas:
+            check_length_penalty(alpha)
+    except ValueError:
+        raise CommandError(f"--alphas must be comma-separated numbers >= 0, e.g. 0.6,1,2; got {text!r}") from None
+    return alphas
+
+
+def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
+    from ..tuning import DEFAULT_ALPHAS, best_trial, try_length_penalty, write_length_penalty
+
+    alphas = parse_alphas(args.alphas) if args.alphas is not None else list(DEFAULT_ALPHAS)
+    _, sources, references, pretokenized = read_test_set(args)
+    translator = load_translator(args)
+    if (args.beam or translator.decode.beam) < 2:
+        raise CommandError("greedy search (beam 1) has no length penalty to choose: give --beam N, N >= 2")
+    trials = []
+    for alpha in alphas:  # one line as each finishes: each is a whole pass over the set
+        t = try_length_penalty(translator, sources, references, alpha, beam=args.beam, pretokenized=pretokenized)
+        trials.append(t)
+        print(
+            f"alpha {t.alpha:<5g} BLEU {t.scores.bleu:6.2f}  lower-cased {t.scores.bleu_lowercase:6.2f}  "
+            f"chrF {t.scores.chrf:6.2f}  length ratio {t.length_ratio:.3f}",
+            flush=True,
+        )
+    best = best_trial(trials)
+    print(f"best alpha {best.alpha:g} (the model's own: {translator.decode.length_penalty:g})")
+    if args.write:
+        path = write_length_penalty(args.model, best.alpha)
+        print(f"wrote decode.length_penalty: {best.alpha:g} to {path}", file=sys.stderr)
+    else:
+        print(
+            f"use it with --length-penalty {best.alpha:g}, or --write to make it the model's default", file=sys.stderr
+        )
+    return 0

@@ -1,0 +1,89 @@
+"""What one batch computes: padded source ids -> n-best hypotheses per sentence.
+
+A free function of the model, the ids and the request, so that the caller's thread, a worker
+thread and a worker process (which has its own copy of the model) run the very same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..config import DecodeConfig
+from ..decoding import Hypothesis, SearchLimits, beam_search, greedy_search, sample
+from ..model import Transformer
+from .plan import SearchRequest
+from .precision import autocast_for
+
+# A batch's generator is seeded with seed * SEED_STRIDE + its index: a call's batches (fewer than
+# this) draw apart from each other and from the next seed's.
+SEED_STRIDE = 100_003
+
+
+def search_limits(decode: DecodeConfig) -> SearchLimits:
+    """The output length limits a model directory's decode section asks for."""
+    return SearchLimits(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
+
+
+@torch.inference_mode()
+def search_batch(
+    model: Transformer,
+    batch_ids: Sequence[Sequence[int]],
+    request: SearchRequest,
+    limits: SearchLimits,
+    precision: str,
+    batch_index: int = 0,
+) -> list[list[Hypothesis]]:
+    """n-best Hypotheses for one batch of source id lists (BOS/EOS included), in its order.
+
+    batch_index: the batch's place in its call. Seeded sampling draws from a generator seeded by
+    it, so a batch gets the same draws whichever worker runs it, and in whatever order.
+    """
+    device = next(model.parameters()).device
+    src = torch.nn.utils.rnn.pad_sequence(
+        [torch.as_tensor(s) for s in batch_ids], batch_first=True, padding_value=model.config.pad_id
+    ).to(device)  # (batch, src_len)
+    attention = request.return_attention
+    with autocast_for(precision, device):
+        if request.sampling is not None:
+            drawn = request.sampling
+            generator = None
+            if drawn.seed is not None:
+                generator = torch.Generator(device).manual_seed(drawn.seed * SEED_STRIDE + batch_index)
+            found = sample(
+                model,
+                src,
+                temperature=drawn.temperature,
+                top_k=drawn.top_k,
+                generator=generator,
+                limits=limits,
+                return_attention=attention,
+            )
+            return [[h] for h in found]
+        if request.beam == 1:
+            return [[h] for h in greedy_search(model, src, limits=limits, return_attention=attention)]
+        return beam_search(
+            model,
+            src,
+            beam_size=request.beam,
+            n_best=request.n_best,
+            length_penalty=request.length_penalty,
+            limits=limits,
+            return_attention=attention,
+        )
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """One batch of a call, as a worker (thread or process) receives it."""
+
+    index: int  # the batch's place in its call (see `search_batch`)
+    ids: list[Sequence[int]]  # source id lists, BOS/EOS included
+    request: SearchRequest
+    limits: SearchLimits
+
+    def run(self, model: Transformer, precision: str) -> list[list[Hypothesis]]:
+        """`search_batch` of this job on `model`."""
+        return search_batch(model, self.ids, self.request, self.limits, precision, self.index)

@@ -1,0 +1,80 @@
+"""A model directory and EngineOptions -> the engine that runs it: the one place that knows both engines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..checkpoint import load_model_dir
+from ..config import DecodeConfig
+from ..model import Transformer
+from ..model_dir import WEIGHTS
+from ..tokenizer import SubwordTokenizer, load_tokenizers
+from .export_ctranslate2 import is_ctranslate2_dir
+from .plan import Engine, EngineOptions
+from .torch_engine import TorchEngine
+
+
+def resolve_device(device: str) -> str:
+    """ "auto" -> "cuda" where torch sees a GPU, else "cpu"; anything else as it is."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_engine(
+    model_dir: str | Path, options: EngineOptions, decode: DecodeConfig
+) -> tuple[Engine, SubwordTokenizer, SubwordTokenizer]:
+    """The engine `options` ask for, on the model in `model_dir`, and the model's source and target
+    tokenizers (which CTranslate2's engine needs to map ids onto its vocabulary).
+
+    nmt's engine loads the weights frozen (requires_grad False): they are for translation, and fp32
+    packs its output projection on CPUs where that is faster (nmt.inference.packed_linear); to
+    train from a model directory, use `load_model_dir` instead. Its precision defaults to fp32 on
+    CUDA too (bf16 decoding measured slower there: see nmt.inference.precision).
+    """
+    model_dir = Path(model_dir)
+    device = resolve_device(options.device)
+    if options.engine == "ctranslate2":
+        from .ctranslate2_engine import CTranslate2Engine  # noqa: PLC0415 - an optional extra
+
+        src_tokenizer, tgt_tokenizer = load_tokenizers(model_dir)
+        engine = CTranslate2Engine.from_model_dir(
+            model_dir,
+            src_tokenizer,
+            tgt_tokenizer,
+            decode,
+            weights=options.weights,
+            precision=options.precision,
+            device=device,
+            workers=options.workers,
+            threads=options.threads,
+        )
+        return engine, src_tokenizer, tgt_tokenizer
+    if is_ctranslate2_dir(model_dir) and options.weights is None and not (model_dir / WEIGHTS).exists():
+        raise ValueError(
+            f"{model_dir} holds a CTranslate2 export, not PyTorch weights: use engine 'ctranslate2' "
+            "(--engine ctranslate2)"
+        )
+    model = load_model_dir(model_dir, weights=options.weights, device=device).requires_grad_(False)
+    return torch_engine(model, decode, options), *load_tokenizers(model_dir)
+
+
+def torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
+    """nmt's engine on a model already in memory (its device and weights as they are)."""
+    return TorchEngine(
+        model,
+        decode,
+        precision=options.precision or "fp32",
+        workers=options.workers,
+        threads=options.threads,
+        processes=options.worker_processes,
+    )
+
+
+def engine_options(options: EngineOptions | None, keywords: dict) -> EngineOptions:
+    """`options`, or EngineOptions built from keywords (precision="int8", ...): not both."""
+    if options is not None and keywords:
+        raise TypeError(f"give EngineOptions or keywords ({', '.join(keywords)}), not both")
+    return options or EngineOptions(**keywords)

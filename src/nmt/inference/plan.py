@@ -1,0 +1,272 @@
+"""What a translate call asks of an engine, and how the call is cut into batches for workers.
+
+    request = SearchRequest(beam=5, length_penalty=1.0)          # what to search for
+    options = EngineOptions(engine="torch", precision="int8")    # how a model directory is run
+    plan = plan_call(lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None,
+                     processes=True)                              # batches, workers, threads
+
+Why workers: on a few CPU cores, N intra-op threads on one batch wait for each other at every
+small operation of a decoding step, and collapse when another process takes a core (an OpenMP
+team cannot finish until its slowest thread does). N workers with one thread each run N
+length-sorted batches side by side instead: no barrier between them, and a taken core slows
+only the worker on it. `WorkerPolicy` holds the numbers that decide how.
+
+No torch at import: the CLI reads `EngineOptions` and `WorkerPolicy` to write its --help.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from ..config_checks import Rule, at_least, check_fields, one_of
+from .choices import ENGINES, PRECISIONS
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..decoding import Hypothesis
+    from ..model import Transformer
+
+
+NON_NEGATIVE = at_least(0)
+
+
+def check_length_penalty(alpha: float) -> None:
+    """The one range check of GNMT's alpha (ConfigError naming `length_penalty`)."""
+    check_fields(LengthPenalty(alpha))
+
+
+@dataclass(frozen=True)
+class LengthPenalty:
+    """GNMT's alpha alone, for the places that take it before a whole request exists."""
+
+    RULES: ClassVar[dict[str, Rule]] = {"length_penalty": NON_NEGATIVE}
+    length_penalty: float  # a finished hypothesis scores log-prob / ((5 + length) / 6)^alpha
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Draw each translation at random from the model instead of searching for the best one.
+
+    For back-translation and data augmentation, where varied outputs help more than the
+    single most likely one. temperature > 1 flattens the distribution, < 1 sharpens it;
+    top_k > 0 draws only among the k most likely tokens. With a seed, the same inputs
+    (in the same batches) give the same draws.
+    """
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "temperature": Rule(lambda v: v > 0, "> 0"),
+        "top_k": Rule(lambda v: v >= 0, ">= 0 (0 keeps every token)"),
+        "seed": Rule(lambda v: 0 <= v < 2**63, "in [0, 2**63)"),  # what a torch generator takes
+    }
+    temperature: float = 1.0
+    top_k: int = 0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """What one translate call asks of an engine: the search, its width, its ranking, its extras."""
+
+    RULES: ClassVar[dict[str, Rule]] = {"beam": at_least(1), "n_best": at_least(1), "length_penalty": NON_NEGATIVE}
+    beam: int = 1
+    n_best: int = 1
+    length_penalty: float = 0.6  # GNMT alpha (beam search only)
+    return_attention: bool = False
+    sampling: Sampling | None = None  # set: one random draw per sentence instead of a search
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.n_best > self.beam:
+            raise ValueError(f"need 1 <= n_best ({self.n_best}) <= beam ({self.beam})")
+        if self.sampling is not None and self.beam != 1:
+            raise ValueError(f"sampling draws one translation per sentence: it takes no beam ({self.beam})")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a model directory is run: by which engine, in which precision, where, on how many workers.
+
+    engine: "torch" (nmt's own) or "ctranslate2" (an exported directory, or an nmt one converted at
+    load). precision: fp32 | int8 | bf16 (None: fp32, or bf16 for CTranslate2 on CUDA); a precision
+    the device runs badly is refused (see nmt.inference.precision). workers / threads: parallel
+    batches and intra-op threads each (None: chosen per call, see WorkerPolicy).
+    worker_processes: nmt's engine runs the workers beyond the caller's as child processes (False:
+    threads of this process, half the memory, a little slower). device: auto | cpu | cuda[:N].
+    weights: a weights file instead of the directory's model.safetensors.
+    """
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "engine": one_of(*ENGINES),
+        "precision": one_of(*PRECISIONS),
+        "workers": at_least(1),
+        "threads": at_least(1),
+    }
+    engine: str = "torch"
+    precision: str | None = None
+    workers: int | None = None
+    threads: int | None = None
+    worker_processes: bool = True
+    device: str = "auto"
+    weights: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class WorkerPolicy:
+    """How nmt's engine shares a call between workers; this docstring is the one place its numbers
+    are explained (the measurements are in docs/benchmarks-log.md).
+
+    max_default_workers (8): the default never plans more workers than this. A memory guard, not a
+    measured optimum: each worker process holds its own copy of the model (0.3-0.8 GB for the
+    Multi30k models), so on a many-core machine further cores become intra-op threads.
+    processes_after_s (30): worker processes start once an engine has decoded this long in
+    parallel calls. A start costs a core for 2-3 s, which a short `nmt translate` would not win
+    back; a long-lived caller (the server) starts them at once (`Engine.start`).
+    min_rows_processes (32) / min_rows_threads (100): a call is spread over several workers only
+    if each batch keeps about this many rows (sentences x beam): a decoding step of a few rows is
+    mostly fixed cost. Threads need more rows than processes: they hand Python's GIL to each
+    other around every operation, which costs the more the shorter the operations.
+    batches_per_worker (4): with parallel workers a call is cut into about this many batches per
+    worker, so that none waits long for the last batch.
+    """
+
+    max_default_workers: int = 8
+    processes_after_s: float = 30.0
+    min_rows_processes: int = 32
+    min_rows_threads: int = 100
+    batches_per_worker: int = 4
+
+
+DEFAULT_POLICY = WorkerPolicy()
+
+
+class Engine(Protocol):
+    """What a Translator (and the server) needs of a search engine: TorchEngine, CTranslate2Engine."""
+
+    name: str  # "torch", "ctranslate2"
+    precision: str
+    supports_attention: bool  # can return cross-attention weights
+    supports_sampling: bool  # can draw at random (SearchRequest.sampling)
+    model: Transformer | None  # the PyTorch model, where the engine runs one (attention plots)
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def parameter_count(self) -> int | None:
+        """The model's distinct parameters (None where the engine cannot say)."""
+
+    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+
+    def start(self) -> None:
+        """Start background workers now, for a long-lived caller that will pay for them anyway."""
+
+    def close(self) -> None:
+        """Stop background workers (the engine still translates, in the caller's thread)."""
+
+
+# --- cutting a call -----------------------------------------------------------------------------
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def cut_batches(order: Sequence[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """`order` cut into consecutive batches whose padded size (rows x longest) stays within `budget`
+    (a sentence longer than the budget gets a batch of its own)."""
+    batches, batch, longest = [], [], 0
+    for i in order:
+        if batch and (len(batch) + 1) * max(longest, lengths[i]) > budget:
+            batches.append(batch)
+            batch, longest = [], 0
+        batch.append(i)
+        longest = max(longest, lengths[i])
+    return batches + [batch] if batch else batches
+
+
+def batch_budget(batch_tokens: int, beam: int, total_tokens: int, min_batches: int = 1) -> int:
+    """Padded source tokens per batch: `batch_tokens` shared by the beams, and small enough to cut
+    `total_tokens` into about `min_batches` batches (parallel workers need several each)."""
+    budget = max(batch_tokens // max(beam, 1), 1)
+    if min_batches > 1:
+        budget = max(min(budget, total_tokens // min_batches), 1)
+    return budget
+
+
+def batches_by_length(lengths: Sequence[int], beam: int, batch_tokens: int, min_batches: int = 1) -> list[list[int]]:
+    """Indices of sentences of similar length, longest first, each batch within `batch_tokens`
+    (divided by the beam), and small enough to make about `min_batches` batches."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i], reverse=True)
+    return cut_batches(order, lengths, batch_budget(batch_tokens, beam, sum(lengths), min_batches))
+
+
+def plan_workers(
+    batches: int, cores: int, workers: int | None, threads: int | None, policy: WorkerPolicy = DEFAULT_POLICY
+) -> tuple[int, int]:
+    """(workers, threads per worker) for a call that can be cut into `batches` batches, on `cores` cores.
+
+    By default one single-threaded worker per core, but never more workers than batches: a lone
+    sentence (one batch) gets every core as intra-op threads, for latency; and, with threads left
+    to choose, never more than policy.max_default_workers. An explicit value wins.
+    """
+    if workers is None:
+        most = min(cores, policy.max_default_workers) if threads is None else cores // threads
+        workers = max(1, min(most, batches))
+    if threads is None:
+        threads = max(1, cores // workers)
+    return workers, threads
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """How one call runs: its batches (sentence indices, longest first) on `workers` workers with
+    `threads` intra-op threads each (None: leave torch's setting, as on CUDA)."""
+
+    batches: list[list[int]]
+    workers: int
+    threads: int | None
+
+
+def plan_call(
+    lengths: Sequence[int],
+    request: SearchRequest,
+    *,
+    batch_tokens: int,
+    cores: int | None,
+    workers: int | None,
+    threads: int | None,
+    processes: bool,
+    policy: WorkerPolicy = DEFAULT_POLICY,
+) -> CallPlan:
+    """The batches and workers for a call on sentences of `lengths` source tokens.
+
+    cores: CPU cores to share out (None: a device that runs one batch at a time, such as CUDA).
+    processes: whether the workers beyond the caller will be processes (they need fewer rows).
+    Seeded sampling keeps the token budget's batches: its draws follow the batches, and must not
+    depend on the number of workers.
+    """
+    batches = batches_by_length(lengths, request.beam, batch_tokens)
+    if cores is None:
+        return CallPlan(batches, 1, None)
+    seeded = request.sampling is not None and request.sampling.seed is not None
+    min_rows = policy.min_rows_processes if processes else policy.min_rows_threads
+    worth = len(batches) if seeded else max(len(batches), len(lengths) * request.beam // min_rows)
+    workers, threads = plan_workers(worth, cores, workers, threads, policy)
+    if workers > 1 and not seeded:
+        wanted = max(workers, min(policy.batches_per_worker * workers, worth))
+        batches = batches_by_length(lengths, request.beam, batch_tokens, min_batches=wanted)
+    return CallPlan(batches, workers, threads)

@@ -1,0 +1,116 @@
+"""nmt's own search engine: the model and the searches of `nmt.decoding`, batched by length and
+spread over parallel workers.
+
+    engine = TorchEngine(model, decode, precision="int8")
+    engine.translate_ids(ids, SearchRequest(beam=5))   # n-best hypotheses per sentence, in order
+
+A call is planned (nmt.inference.plan: batches, workers, threads), its batches run on the
+workers (nmt.inference.workers: the caller's thread, plus threads or processes), and the
+results go back to input order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..config import DecodeConfig
+from ..decoding import Hypothesis
+from ..model import Transformer
+from .batch_search import BatchJob, search_limits
+from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, WorkerPolicy, available_cores, plan_call, plan_workers
+from .precision import autocast_for, is_int8, prepare_for_inference
+from .workers import Workers
+
+
+class TorchEngine:
+    """Translates source id lists with a Transformer in fp32, bf16 or int8 (see nmt.inference.precision).
+
+    workers / threads: parallel batches and intra-op threads each (None: chosen per call from the
+    cores and how many batches the call is worth; see `plan_call`). On CUDA, one worker.
+    processes: on CPU, run the workers beyond the caller's thread as child processes where the
+    model allows it: frozen (requires_grad False, as `Translator.load` gives it), fp32 or int8.
+    Otherwise, or with False, they are threads. When they start: see WorkerPolicy.
+    """
+
+    name = "torch"
+    supports_attention = True
+    supports_sampling = True
+
+    def __init__(
+        self,
+        model: Transformer,
+        decode: DecodeConfig,
+        *,
+        precision: str = "fp32",
+        workers: int | None = None,
+        threads: int | None = None,
+        processes: bool = True,
+        policy: WorkerPolicy = DEFAULT_POLICY,
+    ):
+        EngineOptions(workers=workers, threads=threads)  # the one check of the counts
+        self._parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
+        self.cores = available_cores()
+        # The fp32 weights the worker processes will load, kept before int8 replaces them (for fp32
+        # they are the model's own tensors, no copy). A model in training is never copied: its
+        # weights would go stale.
+        process_weights = None
+        on_cpu = next(model.parameters()).device.type == "cpu"
+        frozen = not any(p.requires_grad for p in model.parameters())
+        parallel = workers != 1 and self.cores > 1
+        if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
+            process_weights = dict(model.state_dict())
+        self.model = prepare_for_inference(model, precision)
+        self.precision, self.decode = precision, decode
+        self.workers, self.threads = workers, threads
+        self.runner = Workers(self.model, precision, process_weights, policy)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def policy(self) -> WorkerPolicy:
+        return self.runner.policy
+
+    @property
+    def parameter_count(self) -> int:
+        return self._parameter_count
+
+    def autocast(self):
+        """The context this engine runs its model in: autocast for bf16 (whose linear weights are bf16)."""
+        return autocast_for(self.precision, self.device)
+
+    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+        processes = self.runner.processes_due
+        plan = plan_call(
+            [len(s) for s in ids],
+            request,
+            batch_tokens=self.decode.batch_tokens,
+            cores=self.cores if self.device.type == "cpu" else None,
+            workers=self.workers,
+            threads=self.threads,
+            processes=processes,
+            policy=self.policy,
+        )
+        limits = search_limits(self.decode)
+        jobs = [BatchJob(i, [ids[r] for r in rows], request, limits) for i, rows in enumerate(plan.batches)]
+        found = self.runner.map(jobs, plan.workers, plan.threads, processes)
+        results: list[list[Hypothesis]] = [[] for _ in ids]
+        for rows, found_rows in zip(plan.batches, found, strict=True):
+            for i, hyps in zip(rows, found_rows, strict=True):
+                results[i] = hyps
+        return results
+
+    def start(self) -> None:
+        """Start the worker processes now, in the background, rather than after
+        WorkerPolicy.processes_after_s of parallel calls: for a long-lived caller (the server)."""
+        workers, _ = plan_workers(self.cores, self.cores, self.workers, self.threads, self.policy)
+        if workers > 1:
+            self.runner.start_processes(workers - 1)
+
+    def close(self) -> None:
+        """Stop the worker processes (later calls run in threads)."""
+        self.runner.close()
