@@ -10,7 +10,7 @@ ALLOWED = {
     "model": {"model"},
     "decoding": {"model", "decoding"},
     "data": {"data", "files", "tokenizer"},
-    "tokenizer": {"files"},
+    "tokenizer": {"config_checks", "files"},
     "files": set(),
     "config_checks": set(),
     "config": {"config_checks", "files", "model", "tokenizer"},

@@ -97,7 +97,7 @@ BAD_VALUES = [
     ("data.corpus=null", "data.corpus is null: set data.train_src"),
     ("data.train_tgt=t.txt", "data.train_tgt needs data.train_src"),
     # tokenizer
-    ("tokenizer.kind=char", "tokenizer.kind: unknown tokenizer kind 'char'"),
+    ("tokenizer.kind=char", "tokenizer.kind must be one of bpe | unigram | wordpiece, got 'char'"),
     ("tokenizer.vocab_size=100", "tokenizer.vocab_size 100 is too small"),
     ("tokenizer.vocab_size=true", "tokenizer.vocab_size must be int, got True"),
     ("tokenizer.min_frequency=0", "tokenizer.min_frequency must be >= 1"),

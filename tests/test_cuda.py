@@ -73,7 +73,7 @@ def test_cached_decoding_equals_uncached_on_cuda(tiny_model_dir, sources):
 def test_translating_on_cuda_in_fp32_scores_as_on_the_cpu(tiny_model_dir, sources):
     """The same best scores (a near-tie may pick another text on either device, never a worse score)."""
     on_gpu = Translator.load(tiny_model_dir, device="cuda")
-    assert on_gpu.engine.precision == "fp32"  # the default: bf16 decoding was slower (docs/benchmarks.md)
+    assert on_gpu.engine.precision == "fp32"  # the default: bf16 decoding was slower (docs/benchmarks-log.md)
     on_cpu = Translator.load(tiny_model_dir, device="cpu")
     for beam in (1, 4):
         gpu = [x[0].score for x in on_gpu.translate_detailed(sources, beam=beam)]

@@ -19,6 +19,7 @@ _PUBLIC = {
     "Translator": "nmt.translator",
     "Translation": "nmt.translator",
     "Sampling": "nmt.translator",
+    "EngineOptions": "nmt.translator",
     "ExperimentConfig": "nmt.config",
     "ConfigError": "nmt.config",
     "load_config": "nmt.config",

@@ -143,7 +143,7 @@ def log_softmax_in_place(logits: torch.Tensor) -> torch.Tensor:
     Why in place: each step's (rows, vocab) table is large (15 MB at 450 rows x 8,192), and a new
     one every step comes from fresh pages: glibc does not hand back PyTorch's freed 64-byte-aligned
     blocks of that size for the next request (posix_memalign's padding no longer fits), so each
-    step pays a page fault per 4 KiB of output (docs/benchmarks.md, issue 11 session 15). The
+    step pays a page fault per 4 KiB of output (measured: docs/benchmarks-log.md). The
     CPU kernel reads every element before writing it (row max, sum of exp, then
     x - max - log(sum)), so writing over the input gives the same numbers; a test checks that.
     """

@@ -3,13 +3,11 @@
     y = dequantise(quantise(x) W_int8^T) + b      x quantised per call, W once (see nmt.inference.precision)
 
 `torch.ao.nn.quantized.dynamic.Linear.forward` calls `torch.ops.quantized.linear_dynamic`, an
-overload packet that looks up its overload in Python on every call (about 20 µs), then converts
-the fp32 result to fp32 again. A decoding step calls 19 linear layers in `small`, so at a few rows
-that lookup is a tenth of the step. Calling the resolved overload gives the same numbers: one
-sentence at a time, int8 greedy 2.15 → 1.85 s and beam 5 2.13 → 1.93 s for 40 test sentences,
-the same text (docs/benchmarks.md, issue 11 session 20); at 8 sentences a call (beam 5) the
-difference was within the noise. Imported only by `nmt.inference.precision.quantize_int8`: fp32 users never
-load torch.ao.
+overload packet that looks up its overload in Python on every call, then converts the fp32 result
+to fp32 again. A decoding step calls every linear layer once (19 in `small`), so at a few rows
+that lookup is a noticeable part of the step. Calling the resolved overload gives the same
+numbers, faster for small batches (docs/benchmarks-log.md). Imported only by
+`nmt.inference.precision.quantize_int8`: fp32 users never load torch.ao.
 """
 
 from __future__ import annotations

@@ -6,12 +6,10 @@ is the largest matmul of a decoding step (about 40% of a step's multiply-adds in
 runs on few rows: one per live hypothesis, fewer as sentences finish. nn.Linear hands it to
 MKL's sgemm, which copies the whole weight into its blocked layout again on every call; oneDNN
 can keep the weight in that layout (`_reorder_linear_weight`, what torch.compile's CPU backend
-does for frozen weights), so a step only multiplies. Measured on AMD Zen 3, one thread, MKL's
-time over oneDNN's by rows (benchmarks/linear_kernels.py): about 1 at 1 row, 1.4-3.8 at 2-32,
-1.0-1.25 from 64 up (it varies between runs); whole translations 1.06-1.17x faster greedy
-and 1.00-1.06x beam 5, the same text (docs/benchmarks.md). The decoder's other, smaller layers
-ran faster in MKL, so only the output projection is packed, and only on the CPUs where that was
-measured (see `nmt.inference.precision.packed_output_is_faster`).
+does for frozen weights), so a step only multiplies. The gain is largest at the few rows of a
+decoding step (benchmarks/linear_kernels.py; figures in docs/results.md). The decoder's other,
+smaller layers ran faster in MKL, so only the output projection is packed, and only on the CPUs
+where that was measured (see `nmt.inference.precision.packed_output_is_faster`).
 """
 
 from __future__ import annotations

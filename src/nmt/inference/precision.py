@@ -9,14 +9,12 @@ attention scores and softmax stay in fp32.
 
 Which API: `torch.ao.quantization.quantize_dynamic` (PyTorch's own, deprecated in favour of
 torchao but still shipped in torch 2.13). torchao's int8 dynamic quantisation is the maintained
-one, but on CPU without torch.compile it runs as decomposed eager ops. Measured on this
-project's AMD Zen 3 machine (one thread, a 500 x 256 -> 8,192 linear layer, the output
-projection of the `small` model): fp32 47 ms, torch.ao int8 21.5 ms, torchao 0.18 int8 1,050 ms.
-Whole translations gain less than single layers (1.4-1.6x, docs/benchmarks.md): attention,
-softmax and search stay in fp32.
+one, but on CPU without torch.compile it runs as decomposed eager ops, tens of times slower than
+torch.ao's fused kernel on a layer of the `small` model (docs/benchmarks-log.md). Whole
+translations gain less than single layers: attention, softmax and search stay in fp32.
 
 fp32 is fp32 throughout; on AMD CPUs its output projection runs in oneDNN rather than MKL
-(nmt.inference.packed_linear: the same products, 1.06-1.17x faster greedy decoding).
+(nmt.inference.packed_linear: the same products, faster).
 
 bf16 runs through autocast. It is allowed on CUDA and on CPUs with AMX tiles; on CPUs without
 AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this project's machines
@@ -24,9 +22,9 @@ AMX (AVX-512 BF16 or AVX2 only) bf16 matmuls were slower than fp32 on this proje
 tensors that require grad and never under inference_mode, so a translator would cast every
 weight matrix again at every decoding step: a frozen model's linear weights are cast to bf16
 once instead (`cast_linear_weights`), which gives the same numbers. On CUDA bf16 is not the
-default for this engine: decoding the `small` model in beam 5 took 43 s against 7.8 s in fp32
-on an H100, one run each, before that change (docs/benchmarks.md). The casts alone are too
-small to explain that gap, whose cause is not known yet.
+default for this engine: it decoded several times slower than fp32 on an H100 (one run, before
+that change: docs/results.md), a gap the casts alone are too small to explain; its cause is
+not known yet.
 """
 
 from __future__ import annotations

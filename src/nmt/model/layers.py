@@ -37,7 +37,7 @@ class FeedForward(nn.Module):
         if self.activation is F.relu and not hidden.requires_grad:
             # In place where no gradient is kept (inference): the hidden layer is a layer's largest
             # tensor (32 MB for an encoder batch of 8,000 tokens), and a new one comes from fresh,
-            # page-faulted memory (docs/benchmarks.md, issue 11 session 15).
+            # page-faulted memory (measured: docs/benchmarks-log.md).
             hidden = hidden.relu_()
         else:
             hidden = self.activation(hidden)

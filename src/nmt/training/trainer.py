@@ -276,16 +276,16 @@ class Trainer:
             if self.train_config.max_epochs is not None and p.epoch >= self.train_config.max_epochs:
                 return
 
-    def next_pieces(self, stream) -> list[Batch]:
-        """The `accumulate` batches of the next step (fewer, or none, when the last epoch ends)."""
-        pieces = []
+    def next_micro_batches(self, stream) -> list[Batch]:
+        """The `accumulate` micro-batches of the next step (fewer, or none, when the last epoch ends)."""
+        micro_batches = []
         for _ in range(self.train_config.accumulate):
             item = next(stream, None)
             if item is None:
                 break
             self.progress.batch_in_epoch = item[0] + 1
-            pieces.append(item[1])
-        return pieces
+            micro_batches.append(item[1])
+        return micro_batches
 
     def run(self) -> str:
         """Train until a stop condition; returns why training stopped."""
@@ -310,12 +310,12 @@ class Trainer:
                 if self.dist.any(reason is not None):  # every rank stops at the same step
                     break
                 started = time.perf_counter()
-                pieces = self.next_pieces(stream)
+                micro_batches = self.next_micro_batches(stream)
                 waited = time.perf_counter() - started
-                if not pieces:
+                if not micro_batches:
                     reason = f"reached train.max_epochs={cfg.max_epochs}"
                     break
-                stats = self.train_step(pieces)
+                stats = self.train_step(micro_batches)
                 if stats is None:
                     consecutive_bad += 1
                     self.report_bad_step(consecutive_bad)
