@@ -234,7 +234,7 @@ def test_train_on_no_lines_raises():
 
 
 def test_bad_config_raises():
-    with pytest.raises(ValueError, match="tokenizer.kind must be one of bpe | unigram | wordpiece, got .char."):
+    with pytest.raises(ValueError, match=r"tokenizer\.kind must be one of bpe \| unigram \| wordpiece, got 'char'"):
         TokenizerConfig(kind="char")
     with pytest.raises(ValueError, match="too small"):
         TokenizerConfig(vocab_size=100)

@@ -294,7 +294,7 @@ def serve(
         # gained no requests/s (docs/benchmarks-log.md).
         engine = dataclasses.replace(engine, workers=1)
     translator = Translator.load(model_dir, engine, length_penalty=length_penalty)
-    translator.start_workers()  # the server runs long: its worker processes start now, not after 30 s
+    translator.start_workers()  # the server runs long: its worker processes start now, not once due
     info = model_info(model_dir, translator)
     access = access or access_policy(host)
     if host not in LOOPBACK_NAMES:
