@@ -8,6 +8,7 @@ each damaged in one way, and small input files. A case whose fix belongs to a mo
 file does not test is marked xfail(strict=True) with the reason, so it fails loudly once fixed.
 """
 
+import gzip
 import json
 import re
 import shlex
@@ -420,3 +421,60 @@ def test_a_closed_stdout_pipe_stops_quietly(files, tmp_path):
     err = process.stderr.read().decode()
     assert process.wait(timeout=120) == 141
     assert "Traceback" not in err and "Error" not in err, err
+
+
+# --- training corpora: damaged or missing files, found before anything is written ---------------------
+GZIP_DAMAGES = {
+    "cut short": (lambda whole: whole[: len(whole) // 2], "the gzip stream is cut short"),
+    "random bytes": (lambda whole: whole[:10] + bytes(range(256)) * 8, "corrupt gzip data"),
+    "plain text": (lambda whole: gzip.decompress(whole), "not a gzip file, though its name ends in .gz"),
+}
+
+
+def corpus_overrides(train_src: Path, tmp_path: Path, valid_src: Path | None = None) -> list[str]:
+    """--set overrides training on `train_src` (and a small aligned target and validation set)."""
+    lines = [f"ein satz nummer {i}" for i in range(300)]
+    (tmp_path / "train.en").write_text("\n".join(lines) + "\n")
+    (tmp_path / "valid.de").write_text("ein satz\n")
+    (tmp_path / "valid.en").write_text("a sentence\n")
+    return [
+        "data.corpus=null",
+        f"data.train_src={train_src}",
+        f"data.train_tgt={tmp_path / 'train.en'}",
+        f"data.valid_src={valid_src or tmp_path / 'valid.de'}",
+        f"data.valid_tgt={tmp_path / 'valid.en'}",
+        "tokenizer.vocab_size=500",
+        "train.max_steps=1",
+    ]
+
+
+@pytest.mark.parametrize("damage", GZIP_DAMAGES)
+def test_a_damaged_gzip_corpus_is_one_line_naming_the_file_and_nothing_is_written(damage, tmp_path, capsys):
+    cut, reason = GZIP_DAMAGES[damage]
+    whole = gzip.compress("".join(f"ein satz nummer {i}\n" for i in range(300)).encode())
+    broken = tmp_path / "train.de.gz"
+    broken.write_bytes(cut(whole))
+    out = tmp_path / "run"
+    config = REPO / "configs" / "reference.yaml"
+    assert (
+        run_main(["train", str(config), "--out", str(out), "--quiet", "--set", *corpus_overrides(broken, tmp_path)])
+        == 1
+    )
+    lines = [line for line in capsys.readouterr().err.splitlines() if line and not LOG_LINE.match(line)]
+    assert lines == [lines[0]] and lines[0].startswith(f"nmt train: error: {broken}: {reason}"), lines
+    assert not out.exists()
+
+
+def test_a_missing_validation_file_fails_before_any_corpus_is_read(tmp_path, capsys, monkeypatch):
+    import nmt.training.datasets as datasets
+
+    read = []
+    monkeypatch.setattr(datasets, "count_lines", lambda path: read.append(path) or 0)
+    monkeypatch.setattr(datasets, "read_parallel", lambda *a, **k: read.append(a) or iter(()))
+    (tmp_path / "train.de").write_text("ein satz\n" * 300)
+    missing = tmp_path / "no_such_valid.de"
+    overrides = corpus_overrides(tmp_path / "train.de", tmp_path, valid_src=missing)
+    out = tmp_path / "run"
+    assert run_main(["train", str(REPO / "configs/reference.yaml"), "--out", str(out), "--set", *overrides]) == 1
+    assert f"nmt train: error: data.valid_src: {missing} does not exist" in capsys.readouterr().err
+    assert read == [] and not out.exists()  # no corpus was counted, read or encoded, nothing written

@@ -91,9 +91,32 @@ def test_truncated_gzip_is_a_corpus_error(tmp_path):
     whole = gzip.compress(("ein Satz\n" * 2000).encode())
     broken = tmp_path / "cut.txt.gz"
     broken.write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(CorpusError, match="cannot decompress") as info:
+    with pytest.raises(CorpusError, match="the gzip stream is cut short") as info:
         list(read_lines(broken))
     assert info.value.path == str(broken)
+
+
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (lambda whole: whole[: len(whole) // 2], "the gzip stream is cut short"),
+        (lambda whole: whole[:10] + bytes(range(256)) * 4, "corrupt gzip data"),
+        (lambda whole: b"ein Satz\nnoch einer\n", "not a gzip file, though its name ends in .gz"),
+    ],
+)
+def test_every_reader_names_a_damaged_gzip_file_and_what_is_wrong(tmp_path, content, reason):
+    broken = tmp_path / "train.de.gz"
+    broken.write_bytes(content(gzip.compress(("ein Satz\n" * 2000).encode())))
+    good = write(tmp_path / "train.en", "a sentence\n" * 2000)
+    for read in (
+        lambda: list(read_lines(broken)),
+        lambda: count_lines(broken),
+        lambda: list(read_parallel(broken, good)),
+    ):
+        with pytest.raises(CorpusError, match=reason) as info:
+            read()
+        assert info.value.path == str(broken) and str(info.value).startswith(f"{broken}")
+        assert "\n" not in str(info.value)
 
 
 def test_gzip_without_gz_suffix_gets_a_hint(tmp_path):

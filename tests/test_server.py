@@ -416,3 +416,40 @@ def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, tra
         )
         refused = client.post("/translate", json={"text": ["Ein Hund."], "attention": True})
         assert refused.status_code == 422 and refused.json()["error"] == "attention_unavailable"
+
+
+def test_a_client_that_leaves_mid_body_is_counted_and_logs_no_error(capfd):
+    stub = EchoTranslator()
+    app = create_app(stub, ServerLimits(), info=INFO)
+    with serve_in_thread(app) as url:
+        for _ in range(3):
+            address = urlsplit(url)
+            with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+                sock.sendall(
+                    b"POST /translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                    b'Content-Length: 100\r\n\r\n{"text": ["cut'
+                )
+                time.sleep(0.2)  # the server is reading the body when the client goes
+        metrics = httpx.get(f"{url}/metrics").text
+        assert 'nmt_client_disconnects_total{stage="body"} 3.0' in metrics
+        assert httpx.post(f"{url}/translate", json={"text": ["still here"]}).status_code == 200
+    log = capfd.readouterr().err
+    assert "ERROR" not in log and "Traceback" not in log and "ClientDisconnect" not in log, log
+    assert stub.calls == [(["still here"], 5, False)]  # nothing of the cut bodies reached the model
+
+
+def test_nmt_serve_on_a_port_in_use_is_one_line_before_the_model_loads(monkeypatch, capsys):
+    import nmt.server.app
+    from nmt.cli import main
+
+    monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded the model"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", "m", "--port", str(port)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"nmt serve: error: port {port} on 127.0.0.1 is already in use: stop what holds it, or choose another port\n"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -75,7 +76,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     path = config_path(args)
     # The run's own config.yaml names every key: a missing one means it was cut short.
     config = load_config(path, args.set or [], complete=args.resume and args.config is None)
-    reason = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
+    created = not out.exists()
+    try:
+        reason = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
+    except BaseException:
+        if created:  # a run that failed before writing anything leaves no empty directory behind
+            with contextlib.suppress(OSError):
+                out.rmdir()  # only if empty
+        raise
     print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         # Everything is saved and the process group is gone, but under torchrun torch's C++ threads

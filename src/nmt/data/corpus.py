@@ -100,12 +100,16 @@ def count_lines(path: str | Path) -> int:
     """The number of lines of a plain or ".gz" file (a last line without "\\n" counts), read in 1 MiB blocks.
 
     For progress bars and sampling: about a second per GB, against minutes to read pairs as text.
+    A damaged gzip stream is a CorpusError naming the file.
     """
     count, last = 0, b"\n"
     with _open_binary(Path(path)) as file:
-        while block := file.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
+        try:
+            while block := file.read(1 << 20):
+                count += block.count(b"\n")
+                last = block[-1:]
+        except DECOMPRESSION_ERRORS as exc:
+            raise decompression_error(exc, path) from exc
     return count + (last != b"\n")
 
 
@@ -206,6 +210,20 @@ def _keep(src: str, tgt: str, stats: ReadStats) -> bool:
     return True
 
 
+DECOMPRESSION_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
+
+
+def decompression_error(exc: Exception, path: str | Path, line: int | None = None) -> CorpusError:
+    """What a damaged ".gz" file is, in words, as a CorpusError naming it (and the line it broke in)."""
+    if isinstance(exc, gzip.BadGzipFile):
+        reason = f"not a gzip file, though its name ends in .gz ({exc}): compress it, or rename it without .gz"
+    elif isinstance(exc, EOFError):
+        reason = "the gzip stream is cut short (an interrupted download or copy?): fetch or compress it again"
+    else:
+        reason = f"corrupt gzip data (zlib: {exc}): fetch or compress it again"
+    return CorpusError(reason, path, line)
+
+
 def _open_binary(path: Path) -> IO[bytes]:
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
@@ -226,8 +244,8 @@ def _raw_lines(path: str | Path) -> Iterator[bytes]:
             for raw in file:
                 count += 1
                 yield raw
-        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-            raise CorpusError(f"cannot decompress: {exc}", path, count + 1) from exc
+        except DECOMPRESSION_ERRORS as exc:
+            raise decompression_error(exc, path, count + 1) from exc
 
 
 def _decode(raw: bytes, path: str | Path, number: int) -> str:

@@ -51,9 +51,17 @@ from ..model_dir import read_run_config
 from ..translator import EngineOptions, Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
-from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, uvicorn_config
+from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, listening_socket, uvicorn_config
 from .metrics import ServerMetrics, StatusCounter
-from .requests import ApiError, ServerLimits, answer_body, check_json_content_type, parse_request, read_body
+from .requests import (
+    ApiError,
+    BodyAbandoned,
+    ServerLimits,
+    answer_body,
+    check_json_content_type,
+    parse_request,
+    read_body,
+)
 
 log = logging.getLogger(__name__)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
@@ -219,7 +227,12 @@ def create_app(
 
     async def translate_request(request: Request) -> Response:
         check_json_content_type(request)
-        parsed = parse_request(await read_body(request, limits.max_body_bytes, limits.body_timeout_s), limits)
+        try:
+            body = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+        except BodyAbandoned:  # counted (outcome "disconnected") and logged as one access line, no traceback
+            metrics.disconnects.labels("body").inc()
+            return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
+        parsed = parse_request(body, limits)
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
@@ -245,6 +258,7 @@ def create_app(
             ) from None
         results = await wait_for_answer(request, future, queue, limits.deadline_s)
         if results is None:
+            metrics.disconnects.labels("answer").inc()
             return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
         build = partial(answer_body, beam, results, attention=parsed.attention, max_cells=limits.max_attention_cells)
         # Attention is megabytes of JSON for long sentences: built in a thread, the loop stays free.
@@ -288,6 +302,26 @@ def serve(
     engine: how the model runs (EngineOptions); length_penalty: the GNMT alpha of every request
     (default: the model's decode.length_penalty).
     """
+    sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
+    try:
+        serve_on(sock, host, model_dir, limits, engine, length_penalty, batching, access, connections)
+    finally:
+        sock.close()
+
+
+def serve_on(
+    sock: socket.socket,
+    host: str,
+    model_dir: str | Path,
+    limits: ServerLimits | None,
+    engine: EngineOptions | None,
+    length_penalty: float | None,
+    batching: BatchingConfig | None,
+    access: AccessPolicy | None,
+    connections: ConnectionOptions | None,
+) -> None:
+    """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
+    port = sock.getsockname()[1]  # the one the system chose for port 0
     engine = engine or EngineOptions()
     if engine.workers is None and engine.engine != "torch":
         # nmt's engine plans its workers per model call; CTranslate2's keeps one worker here: two
@@ -314,7 +348,7 @@ def serve(
         port,
     )
     app = create_app(translator, limits or ServerLimits(), info=info, batching=batching, access=access)
-    run_app(app, connections or ConnectionOptions(), host=host, port=port)
+    run_app(app, connections or ConnectionOptions(), host=host, port=port, sockets=[sock])
 
 
 def run_app(

@@ -15,6 +15,7 @@ The process then exits within graceful_timeout_s plus one batch.
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 from collections.abc import Callable
 
@@ -23,6 +24,30 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from .settings import ConnectionOptions
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port, as uvicorn binds its own, for the server to listen on.
+
+    Bound before the model loads, so that a port in use (or an address this machine does not have)
+    is one line at once rather than uvicorn's log lines after the load. OSError naming the address.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # not past a live listener: only TIME_WAIT
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise OSError(
+                f"port {port} on {host} is already in use: stop what holds it, or choose another port"
+            ) from None
+        raise OSError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    except (OverflowError, TypeError) as err:  # a port out of range
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {err}") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 class HeaderTimeoutProtocol(H11Protocol):

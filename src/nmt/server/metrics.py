@@ -7,6 +7,7 @@
     nmt_batch_sentences / nmt_batch_seconds     per model call: its sentences and its time
     nmt_sentences_translated_total              sentences the model answered (and model calls, seconds)
     nmt_requests_dropped_total{reason}          work skipped: disconnected, deadline, overloaded, shutdown
+    nmt_client_disconnects_total{stage}         clients gone before their answer: "body" (mid-body), "answer"
 
 Each app has its own CollectorRegistry (not prometheus_client's global one), so several apps in
 one process, as in the tests, do not collide, and the numbers describe this app alone. With
@@ -68,6 +69,12 @@ class ServerMetrics:
             "POST /translate time, from the headers in to the answer",
             ["outcome"],
             buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.disconnects = Counter(
+            "nmt_client_disconnects",
+            "POST /translate clients that left before their answer: while sending the body, or waiting for the answer",
+            ["stage"],
             registry=self.registry,
         )
         self.batch_sentences = Histogram(

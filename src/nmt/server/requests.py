@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
+from starlette.requests import ClientDisconnect
 
 from ..tokenizer import EOS
 from ..translator import Translation
@@ -67,9 +68,14 @@ def check_json_content_type(request: Request) -> None:
         )
 
 
+class BodyAbandoned(Exception):
+    """The client closed the connection while sending its body: normal traffic, answered by no one."""
+
+
 async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes:
     """The body, refused with 413 as soon as it passes max_bytes (Content-Length may be absent or lie),
-    and with 408 if it has not all arrived within timeout_s (a client trickling bytes holds a slot)."""
+    and with 408 if it has not all arrived within timeout_s (a client trickling bytes holds a slot).
+    BodyAbandoned if the client leaves before the end of it."""
     too_large = ApiError(
         413, "limit_exceeded", f"the request body is larger than {max_bytes} bytes", limit="max_body_bytes"
     )
@@ -88,6 +94,8 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
         raise ApiError(
             408, "body_timeout", f"the request body did not arrive within {timeout_s:g} s", limit="body_timeout_s"
         ) from None
+    except ClientDisconnect:
+        raise BodyAbandoned from None
     return b"".join(chunks)
 
 

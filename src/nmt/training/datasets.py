@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,6 +77,21 @@ def sample_pairs(
                 if position == len(chosen):
                     break
     return picked
+
+
+def check_input_files(data: DataConfig) -> None:
+    """Every corpus file the config names exists and is readable: checked in a millisecond, before
+    minutes of reading and encoding (a named corpus's files are the registry's to fetch and verify)."""
+    for key in ("train_src", "train_tgt", "valid_src", "valid_tgt"):
+        if getattr(data, key) is None:
+            continue
+        path = Path(getattr(data, key))
+        if not path.exists():
+            raise FileNotFoundError(f"data.{key}: {path} does not exist")
+        if not path.is_file():
+            raise FileNotFoundError(f"data.{key}: {path} is not a file")
+        if not os.access(path, os.R_OK):
+            raise PermissionError(f"data.{key}: {path} is not readable")
 
 
 def split_files(data: DataConfig, split: str) -> CorpusFiles:

@@ -24,7 +24,7 @@ from ..data.batching import TokenBatchSampler
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
 from ..model_dir import INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
-from .datasets import TrainingData, load_training_data
+from .datasets import TrainingData, check_input_files, load_training_data
 from .distributed import Distributed
 from .loss import LossModule
 from .placement import place
@@ -85,6 +85,7 @@ def build_trainer(
     init_from = Path(init_from) if init_from is not None else None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    check_input_files(config.data)  # before anything is written or encoded
     if init_from is not None:  # refuse another model before anything is written or encoded
         check_same_model(config, init_from)
     with dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
