@@ -138,8 +138,7 @@ def main() -> None:
         for fn in settings.values():
             fn(sources[:50], 5)  # warm-up
         for translator in translators:
-            if translator.engine.name == "torch" and translator.engine.runner.pool is not None:
-                translator.engine.runner.pool.wait_ready()
+            translator.start_workers(wait=True)
         for _ in range(args.rounds):
             for name, fn in settings.items():
                 for key, beam in (("greedy", 1), ("beam5", 5)):

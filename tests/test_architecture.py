@@ -39,7 +39,7 @@ ALLOWED = {
     },
     # Serving (the HTTP app, its request checks, batching queue, access rules, metrics, web page) is one
     # package over the Translator; nothing imports it but the CLI.
-    "server": {"config_checks", "model_dir", "tokenizer", "translator"},
+    "server": {"config_checks", "inference", "model_dir", "tokenizer", "translator"},
     # The shells: nothing imports them (but `python -m nmt`).
     "cli": {
         "checkpoint",

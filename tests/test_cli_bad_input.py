@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from nmt.cli import main
-from nmt.cli.common import MAX_BEAM
+from nmt.inference.plan import MAX_BEAM
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = (

@@ -1,7 +1,7 @@
 """The CUDA paths (bf16 autocast in training, torch.compile, decoding on the GPU), checked against
 the CPU. Skipped without a GPU; conftest.py keeps every other test on the CPU.
 
-Status (session 12, one H100): not yet seen passing. In the one run, the bf16 training test
+Status (one H100, once): not yet seen passing. In the one run, the bf16 training test
 failed (message lost to a time limit), the compile test took over 100 s, and the decoding tests
 did not run; see docs/distributed.md. Run this file first whenever a GPU is lent."""
 

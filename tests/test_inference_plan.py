@@ -70,7 +70,7 @@ def test_seeded_sampling_keeps_the_budget_s_batches_whatever_the_workers():
         (lambda: EngineOptions(workers=0), "workers must be >= 1 or null, got 0"),
         (lambda: EngineOptions(engine="onnx"), "engine must be one of torch | ctranslate2, got 'onnx'"),
         (lambda: EngineOptions(precision="fp16"), "precision must be one of fp32 | int8 | bf16 or null"),
-        (lambda: SearchRequest(beam=0), "beam must be >= 1, got 0"),
+        (lambda: SearchRequest(beam=0), "beam must be between 1 and 256, got 0"),
         (lambda: SearchRequest(beam=2, n_best=3), "n_best (3) <= beam (2)"),
         (lambda: SearchRequest(length_penalty=float("nan")), "length_penalty must be a finite number"),
         (lambda: SearchRequest(beam=2, sampling=Sampling()), "takes no beam"),
@@ -96,3 +96,15 @@ def test_the_policy_s_numbers_are_what_its_docstring_explains():
     doc = type(DEFAULT_POLICY).__doc__
     for name, value in vars(DEFAULT_POLICY).items():
         assert f"{name} ({value:g})" in doc, name
+
+
+def test_numpy_numbers_are_numbers_and_a_torch_device_is_a_device():
+    import numpy as np
+    import torch
+
+    request = SearchRequest(beam=np.int64(4), length_penalty=np.float32(1.5))
+    assert (request.beam, type(request.beam), request.length_penalty) == (4, int, 1.5)
+    assert Sampling(seed=np.int64(3)).seed == 3
+    assert EngineOptions(device=torch.device("cpu")).device == "cpu"
+    with pytest.raises(ValueError, match="beam must be int"):
+        SearchRequest(beam=True)  # a flag is not a count

@@ -114,3 +114,13 @@ def test_sampling_settings_are_checked(translator):
         Sampling(top_k=-1)
     with pytest.raises(ValueError, match="no beam"):
         translator.translate(SENTENCES, beam=4, sampling=Sampling())
+
+
+def test_options_that_choose_what_to_load_are_refused_for_a_model_in_memory(translator):
+    from nmt.translator import EngineOptions
+
+    for options in ({"engine": "ctranslate2"}, {"device": "cpu"}, {"weights": "other.safetensors"}):
+        with pytest.raises(ValueError, match="a model in memory runs on nmt's engine as it is"):
+            Translator(translator.model, translator.src_tokenizer, translator.tgt_tokenizer, **options)
+    with pytest.raises(TypeError, match="an engine comes with its options"):
+        Translator(translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, options=EngineOptions())

@@ -125,7 +125,7 @@ class TrainConfig:
     max_time: str | float | None = None  # wall-clock budget: "20m", "1h30m", "90s" or seconds (null: no limit)
     seed: int = 1  # seeds parameters, dropout and batch order
     batch_tokens: int = 4096  # tokens per batch, padding included (the larger of source and target side)
-    accumulate: int = 1  # batches per optimizer step (gradient accumulation)
+    accumulate: int = 1  # micro-batches per optimizer step (gradient accumulation)
     threads: int | None = None  # torch intra-op threads on CPU (null: torch's default, one per core)
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     compile: bool = False  # torch.compile the training pass (fuses element-wise work; CUDA: on CPU it was slower)

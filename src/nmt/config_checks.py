@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import types
 import typing
 from collections.abc import Callable
@@ -85,7 +86,9 @@ def check_type(key: str, value: Any, hint: Any) -> Any:
     )
     for option in options:
         origin = typing.get_origin(option) or option
-        if origin is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if origin is int and isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            return int(value)  # a numpy integer is a count too
+        if origin is float and isinstance(value, numbers.Real) and not isinstance(value, bool):
             if not math.isfinite(value):
                 raise problem(key, f"must be a finite number, got {value!r}")
             return float(value)

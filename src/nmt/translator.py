@@ -5,10 +5,11 @@
     Translator.load("runs/de_en", precision="int8", workers=2)       # int8 linear layers, 2 parallel batches
     Translator.load("runs/de_en.ct2", engine="ctranslate2")          # the same model run by CTranslate2
 
-The engine turns source ids into hypotheses: nmt's own (`nmt.inference.TorchEngine`) or
-CTranslate2 (`nmt.inference.CTranslate2Engine`), behind one protocol (`nmt.inference.plan.Engine`).
-Tokenisation, truncation, the checks on beam, n-best and sampling, and the text of the result are
-the Translator's, the same for both.
+The engine turns source ids into hypotheses: nmt's own (`nmt.inference.torch_engine`) or
+CTranslate2 (`nmt.inference.ctranslate2_engine`), behind one protocol (`nmt.inference.plan.Engine`).
+Tokenisation, truncation, the request (checked by `SearchRequest`, and against the model's
+vocabulary and the engine's abilities here) and the text of the result are the Translator's, the
+same for both.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ import torch
 
 from .config import DecodeConfig
 from .decoding import Hypothesis
-from .inference.loading import engine_options as engine_options_from
-from .inference.loading import load_engine, torch_engine
+from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
 from .model import Transformer
 from .model_dir import read_decode_config
@@ -69,7 +69,9 @@ class Translator:
         worker_processes of `options` (or of keywords: `precision="int8"`); or an engine."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
-            model = torch_engine(model, self.decode, engine_options_from(options, engine_options))
+            model = engine_for_model(model, self.decode, merge_options(options, engine_options))
+        elif options is not None or engine_options:
+            raise TypeError("an engine comes with its options: give EngineOptions with a Transformer, or to load()")
         self.engine: Engine = model
         self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.max_source_tokens = max_source_tokens
@@ -91,10 +93,10 @@ class Translator:
     def device(self) -> torch.device:
         return self.engine.device
 
-    def start_workers(self) -> None:
+    def start_workers(self, wait: bool = False) -> None:
         """Start the engine's background workers now, for a long-lived translator such as the
-        server's (see nmt.inference.plan.WorkerPolicy)."""
-        self.engine.start()
+        server's (see nmt.inference.plan.WorkerPolicy); with `wait`, return once they are ready."""
+        self.engine.start(wait)
 
     def close(self) -> None:
         """Stop the engine's background workers (the translator still works, in this thread)."""
@@ -116,7 +118,7 @@ class Translator:
         length_penalty: the GNMT alpha every call uses unless it names its own (default: the
         directory's decode.length_penalty; choose one with `nmt tune-length-penalty`).
         """
-        options = engine_options_from(options, engine_options)
+        options = merge_options(options, engine_options)
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
             raise FileNotFoundError(f"model directory {model_dir} does not exist")
@@ -206,11 +208,8 @@ class Translator:
     ) -> SearchRequest:
         """The request a call with these arguments makes of the engine, checked against the model and
         the engine (ValueError saying what is wrong), before any sentence is read."""
-        if sampling is not None and (beam not in (None, 1) or n_best != 1):
-            raise ValueError(
-                f"sampling draws one translation per sentence: it takes no beam ({beam}) or n_best ({n_best})"
-            )
-        beam = 1 if sampling is not None else self.decode.beam if beam is None else beam
+        if beam is None:  # a sampled call draws one translation: the model's beam does not apply
+            beam = 1 if sampling is not None else self.decode.beam
         request = SearchRequest(
             beam=beam,
             n_best=n_best,

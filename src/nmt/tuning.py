@@ -18,11 +18,12 @@ from pathlib import Path
 
 from .config import ExperimentConfig
 from .evaluation import Scores, score_translations
+from .inference.choices import LENGTH_PENALTIES
 from .inference.plan import check_length_penalty
 from .model_dir import RUN_CONFIG, read_run_config
 from .translator import Translator
 
-DEFAULT_ALPHAS = (0.6, 1.0, 1.5, 2.0, 2.5, 3.0)
+DEFAULT_ALPHAS = LENGTH_PENALTIES
 
 
 @dataclass(frozen=True)

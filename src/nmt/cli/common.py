@@ -13,11 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..inference.choices import ENGINES, PRECISIONS
-from ..inference.plan import DEFAULT_POLICY, EngineOptions
-
-# Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
-# a typo like --beam 1000 is refused at once instead of running slowly or failing deep in the search.
-MAX_BEAM = 256
+from ..inference.plan import DEFAULT_POLICY, EngineOptions, check_beam
 
 ENGINE_DEFAULTS = EngineOptions()
 
@@ -34,12 +30,6 @@ class Parser(argparse.ArgumentParser):
 
 
 # --- checks of options shared by several commands ------------------------------------------------
-def check_beam(beam: int | None, option: str = "--beam") -> None:
-    """Refuse a beam size outside 1..MAX_BEAM (None: the model's own decode.beam)."""
-    if beam is not None and not 1 <= beam <= MAX_BEAM:
-        raise CommandError(f"{option} must be between 1 and {MAX_BEAM}, got {beam}")
-
-
 def check_device(device: str) -> None:
     """Refuse a --device that torch could not use on this machine, before anything is loaded."""
     import torch
@@ -111,9 +101,9 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         "torch engine, CPUs with AMX (default: fp32, except bf16 for ctranslate2 on CUDA); refused "
         "where the device does not run it well",
     )
-    workers_default = f"a core each, at most {DEFAULT_POLICY.max_default_workers}, and one for a small batch" + (
-        "; ctranslate2: 1" if server else ""
-    )
+    most = DEFAULT_POLICY.max_default_workers
+    ctranslate2 = "1" if server else "a core each"
+    workers_default = f"torch: a core each, at most {most}, one for a small batch; ctranslate2: {ctranslate2}"
     g.add_argument(
         "--workers",
         type=int,
@@ -165,5 +155,6 @@ def load_translator(args: argparse.Namespace):
     """The Translator that the engine, beam and length-penalty options describe."""
     from ..translator import Translator
 
-    check_beam(args.beam)
+    if args.beam is not None:
+        check_beam(args.beam)
     return Translator.load(args.model, engine_options(args), length_penalty=getattr(args, "length_penalty", None))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import check_beam, check_device, model_options
+from .common import ENGINE_DEFAULTS, check_beam, check_device, model_options
 
 
 def add_picture_commands(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def add_picture_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("sentence", help="source sentence")
     p.add_argument("--out-dir", default="attention", help="folder for the PNGs (default ./%(default)s)")
     p.add_argument("--beam", type=int, default=1, help="beam size for the translation (default %(default)s)")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--device", default=ENGINE_DEFAULTS.device, help="auto | cpu | cuda[:N]")
     p.set_defaults(func=cmd_attention)
 
     p = sub.add_parser(

@@ -12,7 +12,7 @@ import typing
 from typing import Any
 
 from ..config_checks import ConfigError
-from ..server.settings import BatchingConfig, ConnectionOptions, ServerLimits
+from ..server.settings import DEFAULT_HOST, DEFAULT_PORT, BatchingConfig, ConnectionOptions, ServerLimits
 from .common import CommandError, engine_arguments, engine_options, length_penalty_options, model_options
 
 SETTINGS = (
@@ -62,8 +62,8 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
         "Every limit below is explained in docs/serving.md.",
     )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    p.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default %(default)s: this machine only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default %(default)s)")
     for settings, title in SETTINGS:
         add_settings(p, settings, title)
     g = p.add_argument_group("cross-site protection")
@@ -85,9 +85,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from .. import server
     from ..inference.plan import check_length_penalty
-    from .common import check_beam
 
-    check_beam(args.max_beam, "--max-beam")
     limits, batching, connections = (build_settings(settings, args) for settings, _ in SETTINGS)
     if batching.max_pending_sentences < limits.max_sentences:
         raise CommandError(

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..inference.choices import LENGTH_PENALTIES
 from ..inference.plan import Sampling
 from .common import (
     CommandError,
@@ -36,18 +37,18 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="draw each translation at random from the model (back-translation, data augmentation)",
     )
-    drawn = Sampling()
+    sampling = Sampling()  # its defaults
     p.add_argument(
         "--temperature",
         type=float,
         default=None,
-        help=f"with --sample: > 1 flattens, < 1 sharpens (default {drawn.temperature:g})",
+        help=f"with --sample: > 1 flattens, < 1 sharpens (default {sampling.temperature:g})",
     )
     p.add_argument(
         "--top-k",
         type=int,
         default=None,
-        help=f"with --sample: draw among the k most likely tokens, 0 among all (default {drawn.top_k})",
+        help=f"with --sample: draw among the k most likely tokens, 0 among all (default {sampling.top_k})",
     )
     p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
     p.set_defaults(func=cmd_translate)
@@ -69,7 +70,10 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "BLEU, chrF and the length ratio of each, and name the alpha with the best cased BLEU. Choose on a "
         "validation set, never on the test set you report.",
     )
-    p.add_argument("--alphas", help="comma-separated alphas to try (default: nmt.tuning.DEFAULT_ALPHAS)")
+    p.add_argument(
+        "--alphas",
+        help=f"comma-separated alphas to try (default: {','.join(f'{a:g}' for a in LENGTH_PENALTIES)})",
+    )
     p.add_argument(
         "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
     )

@@ -47,16 +47,15 @@ def search_batch(
     ).to(device)  # (batch, src_len)
     attention = request.return_attention
     with autocast_for(precision, device):
-        if request.sampling is not None:
-            drawn = request.sampling
+        if (sampling := request.sampling) is not None:
             generator = None
-            if drawn.seed is not None:
-                generator = torch.Generator(device).manual_seed(drawn.seed * SEED_STRIDE + batch_index)
+            if sampling.seed is not None:
+                generator = torch.Generator(device).manual_seed(sampling.seed * SEED_STRIDE + batch_index)
             found = sample(
                 model,
                 src,
-                temperature=drawn.temperature,
-                top_k=drawn.top_k,
+                temperature=sampling.temperature,
+                top_k=sampling.top_k,
                 generator=generator,
                 limits=limits,
                 return_attention=attention,

@@ -30,7 +30,7 @@ from ..config import DecodeConfig
 from ..decoding import Hypothesis, gnmt_length_penalty
 from ..tokenizer import EOS, SubwordTokenizer
 from .batch_search import search_limits
-from .export_ctranslate2 import CT2_WEIGHTS, export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
+from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
 from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, available_cores, batch_budget, cut_batches
 
 log = logging.getLogger(__name__)
@@ -136,21 +136,21 @@ class CTranslate2Engine:
             out = export_ctranslate2(model_dir, Path(tmp) / "model", weights=weights)
             return cls(out, src_tokenizer, tgt_tokenizer, decode, **options)
 
-    def start(self) -> None:
+    def start(self, wait: bool = False) -> None:
         """Nothing to start: CTranslate2's workers start at load."""
 
     def close(self) -> None:
         """Nothing to stop: CTranslate2's workers go with the engine."""
 
-    def translate_ids(self, ids: Sequence[Sequence[int]], search: SearchRequest) -> list[list[Hypothesis]]:
+    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
         refuses attention and sampling before they reach this engine (supports_attention/sampling)."""
         lengths = [len(s) for s in ids]
         limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
-        alpha = search.length_penalty if search.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
+        alpha = request.length_penalty if request.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt
         options = dict(
-            beam_size=search.beam,
-            num_hypotheses=search.beam,
+            beam_size=request.beam,
+            num_hypotheses=request.beam,
             length_penalty=0.0,
             return_scores=True,
             return_end_token=True,
@@ -166,14 +166,14 @@ class CTranslate2Engine:
         # waiting, they fill the time when a worker would idle at the end.
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
         min_batches = DEFAULT_POLICY.batches_per_worker * self.workers if self.workers > 1 else 1
-        budget = batch_budget(self.decode.batch_tokens, search.beam, sum(lengths), min_batches)
+        budget = batch_budget(self.decode.batch_tokens, request.beam, sum(lengths), min_batches)
         found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
         first = [self._submit(ids, rows, limit[rows[-1]], options) for rows in cut_batches(order, lengths, budget)]
         second, to_cut = [], []
         for rows, max_len, futures in first:
             self._gather(rows, futures, found)
             past = [i for i in rows if max_len > limit[i] and any(len(t) >= limit[i] for t, _ in found[i])]
-            if search.beam == 1:
+            if request.beam == 1:
                 to_cut += [i for i in past if len(found[i][0][0]) > limit[i]]
             else:
                 past.sort(key=limit.__getitem__)
@@ -184,7 +184,7 @@ class CTranslate2Engine:
         self._cut_at_limit(ids, to_cut, limit, found)
         results = []
         for i in range(len(ids)):
-            best = rerank(found[i], alpha, search.n_best)
+            best = rerank(found[i], alpha, request.n_best)
             results.append(
                 [
                     Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)
@@ -230,4 +230,4 @@ class CTranslate2Engine:
             found[i] = list(zip(result.hypotheses, result.scores, strict=True))
 
 
-__all__ = ["CTranslate2Engine", "rerank", "CT2_WEIGHTS"]
+__all__ = ["CTranslate2Engine", "rerank"]

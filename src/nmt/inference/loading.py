@@ -58,11 +58,27 @@ def load_engine(
             "(--engine ctranslate2)"
         )
     model = load_model_dir(model_dir, weights=options.weights, device=device).requires_grad_(False)
-    return torch_engine(model, decode, options), *load_tokenizers(model_dir)
+    return _torch_engine(model, decode, options), *load_tokenizers(model_dir)
 
 
-def torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
-    """nmt's engine on a model already in memory (its device and weights as they are)."""
+def engine_for_model(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
+    """nmt's engine on a model already in memory, its device and weights as they are: options that
+    choose those (engine, device, weights) belong to `load_engine` and are refused here."""
+    misplaced = [
+        name
+        for name, given, default in (
+            ("engine", options.engine, "torch"),
+            ("device", options.device, ENGINE_DEFAULTS.device),
+            ("weights", options.weights, None),
+        )
+        if given != default
+    ]
+    if misplaced:
+        raise ValueError(f"a model in memory runs on nmt's engine as it is: {', '.join(misplaced)} apply to loading")
+    return _torch_engine(model, decode, options)
+
+
+def _torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
     return TorchEngine(
         model,
         decode,
@@ -73,7 +89,10 @@ def torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOption
     )
 
 
-def engine_options(options: EngineOptions | None, keywords: dict) -> EngineOptions:
+ENGINE_DEFAULTS = EngineOptions()
+
+
+def merge_options(options: EngineOptions | None, keywords: dict) -> EngineOptions:
     """`options`, or EngineOptions built from keywords (precision="int8", ...): not both."""
     if options is not None and keywords:
         raise TypeError(f"give EngineOptions or keywords ({', '.join(keywords)}), not both")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from ..config_checks import Rule, at_least, check_fields, one_of
+from ..config_checks import ConfigError, Rule, at_least, check_fields, one_of
 from .choices import ENGINES, PRECISIONS
 
 if TYPE_CHECKING:
@@ -32,20 +32,20 @@ if TYPE_CHECKING:
     from ..model import Transformer
 
 
-NON_NEGATIVE = at_least(0)
+# Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
+# a typo like beam 1000 is refused at once instead of running slowly or failing deep in the search.
+MAX_BEAM = 256
+BEAM = Rule(lambda v: 1 <= v <= MAX_BEAM, f"between 1 and {MAX_BEAM}")
 
 
 def check_length_penalty(alpha: float) -> None:
-    """The one range check of GNMT's alpha (ConfigError naming `length_penalty`)."""
-    check_fields(LengthPenalty(alpha))
+    """GNMT's alpha checked before a whole request exists (ConfigError naming `length_penalty`)."""
+    SearchRequest(length_penalty=alpha)
 
 
-@dataclass(frozen=True)
-class LengthPenalty:
-    """GNMT's alpha alone, for the places that take it before a whole request exists."""
-
-    RULES: ClassVar[dict[str, Rule]] = {"length_penalty": NON_NEGATIVE}
-    length_penalty: float  # a finished hypothesis scores log-prob / ((5 + length) / 6)^alpha
+def check_beam(beam: int) -> None:
+    """A beam size checked before a whole request exists (ConfigError naming `beam`)."""
+    SearchRequest(beam=beam)
 
 
 @dataclass(frozen=True)
@@ -75,19 +75,21 @@ class Sampling:
 class SearchRequest:
     """What one translate call asks of an engine: the search, its width, its ranking, its extras."""
 
-    RULES: ClassVar[dict[str, Rule]] = {"beam": at_least(1), "n_best": at_least(1), "length_penalty": NON_NEGATIVE}
+    RULES: ClassVar[dict[str, Rule]] = {"beam": BEAM, "n_best": at_least(1), "length_penalty": at_least(0)}
     beam: int = 1
     n_best: int = 1
-    length_penalty: float = 0.6  # GNMT alpha (beam search only)
+    length_penalty: float = 0.6  # GNMT alpha (beam search only): log-prob / ((5 + length) / 6)^alpha
     return_attention: bool = False
     sampling: Sampling | None = None  # set: one random draw per sentence instead of a search
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.sampling is not None and (self.beam != 1 or self.n_best != 1):
+            raise ConfigError(
+                f"sampling draws one translation per sentence: it takes no beam ({self.beam}) or n_best ({self.n_best})"
+            )
         if self.n_best > self.beam:
-            raise ValueError(f"need 1 <= n_best ({self.n_best}) <= beam ({self.beam})")
-        if self.sampling is not None and self.beam != 1:
-            raise ValueError(f"sampling draws one translation per sentence: it takes no beam ({self.beam})")
+            raise ConfigError(f"need 1 <= n_best ({self.n_best}) <= beam ({self.beam})")
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,8 @@ class EngineOptions:
     weights: str | Path | None = None
 
     def __post_init__(self) -> None:
+        if self.device is not None and not isinstance(self.device, str):  # a torch.device
+            object.__setattr__(self, "device", str(self.device))
         check_fields(self)
 
 
@@ -169,8 +173,9 @@ class Engine(Protocol):
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
 
-    def start(self) -> None:
-        """Start background workers now, for a long-lived caller that will pay for them anyway."""
+    def start(self, wait: bool = False) -> None:
+        """Start background workers now, for a long-lived caller that will pay for them anyway;
+        with `wait`, return once they are ready (benchmarks time the workers, not their start)."""
 
     def close(self) -> None:
         """Stop background workers (the engine still translates, in the caller's thread)."""

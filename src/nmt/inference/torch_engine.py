@@ -104,12 +104,14 @@ class TorchEngine:
                 results[i] = hyps
         return results
 
-    def start(self) -> None:
+    def start(self, wait: bool = False) -> None:
         """Start the worker processes now, in the background, rather than after
-        WorkerPolicy.processes_after_s of parallel calls: for a long-lived caller (the server)."""
+        WorkerPolicy.processes_after_s of parallel calls: for a long-lived caller (the server).
+        With `wait`, return once they are ready."""
         workers, _ = plan_workers(self.cores, self.cores, self.workers, self.threads, self.policy)
-        if workers > 1:
-            self.runner.start_processes(workers - 1)
+        pool = self.runner.start_processes(workers - 1) if workers > 1 else None
+        if wait and pool is not None:
+            pool.wait_ready()
 
     def close(self) -> None:
         """Stop the worker processes (later calls run in threads)."""

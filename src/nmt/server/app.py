@@ -62,6 +62,7 @@ from .requests import (
     parse_request,
     read_body,
 )
+from .settings import DEFAULT_HOST, DEFAULT_PORT
 
 log = logging.getLogger(__name__)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
@@ -288,8 +289,8 @@ def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origin
 def serve(
     model_dir: str | Path,
     *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
     limits: ServerLimits | None = None,
     engine: EngineOptions | None = None,
     length_penalty: float | None = None,
@@ -355,8 +356,8 @@ def run_app(
     app: FastAPI,
     connections: ConnectionOptions,
     *,
-    host: str = "127.0.0.1",
-    port: int = 8000,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
     sockets: list[socket.socket] | None = None,
     log_level: str = "info",
 ) -> None:

@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..config_checks import Rule, above, at_least, check_fields
+from ..inference.plan import BEAM
+
+DEFAULT_HOST = "127.0.0.1"  # this machine only: there is no authentication
+DEFAULT_PORT = 8000
 
 
 def setting(default: Any, option: str, help: str) -> Any:  # noqa: A002 - argparse's word
@@ -30,7 +34,7 @@ class ServerLimits:
     RULES: ClassVar[dict[str, Rule]] = {
         "max_sentences": at_least(1),
         "max_chars": at_least(1),
-        "max_beam": at_least(1),
+        "max_beam": BEAM,
         "max_body_bytes": at_least(1),
         "max_attention_sentences": at_least(1),
         "max_attention_cells": at_least(1),
@@ -55,7 +59,7 @@ class ServerLimits:
     )
 
     def __post_init__(self) -> None:
-        check_fields(self, "server limit")
+        check_fields(self, "ServerLimits")
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class BatchingConfig:
     )
 
     def __post_init__(self) -> None:
-        check_fields(self, "batching")
+        check_fields(self, "BatchingConfig")
 
 
 @dataclass(frozen=True)
@@ -111,4 +115,4 @@ class ConnectionOptions:
     )
 
     def __post_init__(self) -> None:
-        check_fields(self, "connection limit")
+        check_fields(self, "ConnectionOptions")

@@ -1,8 +1,8 @@
 """The training loop: optimizer steps over token-budget batches, validation, checkpoints, resume.
 
     for each optimizer step:
-        take `accumulate` batches; normaliser = their real target tokens (global batch)
-        forward, label-smoothed loss / normaliser, backward      (per batch)
+        take `accumulate` micro-batches; normaliser = their real target tokens (global batch)
+        forward, label-smoothed loss / normaliser, backward      (per micro-batch)
         clip the gradient norm; skip the step if loss or gradient is not finite
         set the learning rate from the schedule; Adam step
         every log_every steps: a metrics record; every valid_every: validate + checkpoint
@@ -95,18 +95,18 @@ class Trainer:
         return inverse_sqrt_lr(step, peak_lr=cfg.peak_lr, warmup=cfg.warmup)
 
     # --- one optimizer step -------------------------------------------------------------
-    def train_step(self, batches: list[Batch]) -> dict[str, float] | None:
-        """Forward/backward over the batches of one step; None when the step was skipped."""
+    def train_step(self, micro_batches: list[Batch]) -> dict[str, float] | None:
+        """Forward/backward over the micro-batches of one step; None when the step was skipped."""
         cfg = self.train_config
         # Real target tokens of the global batch: every rank's accumulation steps together.
-        (normaliser,) = self.dist.sum([float(sum(b.num_tgt_tokens for b in batches))])
+        (normaliser,) = self.dist.sum([float(sum(b.num_tgt_tokens for b in micro_batches))])
         # DDP averages gradients over ranks; scaling by world_size turns that mean into the global sum.
         local_normaliser = normaliser / self.dist.world_size
         totals = torch.zeros(3, dtype=torch.float64)  # loss, nll, correct (summed, then reported per token)
         autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(micro_batches):
             batch = batch.to(self.device, non_blocking=True)
-            last = i == len(batches) - 1  # DDP synchronises gradients on the last micro-batch only
+            last = i == len(micro_batches) - 1  # DDP synchronises gradients on the last micro-batch only
             with self.placement.gradient_sync(enabled=last):
                 with autocast:
                     loss, nll, correct = self.placement.step_module(
