@@ -28,8 +28,10 @@ def cpu_unless_marked_cuda(request, monkeypatch):
 
 
 def multi30k_root() -> Path:
-    """The local Multi30k mirror (../shared/data/multi30k from the repo root, or $NMT_MIRROR)."""
-    return Path(os.environ.get("NMT_MIRROR", REPO.parent / "shared" / "data" / "multi30k"))
+    """The local Multi30k mirror: ../shared/data/multi30k from the repo root, or $NMT_MIRROR, which
+    may be the Multi30k folder itself or a mirror of every corpus holding it as multi30k/."""
+    root = Path(os.environ.get("NMT_MIRROR", REPO.parent / "shared" / "data" / "multi30k"))
+    return root / "multi30k" if (root / "multi30k" / "data").is_dir() else root
 
 
 @pytest.fixture(scope="session")

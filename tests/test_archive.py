@@ -1,13 +1,18 @@
-"""Tests for nmt.data.archive and nmt.data.archive_corpus: reading members, the drop rule, the writer, errors."""
+"""Tests for nmt.data.archive, nmt.data.archive_corpus and nmt.data.mirror: reading members, the drop rule,
+the writer, where a mirror's files may lie, copying them verified, errors."""
 
+import dataclasses
+import gzip
+import hashlib
 import json
 import logging
 
 import pytest
 
 from nmt.data.archive import extract_members, fetch_archive, record_path
-from nmt.data.archive_corpus import Build, PairWriter, aligned, build_folder, is_blank_pair
+from nmt.data.archive_corpus import Build, PairWriter, aligned, build_folder, is_blank_pair, loose_in_mirror
 from nmt.data.download import CorpusDownloadError, DownloadPolicy
+from nmt.data.mirror import LooseFile, copy_verified, find_loose
 
 from archives import entry, make_archive
 
@@ -105,3 +110,54 @@ def test_a_disk_error_while_extracting_is_one_line_naming_the_folder(tmp_path):
         build_folder(not_a_folder, build, mirror=None, policy=POLICY)
     assert str(info.value).startswith(f"could not extract pt_to_en into {not_a_folder}: ")
     assert "\n" not in str(info.value)
+
+
+def test_a_mirror_may_hold_the_archive_in_a_folder_named_after_the_corpus(tmp_path):
+    body = b"an archive"
+    archive = entry("x.tgz", body, "http://127.0.0.1:9/x.tgz")
+    (tmp_path / "mirror" / "corpus").mkdir(parents=True)
+    (tmp_path / "mirror" / "corpus" / "x.tgz").write_bytes(body)
+    got = fetch_archive(archive, tmp_path / "cache" / "corpus", mirror=str(tmp_path / "mirror"), policy=POLICY)
+    assert got == tmp_path / "mirror" / "corpus" / "x.tgz" and not (tmp_path / "cache").exists()
+
+
+def test_a_file_of_its_own_is_found_compressed_or_plain_in_either_place(tmp_path):
+    file = LooseFile("pair/a.train", "0" * 64)
+    assert find_loose(tmp_path, "corpus", file) is None
+    (tmp_path / "corpus" / "pair").mkdir(parents=True)
+    (tmp_path / "corpus" / "pair" / "a.train").write_text("plain\n")
+    assert find_loose(tmp_path, "corpus", file) == tmp_path / "corpus" / "pair" / "a.train"
+    (tmp_path / "pair").mkdir()
+    (tmp_path / "pair" / "a.train.gz").write_bytes(gzip.compress(b"x\n"))
+    assert find_loose(tmp_path, "corpus", file) == tmp_path / "pair" / "a.train.gz"  # the mirror's top first
+
+
+def test_copy_verified_decompresses_and_checks_the_text(tmp_path):
+    text = "olá .\n".encode() * 1000
+    sha = hashlib.sha256(text).hexdigest()
+    (tmp_path / "a.gz").write_bytes(gzip.compress(text))
+    (tmp_path / "a").write_bytes(text)
+    for name in ("a.gz", "a"):
+        copy_verified(tmp_path / name, tmp_path / "out", sha, root=tmp_path)
+        assert (tmp_path / "out").read_bytes() == text
+    (tmp_path / "b.gz").write_bytes(text)  # not compressed, though named so
+    with pytest.raises(CorpusDownloadError) as info:
+        copy_verified(tmp_path / "b.gz", tmp_path / "out", sha, root=tmp_path)
+    assert str(info.value).startswith(f"{tmp_path / 'b.gz'} in the mirror {tmp_path} is corrupt (Not a gzipped file")
+    assert f"expected {sha}, got {hashlib.sha256(b'').hexdigest()}" in str(info.value)
+    with pytest.raises(CorpusDownloadError, match=f"cannot read {tmp_path / 'none'} in the mirror"):
+        copy_verified(tmp_path / "none", tmp_path / "out", sha, root=tmp_path)
+
+
+def test_a_build_uses_a_mirror_only_for_members_it_pins_every_one_of(tmp_path):
+    archive = entry("x.tgz", b"x", "http://127.0.0.1:9/x.tgz")
+    (tmp_path / "c" / "p").mkdir(parents=True)
+    (tmp_path / "c" / "p" / "a").write_text("a\n")
+    loose = {"d/p/a": LooseFile("p/a", "0" * 64)}
+    build = Build("p", ("a", "b"), ("train",), ((archive, ("d/p/a", "d/p/b")),), lambda m, o: None, loose)
+    assert loose_in_mirror(build, "c", tmp_path) == ({}, ["d/p/b"])  # no pin for d/p/b: the archive's
+    assert loose_in_mirror(build, "c", None) == ({}, [])
+    pinned = {**loose, "d/p/b": LooseFile("p/b", "0" * 64)}
+    (tmp_path / "c" / "p" / "b.gz").write_bytes(gzip.compress(b"b\n"))
+    found, missing = loose_in_mirror(dataclasses.replace(build, loose=pinned), "c", tmp_path)
+    assert found == {"d/p/a": tmp_path / "c" / "p" / "a", "d/p/b": tmp_path / "c" / "p" / "b.gz"} and missing == []

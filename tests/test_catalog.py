@@ -11,10 +11,11 @@ from nmt.data.registry import CORPORA, MULTI30K
 from nmt.data.ted_hrlr import TED_HRLR, ted_build
 from nmt.data.wmt14 import WMT14_ARCHIVES
 
-from archives import entry, make_archive
+from archives import entry, make_archive, write_loose
 from fake_upstream import FakeUpstream, serving
 
 NAME = "qi18naacl-dataset.tar.gz"
+PT_EN_FILES = [f"pt_to_en/{lang}.{split}" for lang in ("pt", "en") for split in ("train", "dev", "test")]
 
 
 @pytest.fixture
@@ -95,6 +96,41 @@ def test_fetch_a_multi30k_pair_from_a_local_mirror(multi30k_dir, tmp_path):
     got = fetch_corpus("multi30k", "de-en", splits=("val",), mirror=str(multi30k_dir), cache_dir=tmp_path)
     raw = multi30k_dir / "data/task1/raw"
     assert got == {"de-en": {"val": (raw / "val.de.gz", raw / "val.en.gz")}}
+
+
+def test_a_mirror_of_per_corpus_folders_shows_what_it_holds(tmp_path, multi30k_dir):
+    mirror = tmp_path / "data"  # as ../shared/data: multi30k/ and ted_hrlr/pt_to_en/*.gz
+    mirror.mkdir()
+    (mirror / "multi30k").symlink_to(multi30k_dir.resolve(), target_is_directory=True)
+    write_loose(
+        mirror / "ted_hrlr", {f"pt_to_en/{lang}.{s}": "x\n" for lang in ("pt", "en") for s in ("train", "dev", "test")}
+    )
+    rows = {row.name: row for row in list_corpora(cache_dir=tmp_path / "cache", mirror=str(mirror))}
+    assert rows["multi30k"].in_mirror and rows["multi30k"].mirror_pairs == rows["multi30k"].pairs
+    assert not rows["ted_hrlr"].in_mirror and rows["ted_hrlr"].mirror_pairs == ("pt-en",)  # by name: nothing hashed
+    assert not rows["iwslt14"].mirror_pairs and not rows["wmt14"].mirror_pairs
+    table = format_corpus_table(list(rows.values()))
+    assert table.splitlines()[1].split()[:4] == ["multi30k", "2.6", "MB", "mirror"]
+    assert table.splitlines()[3].split()[:6] == ["ted_hrlr", "131.0", "MB", "pt-en", "in", "mirror"]
+
+    (mirror / "ted_hrlr" / NAME).write_bytes(b"the archive, by name")  # every pair, through the archive
+    row = next(r for r in list_corpora(cache_dir=tmp_path / "cache", mirror=str(mirror)) if r.name == "ted_hrlr")
+    assert row.in_mirror and row.mirror_pairs == row.pairs
+
+
+def test_fetch_a_pair_from_its_own_files_in_a_mirror(ted, tmp_path, monkeypatch):
+    pinned = write_loose(tmp_path / "mirror" / "ted_hrlr", {name: f"{name} .\n" for name in PT_EN_FILES})
+    corpus = CORPORA["ted_hrlr"]
+    build = functools.partial(ted_build, archive=corpus.archives[0], files=pinned)
+    monkeypatch.setitem(CORPORA, "ted_hrlr", dataclasses.replace(corpus, build=build))
+    monkeypatch.setenv("NMT_MIRROR", str(tmp_path / "mirror"))
+    got = fetch_corpus("ted_hrlr", "en-pt", cache_dir=tmp_path / "cache")
+    folder = tmp_path / "cache" / "ted_hrlr" / "pt_to_en"
+    assert got == {"en-pt": {s: (folder / f"{s}.en", folder / f"{s}.pt") for s in ("train", "dev", "test")}}
+    assert (folder / "dev.pt").read_text() == "pt_to_en/pt.dev .\n" and ted.requests == []
+    row = next(r for r in list_corpora(cache_dir=tmp_path / "cache") if r.name == "ted_hrlr")
+    assert row.extracted == ("pt_to_en",) and row.mirror_pairs == ("pt-en",) and not row.cached
+    assert "pt-en in mirror (pt_to_en extracted)" in format_corpus_table([row])
 
 
 def test_small_helpers():

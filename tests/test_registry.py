@@ -188,6 +188,29 @@ def test_local_mirror_is_verified_and_used_in_place(fake, tmp_path, monkeypatch)
         corpus_path("fake", "train", "en")
 
 
+def test_a_local_mirror_may_hold_a_folder_per_corpus(fake, tmp_path, monkeypatch):
+    mirror = tmp_path / "data"  # as ../shared/data: multi30k/, ted_hrlr/, ...
+    for relpath, body in FILES.items():
+        (mirror / "fake" / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (mirror / "fake" / relpath).write_bytes(body)
+    (mirror / "other").mkdir()
+    monkeypatch.setenv("NMT_MIRROR", str(mirror))
+    src, tgt = parallel_files("fake", "train", "de", "en", cache_dir=tmp_path / "cache")
+    assert (src, tgt) == (mirror / "fake/data/train.de.gz", mirror / "fake/data/train.en.gz")
+    assert not (tmp_path / "cache").exists() and fake.requests == []
+
+    (mirror / "fake/data/train.en.gz").write_bytes(b"bit rot")
+    with pytest.raises(CorpusDownloadError, match=r"fake/data/train\.en\.gz in the mirror .* is corrupt"):
+        corpus_path("fake", "train", "en")
+    (mirror / "fake/data/train.en.gz").unlink()
+    with pytest.raises(CorpusDownloadError) as info:
+        corpus_path("fake", "train", "en")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"data/train.en.gz not found in the mirror {mirror}: ")
+    assert f"there is no {mirror / 'data/train.en.gz'} nor {mirror / 'fake/data/train.en.gz'}" in message
+    assert fake.requests == []
+
+
 def test_oversized_body_is_refused_naming_the_limit(fake, tmp_path):
     url, size = f"{fake.url}/up/data/train.en.gz", len(FILES["data/train.en.gz"])
     for oversize in ("announced", "endless"):
@@ -317,6 +340,17 @@ def test_multi30k_local_mirror_verifies_all_files(multi30k_dir, tmp_path):
         assert path == multi30k_dir / file.relpath
         assert sha256_of(path) == file.sha256
     assert list(tmp_path.iterdir()) == []  # a local mirror is never copied
+
+
+def test_multi30k_from_a_mirror_of_per_corpus_folders(multi30k_dir, tmp_path, monkeypatch):
+    mirror = tmp_path / "data"  # NMT_MIRROR=../shared/data rather than ../shared/data/multi30k
+    mirror.mkdir()
+    (mirror / "multi30k").symlink_to(multi30k_dir.resolve(), target_is_directory=True)
+    (mirror / "ted_hrlr").mkdir()
+    monkeypatch.setenv("NMT_MIRROR", str(mirror))
+    src, tgt = parallel_files("multi30k", "val", "de", "en", cache_dir=tmp_path / "cache")
+    assert (src, tgt) == (mirror / "multi30k/data/task1/raw/val.de.gz", mirror / "multi30k/data/task1/raw/val.en.gz")
+    assert not (tmp_path / "cache").exists()
 
 
 def test_multi30k_from_a_file_url(multi30k_dir, tmp_path):

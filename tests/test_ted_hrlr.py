@@ -2,11 +2,14 @@
 
 The archive is a small one of the real layout, built in tmp_path; the
 registered entry is swapped for one with its size and sha256 and two
-addresses, the first of them dead. Nothing here touches the network.
+addresses, the first of them dead. A mirror holding pt -> en's own files
+instead of the archive is built beside it, with their checksums pinned in
+the registered entry's place. Nothing here touches the network.
 """
 
 import dataclasses
 import functools
+import gzip
 import hashlib
 import json
 import logging
@@ -22,10 +25,10 @@ from nmt.config import DataConfig, load_config
 from nmt.data import registry
 from nmt.data.corpus import ReadStats, read_parallel
 from nmt.data.registry import CORPORA, CorpusDownloadError, parallel_files
-from nmt.data.ted_hrlr import TED_ARCHIVE, TED_HRLR, TED_PAIRS, ted_build, ted_member
+from nmt.data.ted_hrlr import TED_ARCHIVE, TED_FILES, TED_HRLR, TED_PAIRS, ted_build, ted_member
 from nmt.training.datasets import split_files
 
-from archives import entry, make_archive
+from archives import entry, make_archive, write_loose
 from fake_upstream import FakeUpstream, race, serving
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +54,11 @@ MEMBERS = {
     "datasets/az_tr_to_en/en.test": "yes .\n",
     "datasets/ru_to_en/ru.train": "не нужно\n",
 }
+# pt -> en's files as a mirror that repacks the archive's datasets/pt_to_en/ holds them, and their pins.
+PT_EN_FILES = {
+    name.removeprefix("datasets/"): text for name, text in MEMBERS.items() if name.startswith("datasets/pt_to_en/")
+}
+PINNED = {relpath: hashlib.sha256(text.encode()).hexdigest() for relpath, text in PT_EN_FILES.items()}
 PT_EN = {
     "train": (["olá , mundo .", "não", "sim !"], ["hello , world .", "no", "yes !"]),
     "dev": (["bom dia ."], ["good morning ."]),
@@ -79,12 +87,15 @@ def upstream(archive_bytes, monkeypatch):
         yield fake
 
 
-def register(monkeypatch, archive_bytes: bytes, *urls: str, sha256: str | None = None) -> None:
-    """Swap the registered TED entry for one of the test archive, served at ``urls``."""
+def register(
+    monkeypatch, archive_bytes: bytes, *urls: str, sha256: str | None = None, files: dict[str, str] | None = None
+) -> None:
+    """Swap the registered TED entry for one of the test archive, served at ``urls``; ``files``: other pins."""
     archive = entry(NAME, archive_bytes, *urls)
     if sha256 is not None:
         archive = dataclasses.replace(archive, sha256=sha256)
-    corpus = dataclasses.replace(TED_HRLR, archives=(archive,), build=functools.partial(ted_build, archive=archive))
+    build = functools.partial(ted_build, archive=archive, **({"files": files} if files is not None else {}))
+    corpus = dataclasses.replace(TED_HRLR, archives=(archive,), build=build)
     monkeypatch.setitem(CORPORA, "ted_hrlr", corpus)
 
 
@@ -93,6 +104,19 @@ def ted(upstream, archive_bytes, monkeypatch):
     """The test archive registered with a dead first address and the fake upstream second."""
     register(monkeypatch, archive_bytes, f"http://127.0.0.1:{closed_port()}/{NAME}", f"{upstream.url}/up/{NAME}")
     return upstream
+
+
+@pytest.fixture
+def loose(ted, archive_bytes, tmp_path, monkeypatch) -> Path:
+    """NMT_MIRROR: a directory whose ted_hrlr/ folder holds pt -> en's six files gzip-compressed, pinned.
+
+    The archive stays registered (at the fake upstream) for a mirror that lacks a file.
+    """
+    mirror = tmp_path / "mirror"
+    assert write_loose(mirror / "ted_hrlr", PT_EN_FILES) == PINNED
+    register(monkeypatch, archive_bytes, f"{ted.url}/up/{NAME}", files=PINNED)
+    monkeypatch.setenv("NMT_MIRROR", str(mirror))
+    return mirror
 
 
 def lines(path: Path) -> list[str]:
@@ -245,6 +269,94 @@ def test_a_mirror_without_the_archive_is_passed_over(ted, tmp_path, monkeypatch)
     assert ted.requests == [(f"/up/{NAME}", None)]
 
 
+@pytest.mark.parametrize("compressed", [True, False], ids=["gz", "plain"])
+@pytest.mark.parametrize("folder", ["ted_hrlr", "."], ids=["corpus-folder", "top"])
+def test_a_mirror_holding_the_pairs_own_files_serves_it_without_the_archive(
+    ted, archive_bytes, tmp_path, monkeypatch, folder, compressed
+):
+    mirror = tmp_path / "mirror"
+    write_loose(mirror / folder, PT_EN_FILES, compressed=compressed)
+    register(monkeypatch, archive_bytes, f"{ted.url}/up/{NAME}", files=PINNED)
+    src, tgt = parallel_files("ted_hrlr", "train", "pt", "en", cache_dir=tmp_path / "cache", mirror=str(mirror))
+    folder_made = tmp_path / "cache" / "ted_hrlr" / "pt_to_en"
+    assert (src, tgt) == (folder_made / "train.pt", folder_made / "train.en")
+    for split, (pt, en) in PT_EN.items():  # the empty pairs dropped as from the archive
+        assert lines(folder_made / f"{split}.pt") == pt and lines(folder_made / f"{split}.en") == en
+    assert ted.requests == [] and os.listdir(folder_made.parent) == ["pt_to_en"]  # no archive, no temporary
+    manifest = json.loads((folder_made / "manifest.json").read_text())
+    assert manifest["splits"]["train"] == {"pairs": 3, "dropped_empty": 1}
+    suffix = ".gz" if compressed else ""
+    assert manifest["sources"]["datasets/pt_to_en/pt.dev"] == str(mirror / folder / f"pt_to_en/pt.dev{suffix}")
+
+
+def test_the_pairs_own_files_extract_what_the_archive_extracts(loose, tmp_path):
+    from_mirror = parallel_files("ted_hrlr", "train", "pt", "en", cache_dir=tmp_path / "a")[0].parent
+    (tmp_path / "empty").mkdir()
+    from_archive = parallel_files(
+        "ted_hrlr", "train", "pt", "en", cache_dir=tmp_path / "b", mirror=str(tmp_path / "empty")
+    )[0].parent
+    names = sorted(os.listdir(from_archive))
+    assert sorted(os.listdir(from_mirror)) == names and len(names) == 7
+    for name in names:
+        if name != "manifest.json":
+            assert (from_mirror / name).read_bytes() == (from_archive / name).read_bytes(), name
+    manifests = [json.loads((f / "manifest.json").read_text()) for f in (from_mirror, from_archive)]
+    assert manifests[0]["splits"] == manifests[1]["splits"]
+
+
+def test_a_corrupt_file_in_the_mirror_is_one_line_naming_it_and_both_checksums(loose, ted, tmp_path):
+    bad = loose / "ted_hrlr/pt_to_en/en.dev.gz"
+    bad.write_bytes(gzip.compress(b"good morning .\ngood night .\n"))  # a changed line
+    with pytest.raises(CorpusDownloadError) as info:
+        parallel_files("ted_hrlr", "train", "pt", "en", cache_dir=tmp_path / "cache")
+    message = str(info.value)
+    got = hashlib.sha256(b"good morning .\ngood night .\n").hexdigest()
+    assert "\n" not in message and message.startswith(f"{bad} in the mirror {loose} is corrupt: ")
+    assert f"expected {PINNED['pt_to_en/en.dev']}, got {got}" in message
+    assert ted.requests == []  # a corrupt copy is not papered over by the archive
+    assert os.listdir(tmp_path / "cache" / "ted_hrlr") == []  # no folder, no half-made temporary, no lock
+
+
+def test_a_truncated_gz_in_the_mirror_is_corrupt(loose, ted, tmp_path):
+    cut = loose / "ted_hrlr/pt_to_en/pt.train.gz"
+    cut.write_bytes(cut.read_bytes()[:-10])  # the end of the stream and its checksum are lost
+    with pytest.raises(CorpusDownloadError) as info:
+        parallel_files("ted_hrlr", "dev", "pt", "en", cache_dir=tmp_path / "cache")
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"{cut} in the mirror {loose} is corrupt (")
+    assert f"sha256 of its text expected {PINNED['pt_to_en/pt.train']}, got " in message
+    assert ted.requests == [] and os.listdir(tmp_path / "cache" / "ted_hrlr") == []
+
+
+def test_a_mirror_lacking_one_file_is_passed_over_for_the_archive(loose, ted, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="nmt.data")
+    (loose / "ted_hrlr/pt_to_en/en.test.gz").unlink()
+    src, _ = parallel_files("ted_hrlr", "train", "pt", "en", cache_dir=tmp_path / "cache")
+    assert lines(src) == PT_EN["train"][0]
+    assert ted.requests == [(f"/up/{NAME}", None)]
+    manifest = json.loads((src.parent / "manifest.json").read_text())
+    assert manifest["sources"]["datasets/pt_to_en/pt.dev"] == f"{NAME}:datasets/pt_to_en/pt.dev"
+    assert any("has no pt_to_en/en.test" in r.getMessage() for r in caplog.records)
+
+
+def test_a_mirror_lacking_one_file_when_no_address_answers_is_one_line(loose, archive_bytes, tmp_path, monkeypatch):
+    register(monkeypatch, archive_bytes, f"http://127.0.0.1:{closed_port()}/{NAME}", files=PINNED)
+    (loose / "ted_hrlr/pt_to_en/en.test.gz").unlink()
+    with pytest.raises(CorpusDownloadError) as info:
+        parallel_files("ted_hrlr", "train", "pt", "en", cache_dir=tmp_path / "cache", retries=0)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"could not get {NAME} from any of its 1 sources")
+    assert f"the mirror {loose} has no pt_to_en/en.test[.gz]" in message
+    assert os.listdir(tmp_path / "cache" / "ted_hrlr") == []
+
+
+def test_a_pair_without_pinned_files_ignores_them_in_the_mirror(loose, ted, tmp_path):
+    write_loose(loose / "ted_hrlr", {"az_tr_to_en/az-tr.train": "WRONG\nWRONG\n"})
+    parallel_files("ted_hrlr", "train", "az_tr", "en", cache_dir=tmp_path / "cache")
+    assert ted.requests == [(f"/up/{NAME}", None)]
+    assert lines(tmp_path / "cache/ted_hrlr/az_tr_to_en/train.az_tr") == ["salam .", "merhaba ."]
+
+
 def test_misaligned_members_are_refused_naming_both(upstream, tmp_path, monkeypatch):
     body = make_archive(tmp_path / "bad.tar.gz", {**MEMBERS, "datasets/pt_to_en/en.dev": "one\ntwo\nthree\n"})
     upstream.files[NAME] = body
@@ -312,6 +424,22 @@ def test_registered_entry_is_the_published_archive():
         "https://web.archive.org/web/20240301220426if_/http://www.phontron.com/data/qi18naacl-dataset.tar.gz",
     }
     assert len(TED_PAIRS) == 14 and len(set(TED_PAIRS)) == 14
+
+
+def test_pt_en_files_are_pinned_for_a_mirror_and_no_other_pair():
+    assert TED_FILES == {
+        "pt_to_en/pt.train": "278e1bb96a2a6e18cc5ac6294fcf4ce01e77c58c74a4c36a6b567ef601144cb2",
+        "pt_to_en/en.train": "e7c74d6e1b8b7041a23df5f812c9819dafd67a200535a3ffc4c483e32b622863",
+        "pt_to_en/pt.dev": "c9fedee6935999d3302008640f7f80e3afbe87c230f17b73759a78caf18d1de4",
+        "pt_to_en/en.dev": "01c9b58f68cc3bb6505560dfc7f9dfe972baf659e67689724aefb9abc5137a80",
+        "pt_to_en/pt.test": "f8b88eff89b575c9a5756953d0b70d9f6b79babd881983581070fcdeb1b7ffa0",
+        "pt_to_en/en.test": "6a9a6818a03e676bb8e951cc166c3110bbc7d47836d091c3c514f263e4f21636",
+    }
+    build = TED_HRLR.build("dev", ("pt", "en"))
+    assert {name: file.relpath for name, file in build.loose.items()} == {
+        f"datasets/{relpath}": relpath for relpath in TED_FILES
+    }
+    assert all(not TED_HRLR.build("train", pair).loose for pair in TED_PAIRS if pair != ("pt", "en"))
     assert {tgt for _, tgt in TED_PAIRS} == {"en", "pt"}
     assert TED_HRLR.pretokenized and registry.is_pretokenized("ted_hrlr")
     assert not registry.is_pretokenized("multi30k")

@@ -2,8 +2,9 @@
 
 A ``NamedArchive`` is one file with one or more addresses, tried in order
 after the mirror (the ``mirror`` argument or ``$NMT_MIRROR``; the archive
-lies directly in it, under its file name: a local directory is used in
-place, a URL is downloaded from). Every download is checked against the
+lies in it under its file name: a local directory is used in place, and may
+hold it directly or in a folder named after the corpus, as the cache does;
+a URL is downloaded from). Every download is checked against the
 registered size and sha256, resumes after an interruption and holds the
 archive's lock (see ``download.py``); a failure at one address, a wrong
 checksum included, moves on to the next, and only when all have failed is
@@ -44,6 +45,7 @@ from .download import (
     join_url,
     sha256_of,
 )
+from .mirror import find
 
 __all__ = ["NamedArchive", "fetch_archive", "known_size", "archive_path_if_cached", "record_path", "extract_members"]
 
@@ -115,7 +117,12 @@ def archive_path_if_cached(archive: NamedArchive, corpus_dir: Path) -> Path | No
 
 
 def fetch_archive(archive: NamedArchive, corpus_dir: Path, *, mirror: str | None, policy: DownloadPolicy) -> Path:
-    """A local path to a verified copy of ``archive``: in a local mirror, in ``corpus_dir``, or downloaded there."""
+    """A local path to a verified copy of ``archive``: in a local mirror, in ``corpus_dir``, or downloaded there.
+
+    ``corpus_dir`` is the cache folder named after the corpus
+    (``<cache>/<corpus>``): a local mirror may hold the archive in a folder
+    of that name too.
+    """
     dest = corpus_dir / archive.filename
     # Unpublished checksum: what was recorded on first download, or (first time) nothing to check.
     sha256, size = (archive.sha256, archive.size) if archive.sha256 is not None else _recorded(dest)
@@ -162,13 +169,15 @@ def fetch_archive(archive: NamedArchive, corpus_dir: Path, *, mirror: str | None
 def _from_local_mirror(root: Path, dest: Path, sha256: str | None, size: int | None, errors: list[str]) -> Path | None:
     """The mirror's own copy of the archive cached at ``dest``, once verified (no copy is made).
 
-    None, with the reason in ``errors`` if there is one, when the mirror has
-    no copy that passes: the caller goes on to the archive's addresses.
+    The copy lies in ``root`` or in its folder named after the corpus (the
+    cache's, ``dest.parent``). None, with the reason in ``errors`` if there is
+    one, when the mirror has no copy that passes: the caller goes on to the
+    archive's addresses.
     """
     if not root.is_dir():
         raise CorpusDownloadError(f"mirror {root} (the mirror argument or NMT_MIRROR) is not a directory")
-    path = root / dest.name
-    if not path.is_file():
+    path = find(root, dest.parent.name, dest.name)
+    if path is None:
         log.info("the mirror %s has no %s; trying its addresses", root, dest.name)
         return None
     try:

@@ -8,6 +8,12 @@ as ``<split>.<lang>`` files of one sentence a line, ready for
 ``read_parallel``:
 
 - only the archive members the build names are read (``extract_members``);
+- a build may pin the sha256 of its members' text (``Build.loose``): then a
+  local mirror that holds every one of them as a file of its own, plain or
+  ``.gz`` (a repack of the archive's folder), serves them instead of the
+  archive, each checked as it is copied (``mirror.copy_verified``); a
+  mirror that lacks one is passed over for the archives, and a corrupt one
+  is an error naming the file;
 - it runs under the folder's lock (``<folder>.lock``), so processes that
   share the cache take turns and the later ones find the folder made;
 - it writes into a temporary folder renamed into place once complete, so
@@ -25,7 +31,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
@@ -34,8 +40,19 @@ from typing import IO
 from ..files import atomic_write_text, fsync_dir
 from .archive import NamedArchive, extract_members, fetch_archive
 from .download import CorpusDownloadError, DownloadPolicy, exclusive
+from .mirror import LooseFile, copy_verified, find_loose, local_mirror
 
-__all__ = ["Members", "PairWriter", "Build", "ArchiveCorpus", "is_blank_pair", "aligned", "build_folder", "MANIFEST"]
+__all__ = [
+    "Members",
+    "PairWriter",
+    "Build",
+    "ArchiveCorpus",
+    "is_blank_pair",
+    "aligned",
+    "build_folder",
+    "loose_in_mirror",
+    "MANIFEST",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +67,9 @@ def is_blank_pair(src: str, tgt: str) -> bool:
 class Members:
     """The extracted archive members of one build, by member name, read as text lines."""
 
-    def __init__(self, paths: dict[str, Path], origin: dict[str, Path]):
+    def __init__(self, paths: dict[str, Path], labels: dict[str, str]):
         self._paths = paths  # member name -> extracted file
-        self._origin = origin  # member name -> the archive it came from (for error messages)
+        self._labels = labels  # member name -> where it came from, "<archive>:<member>" or a mirror file (for errors)
 
     def lines(self, name: str) -> Iterator[str]:
         """The lines of member ``name`` without their "\\n" (or "\\r\\n"), split on "\\n" only.
@@ -70,8 +87,8 @@ class Members:
         return aligned(
             self.lines(src_name),
             self.lines(tgt_name),
-            f"{self._origin[src_name]}:{src_name}",
-            f"{self._origin[tgt_name]}:{tgt_name}",
+            self._labels[src_name],
+            self._labels[tgt_name],
         )
 
 
@@ -154,6 +171,9 @@ class Build:
     splits: tuple[str, ...]  # the splits it writes (each gets its two files, even if left empty)
     members: tuple[tuple[NamedArchive, tuple[str, ...]], ...]  # the members it reads, archive by archive
     write: Callable[[Members, PairWriter], None]  # fills the writer from the members
+    # Members whose text has a pinned sha256, so a local mirror may hold them as files of their own
+    # (member name -> file); a mirror serves the build only if it holds every member read.
+    loose: Mapping[str, LooseFile] = field(default_factory=dict)
 
 
 def build_folder(corpus_dir: Path, build: Build, *, mirror: str | None, policy: DownloadPolicy) -> Path:
@@ -173,38 +193,59 @@ def build_folder(corpus_dir: Path, build: Build, *, mirror: str | None, policy: 
     return final
 
 
+def loose_in_mirror(build: Build, corpus: str, root: Path | None) -> tuple[dict[str, Path], list[str]]:
+    """The files of ``build``'s members in the local mirror ``root`` (every one, or none) and what it lacks.
+
+    ``({}, [])`` when there is no local mirror or the build pins no member
+    (the mirror then has nothing to offer in place of the archives).
+    Otherwise the lacking are member files (``pt_to_en/pt.train``) or, for
+    a member without a pinned checksum, the member's own name.
+    """
+    if root is None or not build.loose:
+        return {}, []
+    found: dict[str, Path] = {}
+    missing: list[str] = []
+    for _, names in build.members:
+        for name in names:
+            file = build.loose.get(name)
+            path = find_loose(root, corpus, file) if file is not None else None
+            if path is None:
+                missing.append(file.relpath if file is not None else name)
+            else:
+                found[name] = path
+    return ({}, missing) if missing else (found, [])
+
+
 def _make(corpus_dir: Path, build: Build, final: Path, *, mirror: str | None, policy: DownloadPolicy) -> None:
-    """Fetch the archives, extract the members, write the splits into a temporary folder, rename it to ``final``."""
+    """Get the members (from a local mirror's own files of them, or from the archives), write the splits
+    into a temporary folder, rename it to ``final``."""
     # We hold the lock: a temporary folder of this build is a killed process's leftover.
     for stale in corpus_dir.glob(f".{build.folder}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
-    archives = {
-        archive.filename: fetch_archive(archive, corpus_dir, mirror=mirror, policy=policy)
-        for archive, _ in build.members
-    }
+    root = local_mirror(mirror)
+    loose, missing = loose_in_mirror(build, corpus_dir.name, root)
+    if missing:
+        log.info("the mirror %s has no %s; extracting %s from the archive", root, missing[0], build.folder)
+    archives = {} if loose else _fetch_archives(corpus_dir, build, missing, mirror=mirror, policy=policy)
     tmp = Path(tempfile.mkdtemp(prefix=f".{build.folder}.tmp-", dir=corpus_dir))
     try:
         tmp.chmod(0o755)  # mkdtemp's 0o700 would hide the folder from others sharing the cache
         raw = tmp / "members"
         raw.mkdir()
-        paths: dict[str, Path] = {}
-        origin: dict[str, Path] = {}
-        for archive, names in build.members:
-            targets = {name: raw / str(len(paths) + i) for i, name in enumerate(names)}
-            log.info("extracting %d member(s) of %s", len(targets), archives[archive.filename])
-            extract_members(archives[archive.filename], targets)
-            paths.update(targets)
-            origin.update(dict.fromkeys(names, archives[archive.filename]))
+        if loose and root is not None:  # (loose is only ever found in a local mirror)
+            paths, labels, sources = _copy_from_mirror(build, loose, raw, root=root)
+        else:
+            paths, labels, sources = _extract(build, archives, raw)
         writer = PairWriter(tmp, build.langs, build.splits)
         try:
-            build.write(Members(paths, origin), writer)
+            build.write(Members(paths, labels), writer)
         finally:
             counts = writer.close()
         shutil.rmtree(raw)
         manifest = {
             "splits": {split: vars(c) for split, c in counts.items()},
             "drop_rule": "a pair with an empty side (once stripped of spaces) is dropped",
-            "sources": {name: f"{origin[name].name}:{name}" for name in paths},
+            "sources": sources,
         }
         atomic_write_text(tmp / MANIFEST, json.dumps(manifest, indent=2) + "\n")
         os.replace(tmp, final)  # atomic: the folder appears whole or not at all
@@ -214,6 +255,58 @@ def _make(corpus_dir: Path, build: Build, final: Path, *, mirror: str | None, po
         raise
     for split, c in counts.items():
         log.info("%s %s: %d pairs; dropped %d pairs with an empty side", final, split, c.pairs, c.dropped_empty)
+
+
+# What a build's members became: member -> file in the temporary folder, member -> where it came from
+# (for error messages), member -> the same for the manifest.
+_Got = tuple[dict[str, Path], dict[str, str], dict[str, str]]
+
+
+def _copy_from_mirror(build: Build, loose: dict[str, Path], raw: Path, *, root: Path) -> _Got:
+    """Copy each member's own file from the mirror into ``raw``, checking its text against the pinned sha256."""
+    log.info("copying %d file(s) of %s from the mirror %s", len(loose), build.folder, root)
+    paths: dict[str, Path] = {}
+    for name, path in loose.items():
+        paths[name] = raw / str(len(paths))
+        copy_verified(path, paths[name], build.loose[name].sha256, root=root)
+    labels = {name: str(path) for name, path in loose.items()}
+    return paths, labels, dict(labels)
+
+
+def _extract(build: Build, archives: dict[str, Path], raw: Path) -> _Got:
+    """Extract the members the build reads from each archive into ``raw``, in one pass per archive."""
+    paths: dict[str, Path] = {}
+    labels: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for archive, names in build.members:
+        path = archives[archive.filename]
+        targets = {name: raw / str(len(paths) + i) for i, name in enumerate(names)}
+        log.info("extracting %d member(s) of %s", len(targets), path)
+        extract_members(path, targets)
+        paths.update(targets)
+        labels.update({name: f"{path}:{name}" for name in names})
+        sources.update({name: f"{path.name}:{name}" for name in names})
+    return paths, labels, sources
+
+
+def _fetch_archives(
+    corpus_dir: Path, build: Build, missing: list[str], *, mirror: str | None, policy: DownloadPolicy
+) -> dict[str, Path]:
+    """The build's archives by file name; when none can be had, the error says what a mirror could hold instead."""
+    try:
+        return {
+            archive.filename: fetch_archive(archive, corpus_dir, mirror=mirror, policy=policy)
+            for archive, _ in build.members
+        }
+    except CorpusDownloadError as exc:
+        if not build.loose:
+            raise
+        example = missing[0] if missing else next(iter(build.loose.values())).relpath
+        where = f"the mirror {mirror} has no {example}" if missing else f"e.g. {example}"
+        raise CorpusDownloadError(
+            f"{exc}; or put the files of {build.folder}, plain or .gz, in that directory or its "
+            f"{corpus_dir.name}/ folder ({where}[.gz])"
+        ) from None
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """What the registry knows, as rows and as a table, and fetching a corpus ahead of a run (``nmt data``).
 
 ``list_corpora()`` looks without fetching or hashing anything: sizes on disk
-against the registered sizes, and the folders already extracted.
+against the registered sizes, the folders already extracted, and which
+pairs a local mirror holds (the corpus's files, its archives, or a pair's
+own files in place of an archive; see ``mirror.py``).
 ``fetch_corpus(name, pair)`` downloads, verifies and extracts what a run on
 that pair will ask for, with the same progress bars, locks and errors as a
 run, and returns the paths.
@@ -16,8 +18,9 @@ from itertools import combinations
 from pathlib import Path
 
 from .archive import archive_path_if_cached, known_size
-from .archive_corpus import MANIFEST, ArchiveCorpus
-from .download import CorpusDownloadError, is_url
+from .archive_corpus import MANIFEST, ArchiveCorpus, loose_in_mirror
+from .download import CorpusDownloadError
+from .mirror import find, local_mirror
 from .registry import CORPORA, NamedCorpus, data_home, get_corpus, parallel_files
 
 __all__ = ["CorpusRow", "list_corpora", "fetch_corpus", "format_corpus_table", "parse_pair", "human_bytes"]
@@ -37,6 +40,7 @@ class CorpusRow:
     pretokenized: bool  # tokenised, lower-cased text: BLEU with tokenize="none"
     notes: str
     citation: str
+    mirror_pairs: tuple[str, ...] = ()  # the pairs a local mirror can give every split of, with or without archives
 
     @property
     def cached(self) -> bool:
@@ -48,17 +52,17 @@ def list_corpora(*, cache_dir: str | Path | None = None, mirror: str | None = No
     """A row per registered corpus, in registry order; ``mirror`` defaults to ``$NMT_MIRROR``."""
     root = Path(cache_dir) if cache_dir is not None else data_home()
     mirror = mirror if mirror is not None else os.environ.get("NMT_MIRROR") or None
-    local_mirror = Path(mirror).expanduser() if mirror is not None and not is_url(mirror) else None
-    return [_row(corpus, root / corpus.name, local_mirror) for corpus in CORPORA.values()]
+    return [_row(corpus, root / corpus.name, local_mirror(mirror)) for corpus in CORPORA.values()]
 
 
-def _row(corpus: NamedCorpus | ArchiveCorpus, corpus_dir: Path, local_mirror: Path | None) -> CorpusRow:
+def _row(corpus: NamedCorpus | ArchiveCorpus, corpus_dir: Path, mirror: Path | None) -> CorpusRow:
     if isinstance(corpus, NamedCorpus):
         files = list(corpus.files.values())
         sizes = [f.size for f in files]
         cached = sum(f.size or 0 for f in files if _has_size(corpus_dir / f.relpath, f.size))
-        in_mirror = local_mirror is not None and all((local_mirror / f.relpath).is_file() for f in files)
+        in_mirror = mirror is not None and all(find(mirror, corpus.name, f.relpath) for f in files)
         pairs = tuple(f"{a}-{b}" for a, b in combinations(corpus.languages, 2))
+        mirror_pairs = pairs if in_mirror else _named_pairs_in_mirror(corpus, mirror)
         extracted: tuple[str, ...] = ()
         notes = f"any two of {', '.join(corpus.languages)}; one file per split and language"
     else:
@@ -70,8 +74,9 @@ def _row(corpus: NamedCorpus | ArchiveCorpus, corpus_dir: Path, local_mirror: Pa
                 path, size = None, archive.size
             sizes.append(size)
             cached += size if path is not None and size is not None else 0
-        in_mirror = local_mirror is not None and all((local_mirror / a.filename).is_file() for a in corpus.archives)
+        in_mirror = mirror is not None and all(find(mirror, corpus.name, a.filename) for a in corpus.archives)
         pairs = tuple(f"{a}-{b}" for a, b in corpus.pairs)
+        mirror_pairs = pairs if in_mirror else _loose_pairs_in_mirror(corpus, mirror)
         extracted = tuple(sorted(p.name for p in corpus_dir.glob("*") if (p / MANIFEST).is_file()))
         notes = corpus.notes
     total = None if None in sizes else sum(sizes)
@@ -86,6 +91,34 @@ def _row(corpus: NamedCorpus | ArchiveCorpus, corpus_dir: Path, local_mirror: Pa
         corpus.pretokenized,
         notes,
         corpus.citation,
+        mirror_pairs,
+    )
+
+
+def _named_pairs_in_mirror(corpus: NamedCorpus, mirror: Path | None) -> tuple[str, ...]:
+    """The pairs of languages whose files of every split a local mirror holds (by name: nothing is hashed)."""
+    if mirror is None:
+        return ()
+    held = [
+        lang
+        for lang in corpus.languages
+        if all(find(mirror, corpus.name, f.relpath) for (_, f_lang), f in corpus.files.items() if f_lang == lang)
+    ]
+    return tuple(f"{a}-{b}" for a, b in combinations(held, 2))
+
+
+def _loose_pairs_in_mirror(corpus: ArchiveCorpus, mirror: Path | None) -> tuple[str, ...]:
+    """The pairs whose every split a local mirror holds as files of their own (``Build.loose``), archive or not."""
+    if mirror is None:
+        return ()
+    return tuple(
+        f"{a}-{b}"
+        for a, b in corpus.pairs
+        if all(
+            loose_in_mirror(corpus.build(split, (a, b)), corpus.name, mirror)[0]
+            for split in corpus.splits
+            if split not in corpus.extra
+        )
     )
 
 
@@ -166,8 +199,10 @@ def _cached_text(row: CorpusRow) -> str:
         text = "yes"
     elif row.cached_bytes and row.download_bytes:
         text = f"{row.cached_bytes / row.download_bytes:.0%}"
+    elif row.in_mirror:
+        text = "mirror"
     else:
-        text = "mirror" if row.in_mirror else "no"
+        text = f"{' '.join(row.mirror_pairs)} in mirror" if row.mirror_pairs else "no"
     return text + (f" ({', '.join(row.extracted)} extracted)" if row.extracted else "")
 
 

@@ -17,7 +17,11 @@ Files come from the first of these that applies:
    ``NamedCorpus`` laid out like upstream (a local directory is verified
    and used in place; an http(s):// or file:// URL is downloaded into the
    cache); for an archive, the archive under its own file name, in the
-   directory or below the URL (a mirror without it is passed over);
+   directory or below the URL (a mirror without it is passed over), or, in
+   a local directory, the members a build needs as files of their own,
+   each checked against its pinned sha256 (``mirror.py``). A local
+   directory may hold the corpus itself or a folder per corpus
+   (``<mirror>/multi30k/``, ``<mirror>/ted_hrlr/``), so one mirror serves all;
 2. the cache, ``<cache_dir or data_home()>/<corpus>/...``, reused when its
    checksum matches;
 3. upstream, downloaded into the cache (an archive tries its addresses in
@@ -48,6 +52,7 @@ from .download import (
     sha256_of,
 )
 from .iwslt14 import IWSLT14
+from .mirror import candidates, find
 from .ted_hrlr import TED_HRLR
 from .wmt14 import WMT14
 
@@ -178,7 +183,8 @@ def corpus_path(
 
     ``mirror`` (default ``$NMT_MIRROR``) is a local directory, used in place,
     or an http(s)/file URL, downloaded into the cache; either way it must be
-    laid out like upstream. Without one the file comes from the cache or from
+    laid out like upstream (a local directory may instead hold a folder named
+    after the corpus laid out so). Without one the file comes from the cache or from
     upstream. ``retries`` is how many times a failed download is tried again.
     Raises ``ValueError`` for an unknown corpus, split or language (or a
     corpus made of archives: see ``parallel_files``) and
@@ -187,7 +193,7 @@ def corpus_path(
     corpus, file = _lookup(name, split, lang)
     mirror = _mirror(mirror)
     if mirror is not None and not is_url(mirror):
-        return _from_local_mirror(Path(mirror).expanduser(), file)
+        return _from_local_mirror(Path(mirror).expanduser(), corpus.name, file)
 
     cache_root = _cache_root(cache_dir) / corpus.name
     dest = cache_root / file.relpath
@@ -201,8 +207,9 @@ def corpus_path(
     else:
         url = join_url(corpus.base_url, file.relpath)
         hint = (
-            ". Without network access, point NMT_MIRROR at a local copy laid out like upstream "
-            f"(e.g. NMT_MIRROR=../shared/data/{corpus.name}) or put the files under {cache_root}."
+            ". Without network access, point NMT_MIRROR at a local copy laid out like upstream, or at a "
+            f"directory with a {corpus.name}/ folder holding one (e.g. NMT_MIRROR=../shared/data), "
+            f"or put the files under {cache_root}."
         )
     download(url, dest, sha256=file.sha256, size=file.size, policy=download_policy(retries), hint=hint)
     return dest
@@ -222,7 +229,8 @@ def parallel_files(
 
     For a ``NamedCorpus`` see ``corpus_path``. For an ``ArchiveCorpus`` the
     archives are fetched (see ``archive.fetch_archive``; ``mirror`` holds
-    them under their file names) and the split's folder is extracted into
+    them under their file names), or a local ``mirror`` gives the members as
+    files of their own (see ``archive_corpus.build_folder``), and the split's folder is extracted into
     ``<cache_dir>/<name>/`` once; the pair may be asked in either direction.
     A bad name is refused with a ``ValueError`` before anything is fetched.
     """
@@ -270,14 +278,20 @@ def _lookup(name: str, split: str, lang: str) -> tuple[NamedCorpus, CorpusFile]:
     return corpus, corpus.files[(split, lang)]
 
 
-def _from_local_mirror(root: Path, file: CorpusFile) -> Path:
-    """The mirror's own copy of ``file``, once its checksum is checked (no copy is made)."""
+def _from_local_mirror(root: Path, corpus: str, file: CorpusFile) -> Path:
+    """The mirror's own copy of ``file``, below ``root`` or ``root/<corpus>``, once its checksum is checked.
+
+    No copy is made. A mirror without the file is an error rather than a
+    download: a local mirror stands for the network, which may not be there.
+    """
     if not root.is_dir():
         raise CorpusDownloadError(f"mirror {root} (the mirror argument or NMT_MIRROR) is not a directory")
-    path = root / file.relpath
-    if not path.is_file():
+    path = find(root, corpus, file.relpath)
+    if path is None:
+        tried = " nor ".join(str(p) for p in candidates(root, corpus, file.relpath))
         raise CorpusDownloadError(
-            f"{path} not found: the mirror {root} must be laid out like upstream ({file.relpath})"
+            f"{file.relpath} not found in the mirror {root}: it must be laid out like upstream, "
+            f"in the mirror or in a {corpus}/ folder of it (there is no {tried})"
         )
     try:
         got = sha256_of(path)
