@@ -33,6 +33,7 @@ from .metrics import MetricsLog
 from .placement import Replicas, Shards
 from .schedule import inverse_sqrt_lr, noam_lr
 from .signals import stop_on_signals
+from .slowdown import SlowdownWatch
 from .validation import validate
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class Trainer:
         self.progress = Progress()
         self.saved_step = 0  # the step of the newest checkpoint on disk (0: none)
         self.metrics = MetricsLog(self.model_dir, enabled=self.dist.is_main)
+        self.slowdown = SlowdownWatch()  # one log line when another process takes the cores
         self.progress_bar = progress_bar and self.dist.is_main
         self.max_time = parse_duration(train.max_time)
 
@@ -368,6 +370,8 @@ class Trainer:
             "elapsed": self.progress.elapsed,
         }
         self.metrics.write("train", self.progress.step, **record)
+        if (warning := self.slowdown.observe(record["tokens_per_s"], torch.get_num_threads())) is not None:
+            log.warning("step %d: %s", self.progress.step, warning)
         postfix = {"loss": f"{record['loss']:.3f}", "lr": f"{lr:.2e}", "tok/s": f"{record['tokens_per_s']:.0f}"}
         if self.max_time is not None:
             postfix["left"] = f"{max(self.max_time - self.progress.elapsed, 0) / 60:.1f}m"
