@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
+from .inference.choices import CHUNK_LINES
 from .translator import Sampling, Translator
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def translate_stream(
     length_penalty: float | None = None,
     sampling: Sampling | None = None,
     name: str = "<stdin>",
-    chunk_lines: int = 1000,
+    chunk_lines: int = CHUNK_LINES,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of lines written.
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..inference.choices import LENGTH_PENALTIES
+from ..inference.choices import CHUNK_LINES, LENGTH_PENALTIES
 from ..inference.plan import Sampling
 from .common import (
     CommandError,
@@ -31,7 +31,12 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
-    p.add_argument("--chunk", type=int, default=1000, help="lines read, sorted and translated together")
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=CHUNK_LINES,
+        help="lines read, sorted and translated together (default %(default)s)",
+    )
     p.add_argument(
         "--sample",
         action="store_true",
