@@ -24,6 +24,7 @@ import pytest
 from nmt.config import DataConfig, load_config
 from nmt.data import registry
 from nmt.data.corpus import ReadStats, read_parallel
+from nmt.data.mirror import LooseFile, copy_verified
 from nmt.data.registry import CORPORA, CorpusDownloadError, parallel_files
 from nmt.data.ted_hrlr import TED_ARCHIVE, TED_FILES, TED_HRLR, TED_PAIRS, ted_build, ted_member
 from nmt.training.datasets import split_files
@@ -424,6 +425,9 @@ def test_registered_entry_is_the_published_archive():
         "https://web.archive.org/web/20240301220426if_/http://www.phontron.com/data/qi18naacl-dataset.tar.gz",
     }
     assert len(TED_PAIRS) == 14 and len(set(TED_PAIRS)) == 14
+    assert {tgt for _, tgt in TED_PAIRS} == {"en", "pt"}
+    assert TED_HRLR.pretokenized and registry.is_pretokenized("ted_hrlr")
+    assert not registry.is_pretokenized("multi30k")
 
 
 def test_pt_en_files_are_pinned_for_a_mirror_and_no_other_pair():
@@ -440,9 +444,36 @@ def test_pt_en_files_are_pinned_for_a_mirror_and_no_other_pair():
         f"datasets/{relpath}": relpath for relpath in TED_FILES
     }
     assert all(not TED_HRLR.build("train", pair).loose for pair in TED_PAIRS if pair != ("pt", "en"))
-    assert {tgt for _, tgt in TED_PAIRS} == {"en", "pt"}
-    assert TED_HRLR.pretokenized and registry.is_pretokenized("ted_hrlr")
-    assert not registry.is_pretokenized("multi30k")
+
+
+SHARED_TED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ted_hrlr"
+
+
+@pytest.mark.skipif(not SHARED_TED.is_dir(), reason="no shared TED copy beside the repository")
+def test_the_shared_copy_of_pt_en_matches_the_pinned_checksums(tmp_path):
+    for relpath, sha256 in TED_FILES.items():
+        copy_verified(SHARED_TED / f"{relpath}.gz", tmp_path / "text", sha256, root=SHARED_TED)
+
+
+def test_a_gz_and_a_plain_copy_of_one_file_is_an_error_not_a_guess(loose, ted, tmp_path):
+    text = gzip.decompress((loose / "ted_hrlr/pt_to_en/pt.dev.gz").read_bytes())
+    (loose / "ted_hrlr/pt_to_en/pt.dev").write_bytes(text)
+    with pytest.raises(CorpusDownloadError, match=r"holds both .*pt\.dev\.gz and .*pt\.dev: keep one"):
+        parallel_files("ted_hrlr", "dev", "pt", "en", cache_dir=tmp_path / "cache")
+
+
+def test_a_pair_is_never_mixed_from_two_folders_of_the_mirror(loose, ted, tmp_path):
+    (loose / "pt_to_en").mkdir()
+    (loose / "ted_hrlr/pt_to_en/en.dev.gz").rename(loose / "pt_to_en/en.dev.gz")  # one file at the top
+    with pytest.raises(CorpusDownloadError, match="both at its top and in"):
+        parallel_files("ted_hrlr", "dev", "pt", "en", cache_dir=tmp_path / "cache")
+    assert ted.requests == []
+
+
+@pytest.mark.parametrize("relpath", ["/etc/passwd", "../outside/pt.train"])
+def test_a_mirror_file_stays_below_the_mirror(relpath):
+    with pytest.raises(ValueError, match="must be relative and stay below the mirror"):
+        LooseFile(relpath, "0" * 64)
 
 
 @pytest.mark.parametrize("name", ["ted_hrlr_pt_en.yaml", "ted_hrlr_pt_en_quality.yaml"])

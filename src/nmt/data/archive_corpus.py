@@ -213,6 +213,11 @@ def loose_in_mirror(build: Build, corpus: str, root: Path | None) -> tuple[dict[
                 missing.append(file.relpath if file is not None else name)
             else:
                 found[name] = path
+    places = {path.is_relative_to(root / corpus) for path in found.values()}
+    if len(places) > 1:  # one copy of the pair: its files are never mixed from two folders
+        raise CorpusDownloadError(
+            f"the mirror {root} holds files of {build.folder} both at its top and in {root / corpus}: keep one copy"
+        )
     return ({}, missing) if missing else (found, [])
 
 

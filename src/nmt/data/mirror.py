@@ -38,6 +38,11 @@ class LooseFile:
     relpath: str  # below the mirror or its corpus folder, without ".gz": e.g. "pt_to_en/pt.train"
     sha256: str  # of the text itself, however the mirror compresses it
 
+    def __post_init__(self) -> None:
+        path = Path(self.relpath)
+        if path.is_absolute() or ".." in path.parts:  # a registry entry must stay inside the mirror
+            raise ValueError(f"a mirror file's path must be relative and stay below the mirror, got {self.relpath!r}")
+
 
 def local_mirror(mirror: str | None) -> Path | None:
     """The mirror as a local directory, or None when there is none or it is a URL."""
@@ -55,11 +60,17 @@ def find(root: Path, corpus: str, relpath: str) -> Path | None:
 
 
 def find_loose(root: Path, corpus: str, file: LooseFile) -> Path | None:
-    """The mirror's copy of ``file``, compressed (``.gz``, tried first) or plain, in either place; or None."""
+    """The mirror's copy of ``file``, compressed (``.gz``) or plain, in either place (the top first); or None.
+
+    Both a ``.gz`` and a plain copy in one place is a CorpusDownloadError: which one is meant cannot
+    be guessed, and a silent choice could hide a damaged copy behind a good one.
+    """
     for base in candidates(root, corpus, file.relpath):
-        for path in (base.with_name(base.name + ".gz"), base):
-            if path.is_file():
-                return path
+        found = [path for path in (base.with_name(base.name + ".gz"), base) if path.is_file()]
+        if len(found) == 2:
+            raise CorpusDownloadError(f"the mirror holds both {found[0]} and {found[1]}: keep one of them")
+        if found:
+            return found[0]
     return None
 
 
