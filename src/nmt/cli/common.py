@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..inference.choices import ENGINES, PRECISIONS
-from ..inference.plan import DEFAULT_POLICY, EngineOptions, check_beam
-
-ENGINE_DEFAULTS = EngineOptions()
+from ..inference.plan import DEFAULT_POLICY, ENGINE_DEFAULTS, EngineOptions, check_beam
 
 
 class CommandError(Exception):

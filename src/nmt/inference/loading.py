@@ -12,7 +12,7 @@ from ..model import Transformer
 from ..model_dir import WEIGHTS
 from ..tokenizer import SubwordTokenizer, load_tokenizers
 from .export_ctranslate2 import is_ctranslate2_dir
-from .plan import Engine, EngineOptions
+from .plan import ENGINE_DEFAULTS, Engine, EngineOptions
 from .torch_engine import TorchEngine
 
 
@@ -87,9 +87,6 @@ def _torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOptio
         threads=options.threads,
         processes=options.worker_processes,
     )
-
-
-ENGINE_DEFAULTS = EngineOptions()
 
 
 def merge_options(options: EngineOptions | None, keywords: dict) -> EngineOptions:

@@ -125,6 +125,9 @@ class EngineOptions:
         check_fields(self)
 
 
+ENGINE_DEFAULTS = EngineOptions()
+
+
 @dataclass(frozen=True)
 class WorkerPolicy:
     """How nmt's engine shares a call between workers; this docstring is the one place its numbers
