@@ -189,9 +189,9 @@ def test_average_best_refuses_what_it_cannot_rank(tmp_path, capsys):
     save_checkpoint(tmp_path, 1, tiny(), {}, keep_last=5)
     with pytest.raises(ValueError, match="has a validation bleu in .*metrics.jsonl .*try --metric loss"):
         average_best_checkpoints(tmp_path, 2, "bleu")  # no metrics.jsonl: nothing is ranked
-    assert main(["average", "--model", str(tmp_path), "--best", "0"]) == 1
+    assert main(["average", "--model", str(tmp_path), "--best", "0"]) == 2
     assert "--best must be at least 1, got 0" in capsys.readouterr().err
-    assert main(["average", "--model", str(tmp_path), "--metric", "loss"]) == 1
+    assert main(["average", "--model", str(tmp_path), "--metric", "loss"]) == 2
     assert "give --best K with it" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
         main(["average", "--model", str(tmp_path), "--best", "2", "--last", "2"])

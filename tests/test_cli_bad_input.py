@@ -45,7 +45,7 @@ def case(argv: str, status: int, message: str, xfail: str | None = None):
     return pytest.param(argv, status, message, marks=marks, id=argv or "(no command)")
 
 
-def train(overrides: str, status: int = 1, message: str = "") -> object:
+def train(overrides: str, status: int = 2, message: str = "") -> object:
     """A `train` case that fails at the config, before any data or model work."""
     return case(f"train {{config}} --out {{new_dir}} --set {overrides}", status, "{config}: " + message)
 
@@ -83,27 +83,27 @@ TRAIN = [
     # Several values after one --set, and --set repeated: the last value is read too.
     train("train.max_steps=1 train.clip_norm=0", message="train.clip_norm must be > 0 or null, got 0"),
     train("train.max_steps=1 --set train.seed=-2", message=r"train.seed must be in \[0, 2\*\*63\), got -2"),
-    case("train {no_file} --out {new_dir}", 1, "cannot read config {no_file}: No such file or directory"),
-    case("train {config_latin1} --out {new_dir}", 1, "{config_latin1}:2: not valid UTF-8"),
-    case("train {config_bad_yaml} --out {new_dir}", 1, "{config_bad_yaml}:3: not valid YAML"),
-    case("train {empty_dir} --out {new_dir}", 1, "cannot read config {empty_dir}: Is a directory"),
-    case("train --out {new_dir}", 1, r"give a CONFIG file \(or --resume with --out DIR\)"),
-    case("train --resume --out {empty_dir}", 1, "--resume: {empty_dir}/config.yaml not found"),
-    case("train --resume --out {cut_run}", 1, "{cut_run}/config.yaml is incomplete .*was it cut short"),
-    case("train {config} --out {old_run}", 1, "{old_run} already holds a training run: add --resume"),
-    case("train {config} --out {a_file}", 1, "--out {a_file} is a file"),
-    case("data get", 1, r"nmt data get needs a corpus NAME \(see nmt data list\)"),
-    case("data get nope", 1, "unknown corpus 'nope'; known corpora: multi30k, ted_hrlr, iwslt14, wmt14"),
-    case("data get multi30k de-xx", 1, "multi30k has no language 'xx'; languages: en, de, fr, cs"),
-    case("data list multi30k", 1, "nmt data list takes no corpus name"),
+    case("train {no_file} --out {new_dir}", 2, "cannot read config {no_file}: No such file or directory"),
+    case("train {config_latin1} --out {new_dir}", 2, "{config_latin1}:2: not valid UTF-8"),
+    case("train {config_bad_yaml} --out {new_dir}", 2, "{config_bad_yaml}:3: not valid YAML"),
+    case("train {empty_dir} --out {new_dir}", 2, "cannot read config {empty_dir}: Is a directory"),
+    case("train --out {new_dir}", 2, r"give a CONFIG file \(or --resume with --out DIR\)"),
+    case("train --resume --out {empty_dir}", 2, "--resume: {empty_dir}/config.yaml not found"),
+    case("train --resume --out {cut_run}", 2, "{cut_run}/config.yaml is incomplete .*was it cut short"),
+    case("train {config} --out {old_run}", 2, "{old_run} already holds a training run: add --resume"),
+    case("train {config} --out {a_file}", 2, "--out {a_file} is a file"),
+    case("data get", 2, r"nmt data get needs a corpus NAME \(see nmt data list\)"),
+    case("data get nope", 2, "unknown corpus 'nope'; known corpora: multi30k, ted_hrlr, iwslt14, wmt14"),
+    case("data get multi30k de-xx", 2, "multi30k has no language 'xx'; languages: en, de, fr, cs"),
+    case("data list multi30k", 2, "nmt data list takes no corpus name"),
     case(
         "train {config} --out {new_dir} --init-from {missing}",
-        1,
+        2,
         "--init-from: model directory {missing} does not exist",
     ),
     case(
         "train {config} --out {old_run} --resume --init-from {old_run}",
-        1,
+        2,
         "--init-from starts a new run from a trained model; --resume continues a run: not both",
     ),
 ]
@@ -124,120 +124,120 @@ DAMAGES = {
     "bad_decode": r"{bad_decode}/config.yaml: unknown key\(s\) decode.bogus",
 }
 MODEL_DIRS = [
-    case(template.replace("{m}", "{" + damage + "}"), 1, message)
+    case(template.replace("{m}", "{" + damage + "}"), 2, message)
     for command, template in ON_MODEL.items()
     for damage, message in DAMAGES.items()
 ] + [
-    case("average --model {missing}", 1, "model directory {missing} does not exist"),
-    case("average --model {not_model}", 1, "no checkpoints in {not_model}/checkpoints"),
-    case("plot {missing}", 1, "{missing}/metrics.jsonl not found: train a model into"),
+    case("average --model {missing}", 2, "model directory {missing} does not exist"),
+    case("average --model {not_model}", 2, "no checkpoints in {not_model}/checkpoints"),
+    case("plot {missing}", 2, "{missing}/metrics.jsonl not found: train a model into"),
     case(
-        "translate --model {model} --input {src} --weights {src}", 1, "{src}: not a readable safetensors weights file"
+        "translate --model {model} --input {src} --weights {src}", 2, "{src}: not a readable safetensors weights file"
     ),
-    case("translate --model {model} --input {src} --weights {no_file}", 1, "{no_file} is missing"),
+    case("translate --model {model} --input {src} --weights {no_file}", 2, "{no_file} is missing"),
 ]
 
 # --- translate: options and input ------------------------------------------------------------------
 TRANSLATE = "translate --model {model} --input {src} --output {new_dir}/out.txt"
 TRANSLATE_CASES = [
-    case(f"{TRANSLATE} --beam 0", 1, f"--beam must be between 1 and {MAX_BEAM}, got 0"),
-    case(f"{TRANSLATE} --beam 1000", 1, f"--beam must be between 1 and {MAX_BEAM}, got 1000"),
+    case(f"{TRANSLATE} --beam 0", 2, f"--beam must be between 1 and {MAX_BEAM}, got 0"),
+    case(f"{TRANSLATE} --beam 1000", 2, f"--beam must be between 1 and {MAX_BEAM}, got 1000"),
     case(
         "translate --model {model} --input {src} --beam 251",
-        1,
+        2,
         r"beam \(251\) must be at most 250, half the target vocabulary",
     ),
-    case(f"{TRANSLATE} --length-penalty -1", 1, "--length-penalty must be >= 0, got -1.0"),
-    case(f"{TRANSLATE} --length-penalty nan", 1, "--length-penalty must be a finite number, got nan"),
+    case(f"{TRANSLATE} --length-penalty -1", 2, "--length-penalty must be >= 0, got -1.0"),
+    case(f"{TRANSLATE} --length-penalty nan", 2, "--length-penalty must be a finite number, got nan"),
     case(f"{TRANSLATE} --length-penalty one", 2, "argument --length-penalty: invalid float value: 'one'"),
     case(
         f"{TRANSLATE} --sample --length-penalty 1",
-        1,
+        2,
         "--length-penalty ranks beam search hypotheses: it does not apply to --sample",
     ),
-    case(f"{TRANSLATE} --chunk 0", 1, "--chunk must be at least 1, got 0"),
-    case(f"{TRANSLATE} --workers 0", 1, "--workers must be >= 1, got 0"),
-    case(f"{TRANSLATE} --threads -1", 1, "--threads must be >= 1, got -1"),
-    case(f"{TRANSLATE} --device tpu", 1, "--device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
-    case(f"{TRANSLATE} --device cuda:99", 1, r"--device cuda:99: this machine has \d+ CUDA device"),
-    case(f"{TRANSLATE} --sample --beam 2", 1, "--sample draws one translation at random: leave out --beam"),
-    case(f"{TRANSLATE} --top-k 5", 1, "--temperature, --top-k and --seed apply to --sample only"),
-    case(f"{TRANSLATE} --sample --temperature 0", 1, "--temperature must be > 0, got 0.0"),
-    case(f"{TRANSLATE} --sample --top-k -1", 1, "--top-k must be >= 0 .*, got -1"),
-    case(f"{TRANSLATE} --sample --temperature inf", 1, "temperature .*got inf"),
-    case(f"{TRANSLATE} --sample --seed {2**70}", 1, f"seed .*got {2**70}"),
-    case("translate --model {model} --input {no_file}", 1, "{no_file}: No such file or directory"),
-    case("translate --model {model} --input {empty_dir}", 1, "{empty_dir}: Is a directory"),
+    case(f"{TRANSLATE} --chunk 0", 2, "--chunk must be at least 1, got 0"),
+    case(f"{TRANSLATE} --workers 0", 2, "--workers must be >= 1, got 0"),
+    case(f"{TRANSLATE} --threads -1", 2, "--threads must be >= 1, got -1"),
+    case(f"{TRANSLATE} --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
+    case(f"{TRANSLATE} --device cuda:99", 2, r"--device cuda:99: this machine has \d+ CUDA device"),
+    case(f"{TRANSLATE} --sample --beam 2", 2, "--sample draws one translation at random: leave out --beam"),
+    case(f"{TRANSLATE} --top-k 5", 2, "--temperature, --top-k and --seed apply to --sample only"),
+    case(f"{TRANSLATE} --sample --temperature 0", 2, "--temperature must be > 0, got 0.0"),
+    case(f"{TRANSLATE} --sample --top-k -1", 2, "--top-k must be >= 0 .*, got -1"),
+    case(f"{TRANSLATE} --sample --temperature inf", 2, "temperature .*got inf"),
+    case(f"{TRANSLATE} --sample --seed {2**70}", 2, f"seed .*got {2**70}"),
+    case("translate --model {model} --input {no_file}", 2, "{no_file}: No such file or directory"),
+    case("translate --model {model} --input {empty_dir}", 2, "{empty_dir}: Is a directory"),
     case(
         "translate --model {model} --input {src} --output {no_file}/out.txt",
-        1,
+        2,
         "{no_file}/out.txt: No such file or directory",
     ),
-    case("translate --model {model} --input {latin1}", 1, "{latin1}:2: not valid UTF-8"),
+    case("translate --model {model} --input {latin1}", 2, "{latin1}:2: not valid UTF-8"),
 ]
 
 # --- evaluate ---------------------------------------------------------------------------------------
 EVALUATE = "evaluate --model {model}"
 EVALUATE_CASES = [
-    case(f"{EVALUATE} --src {{empty}} --ref {{empty}}", 1, "{empty} and {empty} are empty: no sentences"),
-    case(f"{EVALUATE} --src {{src}} --ref {{one_line}}", 1, "{src} has 2 lines but {one_line} has 1"),
-    case(f"{EVALUATE} --src {{no_file}} --ref {{ref}}", 1, "{no_file}: No such file or directory"),
-    case(f"{EVALUATE} --src {{src}} --ref {{latin1}}", 1, "{latin1}:2: .*UTF-8"),
-    case(f"{EVALUATE} --src {{src}}", 1, "give --src FILE and --ref FILE, or --test"),
-    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --beam 0", 1, "--beam must be between 1 and"),
+    case(f"{EVALUATE} --src {{empty}} --ref {{empty}}", 2, "{empty} and {empty} are empty: no sentences"),
+    case(f"{EVALUATE} --src {{src}} --ref {{one_line}}", 2, "{src} has 2 lines but {one_line} has 1"),
+    case(f"{EVALUATE} --src {{no_file}} --ref {{ref}}", 2, "{no_file}: No such file or directory"),
+    case(f"{EVALUATE} --src {{src}} --ref {{latin1}}", 2, "{latin1}:2: .*UTF-8"),
+    case(f"{EVALUATE} --src {{src}}", 2, "give --src FILE and --ref FILE, or --test"),
+    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --beam 0", 2, "--beam must be between 1 and"),
     case(
         f"{EVALUATE} --src {{src}} --ref {{ref}} --length-penalty inf",
-        1,
+        2,
         "--length-penalty must be a finite number, got inf",
     ),
-    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --workers 0", 1, "--workers must be >= 1, got 0"),
-    case(f"{EVALUATE} --test multi30k", 1, "--test 'multi30k' must look like multi30k:test_2016_flickr:de-en"),
-    case(f"{EVALUATE} --test multi30k:test:de", 1, "--test 'multi30k:test:de' must look like"),
-    case(f"{EVALUATE} --test nope:test_2016_flickr:de-en", 1, "unknown corpus 'nope'; known corpora: multi30k"),
-    case(f"{EVALUATE} --test multi30k:nosplit:de-en", 1, "multi30k has no split 'nosplit'; splits: train"),
-    case(f"{EVALUATE} --test multi30k:test_2016_flickr:de-xx", 1, "multi30k has no language 'xx'"),
+    case(f"{EVALUATE} --src {{src}} --ref {{ref}} --workers 0", 2, "--workers must be >= 1, got 0"),
+    case(f"{EVALUATE} --test multi30k", 2, "--test 'multi30k' must look like multi30k:test_2016_flickr:de-en"),
+    case(f"{EVALUATE} --test multi30k:test:de", 2, "--test 'multi30k:test:de' must look like"),
+    case(f"{EVALUATE} --test nope:test_2016_flickr:de-en", 2, "unknown corpus 'nope'; known corpora: multi30k"),
+    case(f"{EVALUATE} --test multi30k:nosplit:de-en", 2, "multi30k has no split 'nosplit'; splits: train"),
+    case(f"{EVALUATE} --test multi30k:test_2016_flickr:de-xx", 2, "multi30k has no language 'xx'"),
 ]
 TUNE = "tune-length-penalty --model {model}"
 TUNE_CASES = [
     case(
-        f"{TUNE} --src {{src}} --ref {{ref}} --alphas x", 1, "--alphas must be comma-separated numbers >= 0, .*got 'x'"
+        f"{TUNE} --src {{src}} --ref {{ref}} --alphas x", 2, "--alphas must be comma-separated numbers >= 0, .*got 'x'"
     ),
-    case(f"{TUNE} --src {{src}} --ref {{ref}} --alphas 0.6,-1", 1, "--alphas must be .*got '0.6,-1'"),
-    case(f"{TUNE} --src {{src}} --ref {{ref}} --beam 1", 1, r"greedy search \(beam 1\) has no length penalty"),
-    case(f"{TUNE} --src {{src}}", 1, "give --src FILE and --ref FILE, or --test"),
-    case(f"{TUNE} --src {{src}} --ref {{one_line}}", 1, "{src} has 2 lines but {one_line} has 1"),
+    case(f"{TUNE} --src {{src}} --ref {{ref}} --alphas 0.6,-1", 2, "--alphas must be .*got '0.6,-1'"),
+    case(f"{TUNE} --src {{src}} --ref {{ref}} --beam 1", 2, r"greedy search \(beam 1\) has no length penalty"),
+    case(f"{TUNE} --src {{src}}", 2, "give --src FILE and --ref FILE, or --test"),
+    case(f"{TUNE} --src {{src}} --ref {{one_line}}", 2, "{src} has 2 lines but {one_line} has 1"),
 ]
 
 # --- average, plot, serve, export, attention, positions ------------------------------------------------
 OTHERS = [
-    case("average --model {model} --last 0", 1, "--last must be at least 1, got 0"),
-    case("average --model {model}", 1, "no checkpoints in {model}/checkpoints"),
+    case("average --model {model} --last 0", 2, "--last must be at least 1, got 0"),
+    case("average --model {model}", 2, "no checkpoints in {model}/checkpoints"),
     case(
         "average --model {cut_checkpoint}",
-        1,
+        2,
         "{cut_checkpoint}/checkpoints/step_00000010.safetensors: not a readable safetensors",
     ),
-    case("plot {model}", 1, "{model}/metrics.jsonl not found: train a model into"),
-    case("plot {torn_metrics}", 1, "{torn_metrics}/metrics.jsonl:2: not a metrics record"),
-    case("plot {valid_only_metrics}", 1, "{valid_only_metrics}/metrics.jsonl: no train records to plot"),
-    case("serve --model {model} --port 99999", 1, "--port must be between 0 and 65535, got 99999"),
-    case("serve --model {model} --port -1", 1, "--port must be between 0 and 65535, got -1"),
-    case("serve --model {model} --max-beam 0", 1, f"--max-beam must be between 1 and {MAX_BEAM}, got 0"),
-    case("serve --model {model} --max-beam 1000", 1, f"--max-beam must be between 1 and {MAX_BEAM}, got 1000"),
-    case("serve --model {model} --workers 0", 1, "--workers must be >= 1, got 0"),
-    case("serve --model {model} --device tpu", 1, "--device must be auto, cpu, cuda or cuda:N"),
+    case("plot {model}", 2, "{model}/metrics.jsonl not found: train a model into"),
+    case("plot {torn_metrics}", 2, "{torn_metrics}/metrics.jsonl:2: not a metrics record"),
+    case("plot {valid_only_metrics}", 2, "{valid_only_metrics}/metrics.jsonl: no train records to plot"),
+    case("serve --model {model} --port 99999", 2, "--port must be between 0 and 65535, got 99999"),
+    case("serve --model {model} --port -1", 2, "--port must be between 0 and 65535, got -1"),
+    case("serve --model {model} --max-beam 0", 2, f"--max-beam must be between 1 and {MAX_BEAM}, got 0"),
+    case("serve --model {model} --max-beam 1000", 2, f"--max-beam must be between 1 and {MAX_BEAM}, got 1000"),
+    case("serve --model {model} --workers 0", 2, "--workers must be >= 1, got 0"),
+    case("serve --model {model} --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N"),
     case(
         "serve --model {model} --max-pending-sentences 8",
-        1,
+        2,
         r"--max-pending-sentences \(8\) must be at least --max-sentences \(64\)",
     ),
-    case("serve --model {model} --max-sentences 0", 1, "max.sentences must be .*got 0"),
-    case("export --model {model} --out {model}", 1, "--out {model} holds the model directory"),
-    case("export --model {model} --out {a_file}", 1, "{a_file} already exists: choose another --out"),
-    case("attention --model {model} Ein --beam 0", 1, "--beam must be between 1 and"),
-    case("attention --model {model} Ein --device tpu", 1, "--device must be auto, cpu, cuda or cuda:N"),
-    case("positions --d-model 0 --out {new_dir}/p.png", 1, "need d_model >= 2 and length >= 1, got 0 and 100"),
-    case("positions --length 0 --out {new_dir}/p.png", 1, "need d_model >= 2 and length >= 1, got 128 and 0"),
+    case("serve --model {model} --max-sentences 0", 2, "max.sentences must be .*got 0"),
+    case("export --model {model} --out {model}", 2, "--out {model} holds the model directory"),
+    case("export --model {model} --out {a_file}", 2, "{a_file} already exists: choose another --out"),
+    case("attention --model {model} Ein --beam 0", 2, "--beam must be between 1 and"),
+    case("attention --model {model} Ein --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N"),
+    case("positions --d-model 0 --out {new_dir}/p.png", 2, "need d_model >= 2 and length >= 1, got 0 and 100"),
+    case("positions --length 0 --out {new_dir}/p.png", 2, "need d_model >= 2 and length >= 1, got 128 and 0"),
 ]
 
 CASES = USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + TUNE_CASES + OTHERS
@@ -458,7 +458,7 @@ def test_a_damaged_gzip_corpus_is_one_line_naming_the_file_and_nothing_is_writte
     config = REPO / "configs" / "reference.yaml"
     assert (
         run_main(["train", str(config), "--out", str(out), "--quiet", "--set", *corpus_overrides(broken, tmp_path)])
-        == 1
+        == 2
     )
     lines = [line for line in capsys.readouterr().err.splitlines() if line and not LOG_LINE.match(line)]
     assert lines == [lines[0]] and lines[0].startswith(f"nmt train: error: {broken}: {reason}"), lines
@@ -475,6 +475,18 @@ def test_a_missing_validation_file_fails_before_any_corpus_is_read(tmp_path, cap
     missing = tmp_path / "no_such_valid.de"
     overrides = corpus_overrides(tmp_path / "train.de", tmp_path, valid_src=missing)
     out = tmp_path / "run"
-    assert run_main(["train", str(REPO / "configs/reference.yaml"), "--out", str(out), "--set", *overrides]) == 1
+    assert run_main(["train", str(REPO / "configs/reference.yaml"), "--out", str(out), "--set", *overrides]) == 2
     assert f"nmt train: error: data.valid_src: {missing} does not exist" in capsys.readouterr().err
     assert read == [] and not out.exists()  # no corpus was counted, read or encoded, nothing written
+
+
+def test_a_failure_that_is_not_the_input_s_fault_exits_1_not_2(files, monkeypatch, capsys):
+    """Status 2 says "fix your input"; a bug or a library's runtime failure must not say that."""
+
+    def broken_load(*args, **kwargs):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr("nmt.translator.Translator.load", broken_load)
+    assert run_main(["translate", "--model", str(files["model"]), "--input", str(files["src"])]) == 1
+    err = capsys.readouterr().err
+    assert "nmt translate: error: KeyError: 'a bug' (run with -v for the traceback)" in err and "Traceback" not in err

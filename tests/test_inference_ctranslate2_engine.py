@@ -233,7 +233,7 @@ def test_a_missing_extra_is_one_line_naming_the_install_command(tiny_model_dir, 
     from nmt.cli import main
 
     monkeypatch.setitem(sys.modules, "ctranslate2", None)  # import ctranslate2 -> ImportError
-    assert main(["translate", "--model", str(tiny_model_dir), "--engine", "ctranslate2"]) == 1
+    assert main(["translate", "--model", str(tiny_model_dir), "--engine", "ctranslate2"]) == 2
     err = capsys.readouterr().err
     assert "pip install" in err and "ctranslate2" in err and len(err.strip().splitlines()) == 1
 

@@ -177,5 +177,5 @@ def test_cli_attention_writes_one_png_per_kind(tiny_model_dir, tmp_path):
 
 
 def test_cli_plot_without_metrics_fails_cleanly(tmp_path, capsys):
-    assert main(["plot", str(tmp_path)]) == 1
+    assert main(["plot", str(tmp_path)]) == 2
     assert "metrics.jsonl" in capsys.readouterr().err

@@ -358,7 +358,7 @@ def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options
     from nmt.cli import main
 
     monkeypatch.setattr(nmt.server, "serve", lambda *a, **k: pytest.fail("served despite a bad setting"))
-    assert main(["serve", "--model", "m", *options]) == 1
+    assert main(["serve", "--model", "m", *options]) == 2
     assert message in capsys.readouterr().err
 
 
@@ -447,7 +447,7 @@ def test_nmt_serve_on_a_port_in_use_is_one_line_before_the_model_loads(monkeypat
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["serve", "--model", "m", "--port", str(port)]) == 1
+        assert main(["serve", "--model", "m", "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert (
         err

@@ -182,7 +182,7 @@ def test_cli_refuses_to_overwrite_a_run_without_resume(overrides, tmp_path):
     )
     config = tmp_path / "c.yaml"
     config.write_text("{}\n")
-    assert main(["train", str(config), "--out", str(model_dir)]) == 1
+    assert main(["train", str(config), "--out", str(model_dir)]) == 2
 
 
 def test_early_stopping_after_patience_validations_without_improvement(overrides, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ from ..inference.plan import DEFAULT_POLICY, ENGINE_DEFAULTS, EngineOptions, che
 
 
 class CommandError(Exception):
-    """A user-facing failure: printed as one line, exit status 1, no traceback."""
+    """A user-facing failure: printed as one line, exit status 2, no traceback."""
 
 
 class Parser(argparse.ArgumentParser):

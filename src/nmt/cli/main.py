@@ -16,6 +16,11 @@ from .serve import add_serve
 from .train import add_train
 from .translate import add_translate_commands
 
+# Exit statuses: 2 for input the user can fix (a bad value, file or option: our own words, as
+# argparse's usage errors), 1 for a failure that is not the input's fault (a bug, a library's
+# runtime error), 130/141 for an interrupt or a closed pipe.
+BAD_INPUT = (CommandError, ValueError, OSError, ImportError)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="nmt", description="Transformer neural machine translation.")
@@ -43,7 +48,7 @@ def describe_error(err: Exception, options: dict[str, str] | None = None) -> str
         text = f"{options[err.key]} {err.problem}"
     elif isinstance(err, OSError) and err.filename is not None and err.strerror:
         text = f"{err.filename}: {err.strerror}"  # as cat says it, without Python's "[Errno 2]"
-    elif isinstance(err, (CommandError, ValueError, OSError, RuntimeError, ImportError)):
+    elif isinstance(err, (*BAD_INPUT, RuntimeError)):
         text = str(err)
     else:  # a bug, or a library's own failure we have not put into words
         text = f"{type(err).__name__}: {err} (run with -v for the traceback)"
@@ -69,4 +74,4 @@ def main(argv: list[str] | None = None) -> int:
         if args.verbose:
             raise
         print(f"nmt {args.command}: error: {describe_error(err, args.options)}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(err, BAD_INPUT) else 1
