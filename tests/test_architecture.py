@@ -10,7 +10,8 @@ ALLOWED = {
     "model": {"model"},
     "decoding": {"model", "decoding"},
     "data": {"data", "files", "tokenizer"},
-    "tokenizer": {"config_checks", "files"},
+    "tokenizer": {"config_checks", "files", "sentencepiece_tokenizer"},
+    "sentencepiece_tokenizer": {"files"},
     "files": set(),
     "config_checks": set(),
     "config": {"config_checks", "files", "model", "tokenizer"},
@@ -25,6 +26,8 @@ ALLOWED = {
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
     "tuning": {"config", "evaluation", "inference", "model_dir", "translator"},
     "plots": {"model", "model_dir", "tokenizer", "translator"},
+    # Models of other toolkits, read into (and written from) nmt's model and tokenizers.
+    "pretrained": {"checkpoint", "model", "model_dir", "sentencepiece_tokenizer", "tokenizer"},
     # Training uses the library; only the CLI uses training.
     "training": {
         "checkpoint",
@@ -50,6 +53,7 @@ ALLOWED = {
         "inference",
         "model_dir",
         "plots",
+        "pretrained",
         "server",
         "training",
         "translation_io",

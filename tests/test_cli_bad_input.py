@@ -30,6 +30,7 @@ COMMANDS = (
     "tune-length-penalty",
     "data",
     "export",
+    "import",
     "average",
     "serve",
     "plot",
@@ -240,7 +241,15 @@ OTHERS = [
     case("positions --length 0 --out {new_dir}/p.png", 2, "need d_model >= 2 and length >= 1, got 128 and 0"),
 ]
 
-CASES = USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + TUNE_CASES + OTHERS
+# --- import: a directory that is not a Marian model (the damaged Marian models: test_pretrained_marian) ---
+IMPORT_CASES = [
+    case("import --from marian {missing} --out {new_dir}", 2, "{missing}: not a directory"),
+    case("import --from marian {model} --out {new_dir}", 2, "{model}/config.json: not found"),
+    case("import --from marian {empty_dir} --out {model}", 2, "--out {model} already exists"),
+    case("import {model} --out {new_dir}", 2, "the following arguments are required: --from"),
+]
+
+CASES = USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + TUNE_CASES + OTHERS + IMPORT_CASES
 
 
 # --- the files the cases name ------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def test_dict_round_trip():
         ("pad_id", 8192, "pad_id must be a row of both vocabularies"),
         ("eos_id", 8192, "eos_id must be a row of the target vocabulary"),
         ("bos_id", -1, "bos_id must be a row of the target vocabulary"),
-        ("eos_id", 2, "pad_id, bos_id and eos_id must differ, got 0, 2, 2"),
+        ("eos_id", 2, "eos_id must differ from pad_id and bos_id, got 2"),
         ("activation", "tanh", "activation must be one of relu | gelu, got 'tanh'"),
         ("norm_position", "middle", "norm_position must be one of post | pre"),
         ("sharing", "some", "sharing must be one of none | tgt_out | all"),

@@ -81,11 +81,15 @@ class ModelSection:
     dropout: float | None = None  # override the dropout rate
     attention_dropout: float | None = None  # override dropout on attention weights
     activation_dropout: float | None = None  # dropout on the feed-forward's hidden units (preset: 0)
-    activation: str | None = None  # relu | gelu
+    activation: str | None = None  # relu | gelu | swish
     norm_position: str | None = None  # post (paper) | pre
     sharing: str | None = None  # none | tgt_out | all (all needs tokenizer.joint)
     positional_base: float | None = None  # base of the sinusoidal positions
     layer_norm_eps: float | None = None  # epsilon inside every LayerNorm (ModelConfig's default: 1e-6)
+    # What an imported model (Marian) sets; nmt's own models keep ModelConfig's defaults.
+    scale_embeddings: bool | None = None  # multiply embeddings by sqrt(d_model) (default: true)
+    position_layout: str | None = None  # interleaved (the paper) | halves (Marian)
+    output_bias: bool | None = None  # a learned bias on the output logits (default: false)
 
     RULES: ClassVar[dict[str, Rule]] = {"preset": one_of(*PRESETS)}  # ModelConfig checks the rest
 
@@ -276,6 +280,9 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
     {
         "model.layer_norm_eps",
         "model.activation_dropout",
+        "model.scale_embeddings",
+        "model.position_layout",
+        "model.output_bias",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

@@ -24,7 +24,6 @@ from matplotlib.figure import Figure
 from .model.embedding import sinusoidal_encoding
 from .model_dir import METRICS as METRICS_FILE
 from .model_dir import read_metrics
-from .tokenizer import BOS_ID
 from .translator import Translator
 
 DPI = 120
@@ -165,7 +164,7 @@ def attention_maps(translator: Translator, sentence: str, *, beam: int = 1) -> A
     """
     best = translator.translate_detailed([sentence], beam=beam)[0][0]
     src_ids, _ = translator.encode_source(sentence)
-    tgt_ids = [BOS_ID, *best.tokens]
+    tgt_ids = [translator.model.config.bos_id, *best.tokens]  # the model's own start token (Marian: <pad>)
     model = translator.model
     src = torch.tensor([src_ids], device=translator.device)  # (1, src_len): one sentence, no padding
     tgt_in = torch.tensor([tgt_ids], device=translator.device)  # (1, tgt_len)

@@ -50,6 +50,8 @@ from tokenizers import (
 
 from .config_checks import ConfigError, Rule, at_least, check_fields, one_of
 from .files import atomic_write_text
+from .sentencepiece_tokenizer import SETTINGS_FILE as SENTENCEPIECE_SETTINGS
+from .sentencepiece_tokenizer import load_sentencepiece_tokenizers, save_sentencepiece_tokenizers
 
 log = logging.getLogger(__name__)
 
@@ -347,6 +349,9 @@ def save_tokenizers(src: SubwordTokenizer, tgt: SubwordTokenizer, directory: str
     Files of the other layout are removed, so a directory always holds exactly one pair.
     """
     directory = Path(directory)
+    if src.kind == "sentencepiece":  # an imported model's pair: its own files
+        save_sentencepiece_tokenizers(src, tgt, directory)
+        return
     if src is tgt:
         src.save(directory / JOINT_FILE)
         stale = [SRC_FILE, TGT_FILE]
@@ -359,14 +364,16 @@ def save_tokenizers(src: SubwordTokenizer, tgt: SubwordTokenizer, directory: str
 
 
 def has_tokenizers(directory: str | Path) -> bool:
-    """Whether ``directory`` holds either layout written by ``save_tokenizers``."""
+    """Whether ``directory`` holds either layout written by ``save_tokenizers``, or an imported model's."""
     directory = Path(directory)
-    return (directory / JOINT_FILE).is_file() or (directory / SRC_FILE).is_file()
+    return any((directory / name).is_file() for name in (JOINT_FILE, SRC_FILE, SENTENCEPIECE_SETTINGS))
 
 
 def load_tokenizers(directory: str | Path) -> tuple[SubwordTokenizer, SubwordTokenizer]:
     """Inverse of ``save_tokenizers``; a joint tokenizer comes back as one object twice."""
     directory = Path(directory)
+    if (directory / SENTENCEPIECE_SETTINGS).is_file():  # an imported model's (Marian) SentencePiece pair
+        return load_sentencepiece_tokenizers(directory)
     joint, src, tgt = directory / JOINT_FILE, directory / SRC_FILE, directory / TGT_FILE
     if joint.is_file() and (src.is_file() or tgt.is_file()):
         raise ValueError(f"{directory} holds both joint and separate tokenizers; remove one layout")

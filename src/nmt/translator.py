@@ -28,7 +28,7 @@ from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
 from .model import Transformer
 from .model_dir import read_decode_config
-from .tokenizer import EOS_ID, SubwordTokenizer
+from .tokenizer import SubwordTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -177,11 +177,12 @@ class Translator:
 
     # --- the pieces ----------------------------------------------------------------------------
     def encode_source(self, text: str) -> tuple[list[int], bool]:
-        """Source ids with BOS/EOS, cut to max_source_tokens (keeping EOS); and whether it was cut."""
+        """Source ids with the tokenizer's special tokens, cut to max_source_tokens (keeping the end
+        token, the last id); and whether it was cut."""
         ids = self.src_tokenizer.encode(text)
         if len(ids) <= self.max_source_tokens:
             return ids, False
-        return ids[: self.max_source_tokens - 1] + [EOS_ID], True
+        return ids[: self.max_source_tokens - 1] + ids[-1:], True
 
     def to_translation(self, h: Hypothesis, src_pieces: list[str], truncated: bool, empty: bool) -> Translation:
         if empty:  # nothing in, nothing out: the model's guess for an empty input is noise

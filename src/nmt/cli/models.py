@@ -1,4 +1,5 @@
-"""nmt export and nmt average: new weights files and model directories from a trained model."""
+"""nmt import, export and average: model directories in from other toolkits, out to other engines,
+and new weights files from a trained model."""
 
 from __future__ import annotations
 
@@ -12,6 +13,19 @@ from .common import CommandError, model_options, require_model_dir
 
 def add_model_commands(sub: argparse._SubParsersAction) -> None:
     model = model_options()
+    p = sub.add_parser(
+        "import",
+        help="import a pretrained model (Marian / OPUS-MT, Hugging Face layout) as an nmt model directory",
+        description="Read a Hugging Face MarianMTModel directory (config.json, model.safetensors or "
+        "pytorch_model.bin, source.spm, target.spm, vocab.json, tokenizer_config.json) and write an nmt "
+        "model directory that translate, evaluate, serve, export and --init-from take. Nothing is "
+        "written unless every file checks out. See docs/pretrained.md.",
+    )
+    p.add_argument("--from", dest="source_format", choices=("marian",), required=True, help="the format of DIR")
+    p.add_argument("directory", metavar="DIR", help="the directory to import")
+    p.add_argument("--out", required=True, help="model directory to create (must not exist)")
+    p.set_defaults(func=cmd_import)
+
     p = sub.add_parser(
         "export",
         help="export a model to another inference engine (CTranslate2)",
@@ -60,6 +74,14 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         help="weights file to write (default: DIR/model.averaged.safetensors); translate with it through --weights",
     )
     p.set_defaults(func=cmd_average)
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ..pretrained.marian import import_marian
+
+    out = import_marian(args.directory, args.out)
+    print(f"imported into {out}; translate with: nmt translate --model {out}", file=sys.stderr)
+    return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ACTIVATIONS = ("relu", "gelu")
+ACTIVATIONS = ("relu", "gelu", "swish")  # swish = x * sigmoid(x) (SiLU): the OPUS-MT models' activation
 NORM_POSITIONS = ("post", "pre")
 SHARING_MODES = ("none", "tgt_out", "all")
+POSITION_LAYOUTS = ("interleaved", "halves")
 
 
 @dataclass
@@ -28,16 +29,24 @@ class ModelConfig:
     dropout: float = 0.1  # on embeddings+positions and on every sublayer output
     attention_dropout: float = 0.0  # on the attention weights (the paper uses none)
     activation_dropout: float = 0.0  # on the feed-forward's hidden units, after the activation (the paper: none)
-    activation: str = "relu"  # feed-forward activation: "relu" or "gelu"
+    activation: str = "relu"  # feed-forward activation: "relu", "gelu" or "swish"
     norm_position: str = "post"  # "post": LayerNorm(x + sublayer(x)) as in the paper; "pre": x + sublayer(LayerNorm(x))
     sharing: str = (
         "all"  # "none": three matrices; "tgt_out": target embedding = output; "all": source = target = output
     )
     pad_id: int = 0  # id of the padding token in both vocabularies
-    bos_id: int = 2  # target start token: the decoder's first input (model.json files older than it: 2)
+    # target start token: the decoder's first input (model.json files older than it: 2). It may be
+    # the pad id (Marian models start from <pad>); it is never an output token either way.
+    bos_id: int = 2
     eos_id: int = 3  # target end token: a search stops when it is chosen (model.json files older than it: 3)
     positional_base: float = 10000.0  # b in PE(p, 2i) = sin(p / b^(2i/d))
     layer_norm_eps: float = 1e-6  # LayerNorm epsilon
+    # How a model imported from another toolkit lays out what the paper leaves open (nmt's own
+    # models keep the defaults):
+    scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (section 3.4)
+    # "interleaved": sin in even columns, cos in odd (the paper); "halves": all sins, then all cos (Marian)
+    position_layout: str = "interleaved"
+    output_bias: bool = False  # a learned bias on the output logits (Marian's final_logits_bias)
 
     def __post_init__(self) -> None:
         self.validate()
@@ -79,14 +88,15 @@ class ModelConfig:
         for name in ("bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < self.tgt_vocab_size:
                 raise ValueError(f"{name} must be a row of the target vocabulary, got {getattr(self, name)}")
-        if len({self.pad_id, self.bos_id, self.eos_id}) < 3:
-            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {self.pad_id}, {self.bos_id}, {self.eos_id}")
+        if self.eos_id in (self.pad_id, self.bos_id):
+            raise ValueError(f"eos_id must differ from pad_id and bos_id, got {self.eos_id}")
         if self.d_model % self.num_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by num_heads ({self.num_heads})")
         for name, choices in (
             ("activation", ACTIVATIONS),
             ("norm_position", NORM_POSITIONS),
             ("sharing", SHARING_MODES),
+            ("position_layout", POSITION_LAYOUTS),
         ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {' | '.join(choices)}, got {getattr(self, name)!r}")

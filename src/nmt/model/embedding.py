@@ -17,11 +17,11 @@ class TokenEmbedding(nn.Module):
     that, when the same matrix is the output projection, initial logits are O(1).
     """
 
-    def __init__(self, vocab_size: int, d_model: int, pad_id: int = 0):
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int = 0, scaled: bool = True):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
         self.pad_id = pad_id
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scaled else 1.0  # unscaled: some imported models (Marian's option)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -31,21 +31,31 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         # (batch, len) -> (batch, len, d_model)
-        return nn.functional.embedding(ids, self.weight, padding_idx=self.pad_id) * self.scale
+        vectors = nn.functional.embedding(ids, self.weight, padding_idx=self.pad_id)
+        return vectors * self.scale if self.scale != 1.0 else vectors
 
 
-def sinusoidal_encoding(positions: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
+def sinusoidal_encoding(
+    positions: torch.Tensor, d_model: int, base: float = 10000.0, layout: str = "interleaved"
+) -> torch.Tensor:
     """PE(p, 2i) = sin(p / base^(2i/d)), PE(p, 2i+1) = cos(p / base^(2i/d)).
 
     positions: (len,) integer or float positions -> (len, d_model) float32.
+    layout "halves" puts the same numbers as [sin(p / base^(2i/d)) for every i, then every cos]:
+    Marian's table, which its models were trained with.
     Computed in float64 so large positions stay accurate to 1e-6.
     """
     i2 = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)  # 2i
     inv_freq = base ** (-i2 / d_model)  # base^(-2i/d)
     angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (len, ceil(d/2))
     pe = torch.empty(positions.numel(), d_model, dtype=torch.float64, device=positions.device)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
+    if layout == "halves":
+        half = angles.size(1)
+        pe[:, :half] = torch.sin(angles)
+        pe[:, half:] = torch.cos(angles[:, : d_model - half])
+    else:
+        pe[:, 0::2] = torch.sin(angles)
+        pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
     return pe.to(torch.float32)
 
 
@@ -57,17 +67,18 @@ class PositionalEncoding(nn.Module):
     incremental decoding where step t sees only its own token.
     """
 
-    def __init__(self, d_model: int, dropout: float, base: float = 10000.0):
+    def __init__(self, d_model: int, dropout: float, base: float = 10000.0, layout: str = "interleaved"):
         super().__init__()
-        self.d_model, self.base = d_model, base
+        self.d_model, self.base, self.layout = d_model, base, layout
         self.dropout = Dropout(dropout)
-        self.register_buffer("table", sinusoidal_encoding(torch.arange(256), d_model, base), persistent=False)
+        table = sinusoidal_encoding(torch.arange(256), d_model, base, layout)
+        self.register_buffer("table", table, persistent=False)
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         # x: (batch, len, d_model)
         end = offset + x.size(1)
         table = self.table  # read once: parallel decoding workers may grow it at the same time
         if end > table.size(0):
-            table = sinusoidal_encoding(torch.arange(2 * end, device=x.device), self.d_model, self.base)
+            table = sinusoidal_encoding(torch.arange(2 * end, device=x.device), self.d_model, self.base, self.layout)
             self.table = table
         return self.dropout(x + table[offset:end].to(x.dtype))

@@ -23,7 +23,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.activation = F.relu if activation == "relu" else F.gelu
+        self.activation = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}[activation]
         self.dropout = Dropout(activation_dropout)
 
     def reset_parameters(self) -> None:

@@ -29,6 +29,12 @@ def causal_mask(query_len: int, key_len: int | None = None, *, device: torch.dev
 
 
 def decoder_self_mask(tgt_ids: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
-    """(batch, tgt_len) ids -> (batch, 1, tgt_len, tgt_len): causal AND key is not padding."""
+    """(batch, tgt_len) ids -> (batch, 1, tgt_len, tgt_len): causal AND key is not padding.
+
+    The first input is the start token, never padding, even where it has the pad id (Marian
+    models start decoding from <pad>): masking it would leave the first query no key at all.
+    """
     tgt_len = tgt_ids.size(1)
-    return causal_mask(tgt_len, device=tgt_ids.device) & padding_mask(tgt_ids, pad_id)
+    keys = padding_mask(tgt_ids, pad_id).clone()
+    keys[..., 0] = True
+    return causal_mask(tgt_len, device=tgt_ids.device) & keys

@@ -45,15 +45,20 @@ class Transformer(nn.Module):
         self.config = c = config
         pre_norm = c.norm_position == "pre"
 
-        self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
-        self.src_embed = self.tgt_embed if c.sharing == "all" else TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
-        self.positions = PositionalEncoding(c.d_model, c.dropout, c.positional_base)
+        self.tgt_embed = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id, c.scale_embeddings)
+        self.src_embed = (
+            self.tgt_embed
+            if c.sharing == "all"
+            else TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id, c.scale_embeddings)
+        )
+        self.positions = PositionalEncoding(c.d_model, c.dropout, c.positional_base, c.position_layout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
         # Pre-norm leaves the residual stream un-normalised: each stack ends with a LayerNorm.
         self.encoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
         self.decoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
-        self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)  # logits = states W_out^T
+        # logits = states W_out^T (+ b_out, where the model has one)
+        self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=c.output_bias)
         self.reset_parameters()
         if c.sharing in ("tgt_out", "all"):
             self.output.weight = self.tgt_embed.weight
@@ -65,6 +70,8 @@ class Transformer(nn.Module):
                 module.reset_parameters()
         # An untied output matrix starts like the embeddings: N(0, d^-1/2).
         nn.init.normal_(self.output.weight, std=self.config.d_model**-0.5)
+        if self.output.bias is not None:
+            nn.init.zeros_(self.output.bias)
 
     # --- the three entry points ------------------------------------------------------
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> Encoded:

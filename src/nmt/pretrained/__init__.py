@@ -1,0 +1,1 @@
+"""Models trained elsewhere, in and out of nmt: Marian / OPUS-MT (the Hugging Face layout)."""

@@ -1,0 +1,250 @@
+"""Marian models imported from the Hugging Face layout compute what transformers computes.
+
+Every model is built here (tests/marian_models.py): SentencePiece models trained on Multi30k
+sentences, seeded random MarianMTModels of several shapes, and one trained for a few hundred steps
+so that greedy search has varied outputs to agree on.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import shutil
+
+import pytest
+import torch
+
+from conftest import read_head
+from marian_models import save_marian, train_spm
+
+transformers = pytest.importorskip("transformers")
+
+from nmt.checkpoint import load_model_dir  # noqa: E402
+from nmt.cli import main  # noqa: E402
+from nmt.config import DecodeConfig  # noqa: E402
+from nmt.pretrained.marian import MarianFormatError, import_marian  # noqa: E402
+from nmt.tokenizer import load_tokenizers  # noqa: E402
+from nmt.translator import Translator  # noqa: E402
+
+SHAPES = {
+    "swish, scaled, shared vocabulary": {},
+    "gelu, unscaled embeddings": {"activation": "gelu", "scale_embedding": False},
+    "relu, 3+1 layers": {"activation": "relu", "layers": (3, 1)},
+    "separate vocabularies": {"separate_vocabs": True},
+    "multi-target (>>xx<< tokens)": {"language_codes": ("en", "fr")},
+}
+MAX_NEW = 40  # one output cap for both searches
+
+
+@pytest.fixture(scope="module")
+def corpus(multi30k_dir):
+    raw = multi30k_dir / "data/task1/raw"
+    de, en = read_head(raw / "train.de.gz", 700), read_head(raw / "train.en.gz", 700)
+    test = read_head(raw / "val.de.gz", 150)
+    return de, en, test
+
+
+@pytest.fixture(scope="module")
+def spm_models(tmp_path_factory, corpus):
+    de, en, _ = corpus
+    folder = tmp_path_factory.mktemp("spm")
+    return train_spm(de, folder / "src", 300), train_spm(en, folder / "tgt", 300)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, spm_models, corpus):
+    """(Hugging Face directory, imported nmt directory) of a Marian model trained for 200 steps."""
+    de, en, _ = corpus
+    folder = tmp_path_factory.mktemp("trained")
+    hf = save_marian(folder / "hf", *spm_models, train_on=(de[:600], en[:600]))
+    return hf, import_marian(hf, folder / "nmt")
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory, spm_models):
+    """{shape name: (Hugging Face directory, imported nmt directory)} of seeded random models."""
+    built = {}
+    for i, (name, options) in enumerate(SHAPES.items()):
+        folder = tmp_path_factory.mktemp(f"shape{i}")
+        hf = save_marian(folder / "hf", *spm_models, seed=i, **options)
+        built[name] = hf, import_marian(hf, folder / "nmt")
+    return built
+
+
+def hf_model(directory):
+    model = transformers.MarianMTModel.from_pretrained(directory).eval()
+    return model, transformers.MarianTokenizer.from_pretrained(directory)
+
+
+# --- tokenisation -----------------------------------------------------------------------------
+
+
+def test_ids_and_text_are_marian_tokenizer_s(trained, corpus):
+    hf_dir, nmt_dir = trained
+    _, tokenizer = hf_model(hf_dir)
+    src_tok, tgt_tok = load_tokenizers(nmt_dir)
+    _, en, test = corpus
+    odd = ["", "  Zwei   Leute. ", "Ein Mann mit 漢字 und ☃.", "Ein </s> im Text"]
+    for sentence in test + odd:
+        assert src_tok.encode(sentence) == tokenizer(sentence)["input_ids"], sentence
+    for sentence in en[600:] + odd[:3]:
+        expected = tokenizer(text_target=sentence)["input_ids"]
+        ours = tgt_tok.encode(sentence)
+        assert ours == [tgt_tok.start_id, *expected], sentence  # nmt's target holds the decoder's start
+        assert tgt_tok.decode(ours) == tokenizer.decode(expected[:-1]), sentence
+
+
+def test_a_multi_target_model_keeps_the_language_token_whole(shapes):
+    hf_dir, nmt_dir = shapes["multi-target (>>xx<< tokens)"]
+    _, tokenizer = hf_model(hf_dir)
+    src_tok, _ = load_tokenizers(nmt_dir)
+    assert src_tok.target_languages == ["en", "fr"]
+    for text in (">>fr<< Ein Mann läuft.", ">>en<<Zwei Hunde", ">>xx<< unbekannt"):
+        assert src_tok.encode(text) == tokenizer(text)["input_ids"]
+    assert src_tok.encode(">>fr<< Ein Mann.")[0] == src_tok._vocab[">>fr<<"]
+
+
+# --- the network --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_log_probabilities_of_given_targets_match_transformers(shape, shapes, corpus):
+    hf_dir, nmt_dir = shapes[shape]
+    model, tokenizer = hf_model(hf_dir)
+    ours = load_model_dir(nmt_dir)
+    de, en, _ = corpus
+    batch = tokenizer(de[:16], text_target=en[:16], return_tensors="pt", padding=True)
+    labels = batch["labels"]  # (batch, tgt_len), padded with <pad>
+    pad = ours.config.pad_id
+    start = torch.full((labels.size(0), 1), ours.config.bos_id)
+    with torch.no_grad():
+        theirs = model(**batch).logits.log_softmax(-1)
+        mine = ours(batch["input_ids"], torch.cat([start, labels[:, :-1]], dim=1)).log_softmax(-1)
+    real = labels != pad
+    pick = labels.unsqueeze(-1)
+    difference = (theirs.gather(-1, pick) - mine.gather(-1, pick)).squeeze(-1)[real].abs().max()
+    assert difference < 1e-4
+
+
+def test_greedy_output_is_transformers_token_for_token(trained, corpus):
+    hf_dir, nmt_dir = trained
+    model, tokenizer = hf_model(hf_dir)
+    _, _, test = corpus
+    src_tok, tgt_tok = load_tokenizers(nmt_dir)
+    translator = Translator(
+        load_model_dir(nmt_dir), src_tok, tgt_tok, decode=DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW)
+    )
+    ours = [best[0] for best in translator.translate_detailed(test, beam=1)]
+    with torch.no_grad():  # forced_eos off: nmt cuts a sentence at its limit, it does not force </s> there
+        generated = model.generate(
+            **tokenizer(test, return_tensors="pt", padding=True),
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=MAX_NEW,
+            forced_eos_token_id=None,
+        )
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    ended = 0
+    for sentence, mine, row in zip(test, ours, generated.tolist(), strict=True):
+        tokens = [t for t in row[1:] if t != pad]
+        ended += tokens[-1:] == [eos]
+        assert mine.tokens == [t for t in tokens if t != eos], sentence
+        assert mine.text == tokenizer.decode(tokens, skip_special_tokens=True)
+    assert len(test) >= 100 and ended >= len(test) // 2  # most end with </s>: a real test of stopping
+
+
+# --- the command and its refusals -------------------------------------------------------------------
+
+
+def test_nmt_import_then_translate(trained, tmp_path, capsys):
+    hf_dir, _ = trained
+    out = tmp_path / "imported"
+    assert main(["import", "--from", "marian", str(hf_dir), "--out", str(out)]) == 0
+    source = tmp_path / "in.de"
+    source.write_text("Ein Mann läuft.\nZwei Hunde spielen im Schnee.\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["translate", "--model", str(out), "--input", str(source), "--beam", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    model, tokenizer = hf_model(hf_dir)
+    with torch.no_grad():
+        generated = model.generate(
+            **tokenizer(source.read_text().splitlines(), return_tensors="pt", padding=True),
+            num_beams=1,
+            max_new_tokens=40,
+            forced_eos_token_id=None,
+        )
+    assert lines == tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def damage(name):
+    """A function that damages a copied Marian directory in one way."""
+
+    def edit_config(**changes):
+        def apply(d):
+            config = json.loads((d / "config.json").read_text())
+            (d / "config.json").write_text(json.dumps({**config, **changes}))
+
+        return apply
+
+    def drop_vocab_entry(d):
+        vocab = json.loads((d / "vocab.json").read_text())
+        vocab.pop("<pad>")
+        vocab["<pad>"] = len(vocab) + 5
+        (d / "vocab.json").write_text(json.dumps(vocab))
+
+    def cut(d):
+        data = (d / "model.safetensors").read_bytes()
+        (d / "model.safetensors").write_bytes(data[: len(data) // 2])
+
+    return {
+        "mbart": (edit_config(model_type="mbart"), r"config.json: model_type is 'mbart'; nmt imports Marian"),
+        "activation": (edit_config(activation_function="gelu_new"), r"activation_function 'gelu_new' is not supp"),
+        "no source.spm": (lambda d: (d / "source.spm").unlink(), r"source.spm"),
+        "no weights": (lambda d: (d / "model.safetensors").unlink(), r"no weights \(model.safetensors or pytorch"),
+        "vocabulary size": (drop_vocab_entry, r"vocab.json: the vocabulary has \d+ ids but the weights' source"),
+        "cut weights": (cut, r"model.safetensors: not a readable safetensors file"),
+        "heads differ": (edit_config(decoder_attention_heads=2), r"encoder_attention_heads \(4\) differs from decoder"),
+    }[name]
+
+
+@pytest.mark.parametrize(
+    "name", ["mbart", "activation", "no source.spm", "no weights", "vocabulary size", "cut weights", "heads differ"]
+)
+def test_unsupported_input_is_one_line_and_nothing_is_written(name, trained, tmp_path, capsys):
+    hf_dir, _ = trained
+    broken = tmp_path / "broken"
+    shutil.copytree(hf_dir, broken)
+    apply, message = damage(name)
+    apply(broken)
+    out = tmp_path / "out"
+    assert main(["import", "--from", "marian", str(broken), "--out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert re.search(message, err[0]), err[0]
+    assert str(broken) in err[0]
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["broken"]  # no staging left either
+
+
+def test_pickled_weights_are_read_without_unpickling_objects(trained, tmp_path):
+    hf_dir, nmt_dir = trained
+    pickled = tmp_path / "pickled"
+    shutil.copytree(hf_dir, pickled)
+    model = transformers.MarianMTModel.from_pretrained(hf_dir)
+    (pickled / "model.safetensors").unlink()
+    torch.save(model.state_dict(), pickled / "pytorch_model.bin")
+    imported = import_marian(pickled, tmp_path / "from_bin")
+    a, b = load_model_dir(imported).state_dict(), load_model_dir(nmt_dir).state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+    torch.save({"weights": pathlib.PurePosixPath("/etc")}, pickled / "pytorch_model.bin")  # an object: refused
+    with pytest.raises(MarianFormatError, match="pytorch_model.bin: not a readable weights file"):
+        import_marian(pickled, tmp_path / "never")
+    assert not (tmp_path / "never").exists()
+
+
+def test_an_existing_output_directory_is_refused(trained, tmp_path):
+    hf_dir, _ = trained
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(FileExistsError, match="already exists"):
+        import_marian(hf_dir, tmp_path / "taken")
