@@ -113,6 +113,8 @@ def save_marian(
         model.final_logits_bias.normal_(0, 0.5)
     if train_on is not None:
         train(model, out, *train_on, steps=steps)
+    with torch.no_grad():  # as in OPUS-MT's conversion from Marian, which starts decoding from zeros
+        model.model.decoder.embed_tokens.weight[pad].zero_()
     model.eval().save_pretrained(out)
     (out / "tokenizer_config.json").write_text(
         json.dumps(

@@ -183,11 +183,11 @@ def test_int8_weights_exported_or_quantised_at_load_translate_alike(tmp_path, ti
 
 def test_rerank_uses_nmt_s_gnmt_penalty_with_the_end_token_counted():
     short, long = (["a", EOS], -2.0), (["a", "b", "c", "d", EOS], -2.6)
-    (best,) = rerank([short, long], alpha=0.0, n_best=1)
+    (best,) = rerank([short, long], alpha=0.0, n_best=1, end_token=EOS)
     assert best == (["a"], -2.0, -2.0)
-    (best,) = rerank([short, long], alpha=2.0, n_best=1)  # a strong penalty prefers the longer one
+    (best,) = rerank([short, long], alpha=2.0, n_best=1, end_token=EOS)  # a strong penalty prefers the longer one
     assert best[0] == ["a", "b", "c", "d"] and best[1] == pytest.approx(-2.6 / ((5 + 5) / 6) ** 2)
-    (cut,) = rerank([(["x", "y"], -1.0)], alpha=1.0, n_best=1)  # stopped by the limit: no end token
+    (cut,) = rerank([(["x", "y"], -1.0)], alpha=1.0, n_best=1, end_token=EOS)  # stopped by the limit: no end token
     assert cut == (["x", "y"], -1.0 / ((5 + 2) / 6), -1.0)
 
 

@@ -248,3 +248,29 @@ def test_an_existing_output_directory_is_refused(trained, tmp_path):
     (tmp_path / "taken").mkdir()
     with pytest.raises(FileExistsError, match="already exists"):
         import_marian(hf_dir, tmp_path / "taken")
+
+
+# --- CTranslate2 -------------------------------------------------------------------------------------
+
+
+def test_ctranslate2_export_is_ctranslate2_s_own_conversion(trained, corpus, tmp_path):
+    """nmt's export of the imported model and CTranslate2's converter on the original agree, greedy."""
+    ctranslate2 = pytest.importorskip("ctranslate2")
+    hf_dir, nmt_dir = trained
+    _, _, test = corpus
+    _, tokenizer = hf_model(hf_dir)
+    theirs_dir = tmp_path / "converted"
+    ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(theirs_dir))
+    theirs = ctranslate2.Translator(str(theirs_dir), device="cpu", intra_threads=1)
+    sources = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"]) for s in test]
+    results = theirs.translate_batch(sources, beam_size=1, max_decoding_length=MAX_NEW)
+    expected = [tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in results]
+
+    exported = tmp_path / "exported"
+    assert main(["export", "--model", str(nmt_dir), "--to", "ctranslate2", "--out", str(exported)]) == 0
+    limits = DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW)
+    for engine_dir in (exported, nmt_dir):  # nmt's CTranslate2 engine, then nmt's own engine
+        translator = Translator.load(engine_dir, engine="ctranslate2" if engine_dir == exported else "torch")
+        translator.decode = limits
+        translator.engine.decode = limits
+        assert translator.translate(test, beam=1) == expected, engine_dir

@@ -6,6 +6,8 @@
     tokenizer.json        the joint tokenizer (or tokenizer.src.json + tokenizer.tgt.json)
     metrics.jsonl         training and validation records
     init_from             a fine-tuned model: the directory whose weights it started from
+    imported_from.json    an imported model (nmt import): where it came from, its languages
+    sentencepiece.json    an imported model's tokenizers: source.spm, target.spm, vocab.json
     checkpoints/          numbered checkpoints and `latest` (see nmt.checkpoint)
 
 Every reader of a model directory goes through here, so a cut or hand-edited file is refused
@@ -30,6 +32,7 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 TOKENIZER_FILES = (JOINT_FILE, SRC_FILE, TGT_FILE)
 INIT_FROM = "init_from"  # a fine-tuning run: the model directory it started from (one line)
+IMPORTED_FROM = "imported_from.json"  # an imported model: its format, source directory and languages
 
 log = logging.getLogger(__name__)
 

@@ -142,6 +142,9 @@ def normalize_text(s: str, *, lowercase: bool = False) -> str:
 class SubwordTokenizer:
     """One trained subword model for one or both languages."""
 
+    # The special ids, the same for every tokenizer nmt trains (an imported model's have their own).
+    pad_id, unk_id, start_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+
     def __init__(self, tokenizer: Tokenizer) -> None:
         """Wrap a trained HF tokenizer; its special tokens must have the fixed ids."""
         for token, expected in zip(SPECIAL_TOKENS, (PAD_ID, UNK_ID, BOS_ID, EOS_ID), strict=True):

@@ -28,7 +28,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..decoding import Hypothesis, gnmt_length_penalty
-from ..tokenizer import EOS, SubwordTokenizer
+from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
 from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
 from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, available_cores, batch_budget, cut_batches
@@ -39,14 +39,14 @@ COMPUTE_TYPES = {"fp32": "float32", "int8": "int8_float32", "bf16": "bfloat16"}
 
 
 def rerank(
-    hypotheses: list[tuple[list[str], float]], alpha: float, n_best: int
+    hypotheses: list[tuple[list[str], float]], alpha: float, n_best: int, end_token: str
 ) -> list[tuple[list[str], float, float]]:
     """CTranslate2's finished hypotheses (tokens with the end token if reached, raw log-prob) ranked by
     nmt's GNMT score; returns the n_best best as (tokens without the end token, score, log_prob)."""
     ranked = []
     for tokens, log_prob in hypotheses:
         length = len(tokens)  # the end token counts, as in nmt's searches
-        ended = bool(tokens) and tokens[-1] == EOS
+        ended = bool(tokens) and tokens[-1] == end_token
         ranked.append((tokens[:-1] if ended else tokens, log_prob / gnmt_length_penalty(length, alpha), log_prob))
     ranked.sort(key=lambda h: h[1], reverse=True)
     return ranked[:n_best]
@@ -100,6 +100,7 @@ class CTranslate2Engine:
         self.device = torch.device(device, int(index) if index else None)
         self.src_vocab = vocabulary(src_tokenizer)
         self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
+        self.end_token = tgt_tokenizer.lookup([tgt_tokenizer.eos_id])[0]
         if device == "cuda":
             self._check_cuda_runs()
 
@@ -184,7 +185,7 @@ class CTranslate2Engine:
         self._cut_at_limit(ids, to_cut, limit, found)
         results = []
         for i in range(len(ids)):
-            best = rerank(found[i], alpha, request.n_best)
+            best = rerank(found[i], alpha, request.n_best, self.end_token)
             results.append(
                 [
                     Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)

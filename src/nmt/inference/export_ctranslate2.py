@@ -10,12 +10,14 @@ limits and the length penalty stay nmt's).
 The weights go through CTranslate2's documented spec API (`TransformerSpec.from_config`, then
 each layer's fields), which fixes how nmt's model maps onto CTranslate2's:
 - one encoder and one decoder embedding (a tied matrix is stored once: CTranslate2 aliases equal
-  arrays), both scaled by sqrt(d_model), and nmt's own sinusoidal table as the position encodings;
+  arrays), both scaled by sqrt(d_model) unless the model says not (an imported Marian model may), and
+  nmt's own sinusoidal table, in the model's layout, as the position encodings;
 - self-attention's fused [W_Q; W_K; W_V] as is; cross-attention's W_Q apart from [W_K; W_V];
 - post-norm (the paper's) or pre-norm with a final LayerNorm per stack, nmt's LayerNorm epsilon;
-- the output layer gets a bias of -1e4 on the padding id, so CTranslate2, like nmt, never emits
-  padding (nmt sets its log-probability to -inf);
-- [START] starts the decoder, [END] stops it; sources are given with nmt's own [START]/[END].
+- the output layer gets a bias of -1e4 on the padding id (added to the model's own output bias, if
+  it has one), so CTranslate2, like nmt, never emits padding (nmt sets its log-probability to -inf);
+- the tokenizer's start token starts the decoder ([START], or an imported Marian model's <pad>), its
+  end token stops it; sources are given with the tokenizer's own special tokens.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ import torch
 from ..checkpoint import load_model_dir
 from ..model import Transformer
 from ..model.embedding import sinusoidal_encoding
-from ..model_dir import MODEL_CONFIG, RUN_CONFIG, read_run_config
-from ..tokenizer import BOS, EOS, JOINT_FILE, SRC_FILE, TGT_FILE, UNK, SubwordTokenizer, load_tokenizers
+from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config
+from ..tokenizer import SubwordTokenizer, load_tokenizers, save_tokenizers
 from .choices import QUANTIZATIONS
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 CT2_WEIGHTS = "model.bin"  # the file that marks a CTranslate2 model directory
 POSITIONS = 1024  # rows of the position table written: nmt caps sources at 256 tokens, outputs at 512
 PAD_BIAS = -1e4  # far below any logit, and still finite in float16
+ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # nmt's -> ctranslate2.specs.common_spec.Activation
 
 
 def require_ctranslate2():
@@ -61,27 +64,28 @@ def vocabulary(tokenizer: SubwordTokenizer) -> list[str]:
 def check_exportable(model: Transformer) -> None:
     """Refuse, naming the model option, what CTranslate2's Transformer cannot express."""
     c = model.config
-    if c.activation not in ("relu", "gelu"):
-        raise ValueError(f"model.activation={c.activation!r} has no CTranslate2 equivalent (relu, gelu)")
+    if c.activation not in ACTIVATIONS:
+        raise ValueError(f"model.activation={c.activation!r} has no CTranslate2 equivalent ({', '.join(ACTIVATIONS)})")
     if c.norm_position not in ("post", "pre"):
         raise ValueError(f"model.norm_position={c.norm_position!r} has no CTranslate2 equivalent (post, pre)")
 
 
-def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[str]):
-    """A ctranslate2 TransformerSpec holding `model`'s weights and the two vocabularies."""
+def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer):
+    """A ctranslate2 TransformerSpec holding `model`'s weights and the two tokenizers' vocabularies."""
     require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec  # noqa: PLC0415
 
     check_exportable(model)
     c = model.config
-    activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}[c.activation]
+    activation = getattr(common_spec.Activation, ACTIVATIONS[c.activation])
     spec = transformer_spec.TransformerSpec.from_config(
         (c.encoder_layers, c.decoder_layers), c.num_heads, pre_norm=c.norm_position == "pre", activation=activation
     )
     spec.config.layer_norm_epsilon = c.layer_norm_eps
-    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = UNK, BOS, EOS
-    spec.config.decoder_start_token = BOS
-    positions = sinusoidal_encoding(torch.arange(POSITIONS), c.d_model, c.positional_base)
+    unk, start, eos = tgt_tok.lookup([tgt_tok.unk_id, tgt_tok.start_id, tgt_tok.eos_id])
+    spec.config.unk_token, spec.config.bos_token, spec.config.eos_token = unk, start, eos
+    spec.config.decoder_start_token = start
+    positions = sinusoidal_encoding(torch.arange(POSITIONS), c.d_model, c.positional_base, c.position_layout)
 
     def array(t: torch.Tensor):
         return t.detach().float().cpu().numpy()
@@ -110,6 +114,7 @@ def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[s
         linear(target.linear_1, ff.w_2.weight, ff.w_2.bias)
 
     enc, dec = spec.encoder, spec.decoder
+    enc.scale_embeddings = dec.scale_embeddings = c.scale_embeddings
     enc.embeddings[0].weight = array(model.src_embed.weight)
     dec.embeddings.weight = array(model.tgt_embed.weight)
     enc.position_encodings.encodings = dec.position_encodings.encodings = array(positions)
@@ -126,12 +131,12 @@ def ctranslate2_spec(model: Transformer, src_vocab: list[str], tgt_vocab: list[s
         attention(target.attention, layer.cross_attn, cross=True)
         norm(target.attention.layer_norm, layer.cross_residual.norm)
         feed_forward(target.ffn, layer.feed_forward, layer.ff_residual)
-    bias = torch.zeros(c.tgt_vocab_size)
-    bias[c.pad_id] = PAD_BIAS
+    bias = model.output.bias.detach().clone() if model.output.bias is not None else torch.zeros(c.tgt_vocab_size)
+    bias[c.pad_id] += PAD_BIAS
     linear(dec.projection, model.output.weight, bias)
 
-    spec.register_source_vocabulary(src_vocab)
-    spec.register_target_vocabulary(tgt_vocab)
+    spec.register_source_vocabulary(vocabulary(src_tok))
+    spec.register_target_vocabulary(vocabulary(tgt_tok))
     return spec
 
 
@@ -163,7 +168,7 @@ def export_ctranslate2(
     read_run_config(model_dir)  # copied into the export: a bad one is refused now, not at translation
     model = load_model_dir(model_dir, weights=weights)
     src_tok, tgt_tok = load_tokenizers(model_dir)
-    spec = ctranslate2_spec(model, vocabulary(src_tok), vocabulary(tgt_tok))
+    spec = ctranslate2_spec(model, src_tok, tgt_tok)
     spec.validate()
     spec.optimize(quantization=quantization)
     # Written beside the target, then renamed: a failed export never leaves half a directory.
@@ -171,7 +176,8 @@ def export_ctranslate2(
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         spec.save(str(staging))
-        for name in (JOINT_FILE, SRC_FILE, TGT_FILE, MODEL_CONFIG, RUN_CONFIG):
+        save_tokenizers(src_tok, tgt_tok, staging)
+        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
         if out_dir.exists():

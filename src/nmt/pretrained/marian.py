@@ -35,6 +35,7 @@ import torch
 from ..checkpoint import apply_weights, save_model_dir
 from ..model import ModelConfig, Transformer
 from ..model.embedding import sinusoidal_encoding
+from ..model_dir import IMPORTED_FROM
 from ..sentencepiece_tokenizer import (
     SOURCE_MODEL,
     TARGET_MODEL,
@@ -50,7 +51,6 @@ log = logging.getLogger(__name__)
 
 CONFIG, TOKENIZER_CONFIG = "config.json", "tokenizer_config.json"
 SAFETENSORS, PICKLED = "model.safetensors", "pytorch_model.bin"
-ORIGIN = "imported_from.json"  # where an imported model came from, and its languages
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}  # transformers' name -> nmt's
 LAYER_NORM_EPS = 1e-5
 
@@ -334,7 +334,7 @@ def import_marian(directory: str | Path, out_dir: str | Path) -> Path:
     try:
         save_model_dir(model, staging)
         save_sentencepiece_tokenizers(src_tok, tgt_tok, staging)
-        (staging / ORIGIN).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
+        (staging / IMPORTED_FROM).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
         staging.rename(out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
