@@ -274,3 +274,35 @@ def test_ctranslate2_export_is_ctranslate2_s_own_conversion(trained, corpus, tmp
         translator.decode = limits
         translator.engine.decode = limits
         assert translator.translate(test, beam=1) == expected, engine_dir
+
+
+# --- back to Hugging Face -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["swish, scaled, shared vocabulary", "separate vocabularies"])
+def test_exported_to_huggingface_transformers_computes_the_original(shape, shapes, corpus, tmp_path):
+    hf_dir, nmt_dir = shapes[shape]
+    out = tmp_path / "hf"
+    assert main(["export", "--model", str(nmt_dir), "--to", "huggingface", "--out", str(out)]) == 0
+    original, tokenizer = hf_model(hf_dir)
+    back, back_tokenizer = hf_model(out)
+    de, en, test = corpus
+    batch = tokenizer(de[:16], text_target=en[:16], return_tensors="pt", padding=True)
+    assert torch.equal(
+        back_tokenizer(de[:16], text_target=en[:16], return_tensors="pt", padding=True)["labels"], batch["labels"]
+    )
+    with torch.no_grad():
+        assert torch.allclose(original(**batch).logits, back(**batch).logits, atol=1e-5)
+        inputs = tokenizer(test[:20], return_tensors="pt", padding=True)
+        assert torch.equal(
+            original.generate(**inputs, num_beams=1, max_new_tokens=MAX_NEW),
+            back.generate(**inputs, num_beams=1, max_new_tokens=MAX_NEW),
+        )
+
+
+def test_an_nmt_trained_model_is_not_written_as_huggingface(tiny_model_dir, tmp_path, capsys):
+    out = tmp_path / "hf"
+    assert main(["export", "--model", str(tiny_model_dir), "--to", "huggingface", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("nmt export: error: ") and "not Marian's SentencePiece models" in err[-1]
+    assert not out.exists() and list(tmp_path.iterdir()) == []

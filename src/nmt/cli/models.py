@@ -28,12 +28,15 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "export",
-        help="export a model to another inference engine (CTranslate2)",
+        help="export a model to another inference engine (CTranslate2) or to Hugging Face (imported models)",
         parents=[model],
-        description="Write the model as a CTranslate2 model directory (with nmt's tokenizer and "
-        "settings copied), for `--engine ctranslate2`.",
+        description="--to ctranslate2: write the model as a CTranslate2 model directory (with nmt's "
+        "tokenizer and settings copied), for `--engine ctranslate2`. --to huggingface: write a model "
+        "imported from Marian (fine-tuned or not) back as a MarianMTModel directory that transformers loads.",
     )
-    p.add_argument("--to", choices=("ctranslate2",), default="ctranslate2", help="target engine")
+    p.add_argument(
+        "--to", choices=("ctranslate2", "huggingface"), default="ctranslate2", help="target (default %(default)s)"
+    )
     p.add_argument("--out", required=True, help="directory to create")
     p.add_argument(
         "--quantization",
@@ -88,6 +91,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ..inference.export_ctranslate2 import export_ctranslate2
 
     require_model_dir(args.model)
+    if args.to == "huggingface":
+        from ..pretrained.marian_export import export_huggingface
+
+        if args.force or args.quantization != QUANTIZATIONS[0]:
+            raise CommandError("--force and --quantization apply to --to ctranslate2 only")
+        out = export_huggingface(args.model, args.out, weights=args.weights)
+        print(f"exported to {out}; load it with transformers' MarianMTModel.from_pretrained", file=sys.stderr)
+        return 0
     out = export_ctranslate2(
         args.model, args.out, quantization=args.quantization, weights=args.weights, force=args.force
     )
