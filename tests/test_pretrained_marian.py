@@ -306,3 +306,39 @@ def test_an_nmt_trained_model_is_not_written_as_huggingface(tiny_model_dir, tmp_
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("nmt export: error: ") and "not Marian's SentencePiece models" in err[-1]
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_fine_tuned_with_init_from_then_exported_transformers_reproduces_nmt(trained, overrides, corpus, tmp_path):
+    """Fine-tune the imported model 20 steps on other data, export it, and transformers translates as nmt does."""
+    _, nmt_dir = trained
+    child = tmp_path / "child"
+    config = pathlib.Path(__file__).resolve().parents[1] / "configs" / "reference.yaml"
+    argv = ["train", str(config), "--out", str(child), "--init-from", str(nmt_dir), "--quiet", "--set", *overrides]
+    argv += [
+        "train.max_steps=20",
+        "train.valid_every=100",
+        "train.valid_bleu_sentences=0",
+        "train.best_metric=loss",
+        "model.dropout=0.0",
+    ]
+    assert main(argv) == 0
+    assert json.loads((child / "model.json").read_text())["dropout"] == 0.0  # the config's rate, Marian's model
+    tuned, parent = load_model_dir(child), load_model_dir(nmt_dir)
+    assert not torch.equal(
+        tuned.state_dict()["encoder_layers.0.feed_forward.w_1.weight"],
+        parent.state_dict()["encoder_layers.0.feed_forward.w_1.weight"],
+    )  # it did train
+    out = tmp_path / "hf"
+    assert main(["export", "--model", str(child), "--to", "huggingface", "--out", str(out)]) == 0
+    model, tokenizer = hf_model(out)
+    _, _, test = corpus
+    src_tok, tgt_tok = load_tokenizers(child)
+    translator = Translator(tuned, src_tok, tgt_tok, decode=DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW))
+    with torch.no_grad():
+        generated = model.generate(
+            **tokenizer(test[:50], return_tensors="pt", padding=True),
+            num_beams=1,
+            max_new_tokens=MAX_NEW,
+            forced_eos_token_id=None,
+        )
+    assert translator.translate(test[:50], beam=1) == tokenizer.batch_decode(generated, skip_special_tokens=True)

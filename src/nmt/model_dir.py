@@ -30,7 +30,17 @@ WEIGHTS = "model.safetensors"
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
-TOKENIZER_FILES = (JOINT_FILE, SRC_FILE, TGT_FILE)
+# nmt's own tokenizers (joint, or one per side), then an imported model's SentencePiece files
+TOKENIZER_FILES = (
+    JOINT_FILE,
+    SRC_FILE,
+    TGT_FILE,
+    "sentencepiece.json",
+    "source.spm",
+    "target.spm",
+    "vocab.json",
+    "target_vocab.json",
+)
 INIT_FROM = "init_from"  # a fine-tuning run: the model directory it started from (one line)
 IMPORTED_FROM = "imported_from.json"  # an imported model: its format, source directory and languages
 

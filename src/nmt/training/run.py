@@ -23,7 +23,7 @@ from ..config import ExperimentConfig, TrainConfig
 from ..data.batching import TokenBatchSampler
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
-from ..model_dir import INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
+from ..model_dir import IMPORTED_FROM, INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
 from .datasets import TrainingData, check_input_files, load_training_data
 from .distributed import Distributed
 from .loss import LossModule
@@ -98,11 +98,14 @@ def build_trainer(
             config.data, config.tokenizer, model_dir, progress=progress_bar and dist.is_main
         )
     torch.manual_seed(cfg.seed)
-    model_config = config.model.build(
-        data.src_tokenizer.vocab_size,
-        data.tgt_tokenizer.vocab_size,
-        joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer,
-    )
+    if init_from is not None and (init_from / IMPORTED_FROM).is_file():
+        model_config = imported_model_config(config, init_from)
+    else:
+        model_config = config.model.build(
+            data.src_tokenizer.vocab_size,
+            data.tgt_tokenizer.vocab_size,
+            joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer,
+        )
     model = Transformer(model_config).to(dist.device)
     if init_from is not None:  # before the placement: shards are cut from these weights
         load_starting_weights(model, init_from)
@@ -165,12 +168,23 @@ def copy_tokenizers(init_from: Path, model_dir: Path) -> None:
         source, dest = init_from / name, model_dir / name
         if dest.exists() and (not source.exists() or dest.read_bytes() != source.read_bytes()):
             raise ValueError(f"{dest} differs from the tokenizer of {init_from}: fine-tune into a new directory")
-    for name in found:
-        atomic_write(model_dir / name, lambda tmp, name=name: shutil.copyfile(init_from / name, tmp))
+    for name in [*found, IMPORTED_FROM]:  # an imported model's origin (its languages) goes with it
+        if (init_from / name).is_file():
+            atomic_write(model_dir / name, lambda tmp, name=name: shutil.copyfile(init_from / name, tmp))
+
+
+def imported_model_config(config: ExperimentConfig, init_from: Path) -> ModelConfig:
+    """An imported model (Marian) is fine-tuned as it is: its own model.json, with the config's dropout
+    rates where the config sets them (its preset and sizes describe nmt's own models, not this one)."""
+    saved = ModelConfig.load(init_from / MODEL_CONFIG)
+    rates = {name: getattr(config.model, name) for name in MAY_DIFFER_WHEN_FINE_TUNING}
+    return dataclasses.replace(saved, **{name: value for name, value in rates.items() if value is not None})
 
 
 def check_same_model(config: ExperimentConfig, init_from: Path) -> None:
     """Refuse a config whose model section builds another model than `init_from`'s, naming the fields."""
+    if (init_from / IMPORTED_FROM).is_file():  # the model is the imported one (imported_model_config)
+        return
     saved = ModelConfig.load(init_from / MODEL_CONFIG)
     joint = (init_from / TOKENIZER_FILES[0]).is_file()  # the parent's vocabulary sizes and sharing
     built = config.model.build(saved.src_vocab_size, saved.tgt_vocab_size, joint_vocabulary=joint)

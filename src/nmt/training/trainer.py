@@ -272,6 +272,7 @@ class Trainer:
                 sampler,
                 epoch=p.epoch,
                 start=p.batch_in_epoch,
+                pad_id=self.model.config.pad_id,  # an imported model's own (Marian's is its last id)
                 pin_memory=self.device.type == "cuda",
             )
             p.epoch, p.batch_in_epoch = p.epoch + 1, 0

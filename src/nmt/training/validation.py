@@ -24,7 +24,8 @@ def validation_loss(
     sampler = TokenBatchSampler(valid.src_lengths(), valid.tgt_lengths(), max_tokens=batch_tokens, shuffle=False)
     nll = correct = tokens = 0.0
     for idx in sampler.batches(0):
-        batch = collate([valid.src[i] for i in idx], [valid.tgt[i] for i in idx], idx).to(device)
+        pairs = [valid.src[i] for i in idx], [valid.tgt[i] for i in idx]
+        batch = collate(*pairs, idx, pad_id=model.config.pad_id).to(device)
         logits = model(batch.src, batch.tgt_in)
         out = label_smoothed_loss(logits, batch.tgt_out, normaliser=1, smoothing=0.0, pad_id=model.config.pad_id)
         nll += out.nll_sum.item()
