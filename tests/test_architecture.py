@@ -21,7 +21,7 @@ ALLOWED = {
     # Inference knows the model, the searches and the files of a model directory, never the
     # Translator, the CLI or the server that use it (its own modules' rules: INFERENCE below).
     "inference": {"checkpoint", "config", "config_checks", "decoding", "inference", "model", "model_dir", "tokenizer"},
-    "translator": {"config", "decoding", "inference", "model", "model_dir", "tokenizer"},
+    "translator": {"config", "config_checks", "decoding", "inference", "model", "model_dir", "tokenizer"},
     "translation_io": {"inference", "translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
     "tuning": {"config", "evaluation", "inference", "model_dir", "translator"},

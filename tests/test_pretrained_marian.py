@@ -342,3 +342,40 @@ def test_fine_tuned_with_init_from_then_exported_transformers_reproduces_nmt(tra
             forced_eos_token_id=None,
         )
     assert translator.translate(test[:50], beam=1) == tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def test_a_multi_target_model_translates_into_the_chosen_language(shapes, corpus, tmp_path, capsys):
+    hf_dir, nmt_dir = shapes["multi-target (>>xx<< tokens)"]
+    model, tokenizer = hf_model(hf_dir)
+    _, _, test = corpus
+    src_tok, tgt_tok = load_tokenizers(nmt_dir)
+    translator = Translator(
+        load_model_dir(nmt_dir), src_tok, tgt_tok, decode=DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW)
+    )
+    for language in ("fr", "en"):
+        translator.choose_target_language(language)
+        with torch.no_grad():
+            inputs = tokenizer([f">>{language}<< {s}" for s in test[:20]], return_tensors="pt", padding=True)
+            generated = model.generate(**inputs, num_beams=1, max_new_tokens=MAX_NEW, forced_eos_token_id=None)
+        assert translator.translate(test[:20], beam=1) == tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+    source = tmp_path / "in.de"
+    source.write_text("Ein Mann.\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    for options, message in (
+        ([], "--target-lang is needed: this model translates into several languages (en, fr)"),
+        (["--target-lang", "de"], "--target-lang must be one of en, fr, got 'de'"),
+    ):
+        argv = ["translate", "--model", str(nmt_dir), "--input", str(source), "--output", str(out), *options]
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1] == f"nmt translate: error: {message}"
+        assert not out.exists()  # refused before the output is opened
+    assert main(["translate", "--model", str(nmt_dir), "--input", str(source), "--target-lang", "fr"]) == 0
+
+
+def test_a_single_target_model_refuses_a_target_language(trained, tmp_path, capsys):
+    _, nmt_dir = trained
+    source = tmp_path / "in.de"
+    source.write_text("Ein Mann.\n", encoding="utf-8")
+    assert main(["translate", "--model", str(nmt_dir), "--input", str(source), "--target-lang", "en"]) == 2
+    assert "--target-lang 'en' cannot be chosen: this model translates into one language" in capsys.readouterr().err

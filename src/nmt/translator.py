@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from .config import DecodeConfig
+from .config_checks import ConfigError
 from .decoding import Hypothesis
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
@@ -51,6 +52,11 @@ class Translation:
     truncated: bool = False  # the source was cut to max_source_tokens
 
 
+def target_lang_error(problem: str) -> ConfigError:
+    """A ConfigError on the target language, which the CLI words as its option (--target-lang)."""
+    return ConfigError(f"target_lang {problem}", key="target_lang", problem=problem)
+
+
 class Translator:
     """Translates sentences with a trained model; build it with `Translator.load(model_dir)`."""
 
@@ -75,6 +81,7 @@ class Translator:
         self.engine: Engine = model
         self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.max_source_tokens = max_source_tokens
+        self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
 
     @property
     def model(self) -> Transformer:
@@ -175,10 +182,36 @@ class Translator:
             out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
         return out
 
+    # --- multi-target models (Marian's >>xx<< tokens) ----------------------------------------------
+    @property
+    def target_languages(self) -> list[str]:
+        """The languages a multi-target model translates into; empty for a model with one target."""
+        return list(getattr(self.src_tokenizer, "target_languages", []))
+
+    def choose_target_language(self, language: str | None) -> None:
+        """Translate into `language` from now on: its >>xx<< token starts every source sentence.
+
+        A ConfigError (key target_lang) names the valid languages for none or one this model lacks,
+        on a multi-target model; a language given to a model with a single target is refused too.
+        """
+        valid = self.target_languages
+        if language is None and valid:
+            raise target_lang_error(f"is needed: this model translates into several languages ({', '.join(valid)})")
+        if language is not None and language not in valid:
+            if not valid:
+                raise target_lang_error(f"{language!r} cannot be chosen: this model translates into one language")
+            raise target_lang_error(f"must be one of {', '.join(valid)}, got {language!r}")
+        self.target_lang = language
+
     # --- the pieces ----------------------------------------------------------------------------
     def encode_source(self, text: str) -> tuple[list[int], bool]:
         """Source ids with the tokenizer's special tokens, cut to max_source_tokens (keeping the end
-        token, the last id); and whether it was cut."""
+        token, the last id); and whether it was cut. A multi-target model's sentence starts with the
+        chosen target language's token; without one chosen, it is refused, naming the languages."""
+        if self.target_languages:
+            if self.target_lang is None:
+                self.choose_target_language(None)  # raises, naming the languages
+            text = f">>{self.target_lang}<< {text}"
         ids = self.src_tokenizer.encode(text)
         if len(ids) <= self.max_source_tokens:
             return ids, False

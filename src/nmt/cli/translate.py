@@ -31,6 +31,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--input", help="input file (default: stdin)")
     p.add_argument("--output", help="output file (default: stdout)")
+    target_lang_option(p)
     p.add_argument(
         "--chunk",
         type=int,
@@ -65,6 +66,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         description="Translate a test set and score it with sacreBLEU.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    target_lang_option(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
@@ -86,6 +88,15 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
 
 
 # --- translate ----------------------------------------------------------------------------------
+def target_lang_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target-lang",
+        dest="target_lang",
+        metavar="XX",
+        help="the output language of a multi-target model (one of its >>XX<< tokens; the error lists them)",
+    )
+
+
 def sampling_option(args: argparse.Namespace):
     """The Sampling that --sample and its options ask for (None without --sample); checked."""
     given = {
@@ -115,6 +126,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         # nor if the search asked for is one the model or engine cannot run.
         source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         translator = load_translator(args)
+        translator.choose_target_language(args.target_lang)
         translator.search_request(beam=args.beam, length_penalty=args.length_penalty, sampling=sampling)
         target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         translate_stream(
@@ -163,6 +175,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     src_path, sources, references, pretokenized = read_test_set(args)
     translator = load_translator(args)
+    translator.choose_target_language(args.target_lang)
     hypotheses = translate_sentences(
         translator, sources, beam=args.beam, length_penalty=args.length_penalty, name=str(src_path)
     )
