@@ -102,7 +102,6 @@ def save_marian(
         decoder_start_token_id=pad,
         eos_token_id=0,
         forced_eos_token_id=0,
-        bad_words_ids=[[pad]],  # as OPUS-MT's configs: never emit <pad>
         max_position_embeddings=256,
         dropout=0.1,
         init_std=0.1,
@@ -116,6 +115,10 @@ def save_marian(
     with torch.no_grad():  # as in OPUS-MT's conversion from Marian, which starts decoding from zeros
         model.model.decoder.embed_tokens.weight[pad].zero_()
     model.eval().save_pretrained(out)
+    # What OPUS-MT's generation_config.json adds (transformers 5 keeps no generation settings in MarianConfig).
+    generation = json.loads((out / "generation_config.json").read_text())
+    generation.update(num_beams=4, bad_words_ids=[[pad]], max_length=512)
+    (out / "generation_config.json").write_text(json.dumps(generation))
     (out / "tokenizer_config.json").write_text(
         json.dumps(
             {

@@ -379,3 +379,54 @@ def test_a_single_target_model_refuses_a_target_language(trained, tmp_path, caps
     source.write_text("Ein Mann.\n", encoding="utf-8")
     assert main(["translate", "--model", str(nmt_dir), "--input", str(source), "--target-lang", "en"]) == 2
     assert "--target-lang 'en' cannot be chosen: this model translates into one language" in capsys.readouterr().err
+
+
+class RenormalisedWithoutPad:
+    """A transformers logits processor: <pad> banned and the rest renormalised, as nmt, CTranslate2 and
+    Marian (whose models have no <pad>) score. transformers' own bad_words_ids sets <pad> to -inf
+    after the softmax and keeps the other log-probs as they were."""
+
+    def __init__(self, pad: int):
+        self.pad = pad
+
+    def __call__(self, input_ids, scores):
+        scores = scores.clone()
+        scores[:, self.pad] = float("-inf")
+        return scores.log_softmax(dim=-1)
+
+
+def test_beam_5_is_transformers_beam_with_its_length_normalization(trained, corpus):
+    """transformers' beam search with early_stopping=True ranks as nmt's with length_normalization=average."""
+    hf_dir, nmt_dir = trained
+    model, tokenizer = hf_model(hf_dir)
+    _, _, test = corpus
+    src_tok, tgt_tok = load_tokenizers(nmt_dir)
+    decode = DecodeConfig(beam=5, length_penalty=1.0, length_normalization="average", max_len_a=0, max_len_b=MAX_NEW)
+    ours = Translator(load_model_dir(nmt_dir), src_tok, tgt_tok, decode=decode).translate(test, beam=5)
+    with torch.no_grad():
+        generated = model.generate(
+            **tokenizer(test, return_tensors="pt", padding=True),
+            num_beams=5,
+            early_stopping=True,
+            length_penalty=1.0,
+            max_new_tokens=MAX_NEW,
+            forced_eos_token_id=None,
+            logits_processor=transformers.LogitsProcessorList([RenormalisedWithoutPad(tokenizer.pad_token_id)]),
+        )
+    assert ours == tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, capsys):
+    """The beam of its config, transformers' length penalty and normalisation; options still override."""
+    from nmt.model_dir import read_decode_config
+
+    _, nmt_dir = trained
+    decode = read_decode_config(nmt_dir)
+    assert (decode.beam, decode.length_penalty, decode.length_normalization) == (4, 1.0, "average")
+    translator = Translator.load(nmt_dir, length_normalization="gnmt", length_penalty=0.6)
+    assert translator.search_request().length_normalization == "gnmt" and translator.search_request().beam == 4
+    source = tmp_path / "in.de"
+    source.write_text("Ein Mann.\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["translate", "--model", str(nmt_dir), "--input", str(source), "--length-normalization", "mean"])
+    assert exit_info.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err

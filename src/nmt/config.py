@@ -196,6 +196,7 @@ class DecodeConfig:
 
     beam: int = 5  # beam size; 1 is greedy search
     length_penalty: float = 0.6  # GNMT alpha in ((5 + len) / 6)^alpha; 0 disables
+    length_normalization: str = "gnmt"  # gnmt: the line above; average: len^alpha (transformers')
     max_len_a: float = 1.5  # output length limit: a * source_len + b
     max_len_b: int = 10  # output length limit: a * source_len + b
     batch_tokens: int = 8000  # source tokens per translation batch
@@ -203,6 +204,7 @@ class DecodeConfig:
     RULES: ClassVar[dict[str, Rule]] = {
         "beam": at_least(1),
         "length_penalty": at_least(0),
+        "length_normalization": one_of("gnmt", "average"),
         "max_len_a": at_least(0),
         "max_len_b": at_least(0),
         "batch_tokens": at_least(1),
@@ -283,6 +285,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "model.scale_embeddings",
         "model.position_layout",
         "model.output_bias",
+        "decode.length_normalization",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

@@ -54,9 +54,19 @@ def read_run_config(model_dir: str | Path) -> ExperimentConfig | None:
 
 
 def read_decode_config(model_dir: str | Path) -> DecodeConfig:
-    """The decoding defaults a model was trained with (the library's defaults without a config.yaml)."""
+    """The decoding defaults a model was trained with; an imported model's are its origin's (the
+    "decode" of imported_from.json); the library's defaults for a directory with neither."""
     config = read_run_config(model_dir)
-    return config.decode if config is not None else DecodeConfig()
+    if config is not None:
+        return config.decode
+    origin = Path(model_dir) / IMPORTED_FROM
+    if origin.is_file():
+        try:
+            decode = json.loads(origin.read_text(encoding="utf-8")).get("decode") or {}
+            return DecodeConfig(**decode)
+        except (ValueError, TypeError, AttributeError) as err:  # JSON, unknown keys, bad values
+            raise ValueError(f"{origin}: not a readable decode section ({err})") from None
+    return DecodeConfig()
 
 
 def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:

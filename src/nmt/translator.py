@@ -116,6 +116,7 @@ class Translator:
         options: EngineOptions | None = None,
         *,
         length_penalty: float | None = None,
+        length_normalization: str | None = None,
         **engine_options,
     ) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
@@ -124,6 +125,7 @@ class Translator:
         worker_processes, device, weights); or give them as keywords, e.g. `precision="int8"`.
         length_penalty: the GNMT alpha every call uses unless it names its own (default: the
         directory's decode.length_penalty; choose one with `nmt tune-length-penalty`).
+        length_normalization: "gnmt" or "average" (transformers'), default the directory's.
         """
         options = merge_options(options, engine_options)
         model_dir = Path(model_dir)
@@ -134,6 +136,8 @@ class Translator:
         decode = read_decode_config(model_dir)
         if length_penalty is not None:
             decode = dataclasses.replace(decode, length_penalty=length_penalty)
+        if length_normalization is not None:
+            decode = dataclasses.replace(decode, length_normalization=length_normalization)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
         return cls(engine, src_tokenizer, tgt_tokenizer, decode=decode)
 
@@ -249,6 +253,7 @@ class Translator:
             n_best=n_best,
             return_attention=return_attention,
             length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty,
+            length_normalization=self.decode.length_normalization,
             sampling=sampling,
         )
         if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step

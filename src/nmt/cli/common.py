@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import NoReturn
 
-from ..inference.choices import ENGINES, PRECISIONS
+from ..inference.choices import ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
 from ..inference.plan import DEFAULT_POLICY, ENGINE_DEFAULTS, EngineOptions, check_beam
 
 
@@ -76,6 +76,14 @@ def length_penalty_options() -> argparse.ArgumentParser:
         help="GNMT length penalty alpha for beam search: a finished hypothesis scores log-prob / "
         "((5 + length) / 6)^alpha; 0 ranks by log-prob, larger favours longer output (default: the "
         "model's decode.length_penalty; choose it on a validation set with `nmt tune-length-penalty`)",
+    )
+    parent.add_argument(
+        "--length-normalization",
+        choices=LENGTH_NORMALIZATIONS,
+        default=None,
+        help="how beam search ranks finished hypotheses: gnmt, log-prob / ((5 + length) / 6)^alpha, or "
+        "average, log-prob / length^alpha (transformers'; an imported Marian model's default) "
+        "(default: the model's decode.length_normalization)",
     )
     return parent
 
@@ -155,4 +163,9 @@ def load_translator(args: argparse.Namespace):
 
     if args.beam is not None:
         check_beam(args.beam)
-    return Translator.load(args.model, engine_options(args), length_penalty=getattr(args, "length_penalty", None))
+    return Translator.load(
+        args.model,
+        engine_options(args),
+        length_penalty=getattr(args, "length_penalty", None),
+        length_normalization=getattr(args, "length_normalization", None),
+    )

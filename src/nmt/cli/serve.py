@@ -104,6 +104,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         limits=limits,
         engine=engine_options(args),
         length_penalty=args.length_penalty,
+        length_normalization=args.length_normalization,
         batching=batching,
         access=access,
         connections=connections,

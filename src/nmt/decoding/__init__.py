@@ -8,7 +8,7 @@ This package imports only nmt.model.
 from .beam import beam_search, beam_step
 from .greedy import greedy_search
 from .hypothesis import Hypothesis
-from .penalties import SearchLimits, gnmt_length_penalty
+from .penalties import LENGTH_NORMALIZATIONS, SearchLimits, gnmt_length_penalty, length_penalty
 from .sampling import sample, sampling_distribution
 
 __all__ = [
@@ -19,5 +19,7 @@ __all__ = [
     "sample",
     "sampling_distribution",
     "gnmt_length_penalty",
+    "length_penalty",
+    "LENGTH_NORMALIZATIONS",
     "SearchLimits",
 ]

@@ -76,6 +76,7 @@ def beam_search(
     beam_size: int = 5,
     n_best: int = 1,
     length_penalty: float = 0.6,
+    length_normalization: str = "gnmt",
     limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
@@ -85,7 +86,8 @@ def beam_search(
     model: a Transformer in eval mode. src: (batch, src_len) right-padded source ids.
     length_penalty is GNMT's alpha (see `gnmt_length_penalty`): a finished hypothesis is
     ranked by log_prob / ((5 + length) / 6) ** alpha; 0.6 is the value Wu et al. (2016)
-    found best; 0 ranks by plain log-prob.
+    found best; 0 ranks by plain log-prob. length_normalization "average" divides by
+    length ** alpha instead (transformers' rule: with its early_stopping=True, the same search).
     Stopping (fairseq's rule): a sentence is done once it has `beam_size` finished
     hypotheses, or when it reaches its length limit (`limits.max_steps`); there its
     live beams are finished without EOS and ranked with the penalty of their own length.
@@ -128,6 +130,7 @@ def beam_search(
             cand_tokens[:, :k],
             cand_scores[:, :k],
             alpha=length_penalty,
+            normalization=length_normalization,
         )
 
         live = live_positions(is_eos, k)  # (active, k)
@@ -143,6 +146,7 @@ def beam_search(
             tokens,
             scores,
             alpha=length_penalty,
+            normalization=length_normalization,
         )
 
         done = (room <= 0) | (max_len <= step)  # (active,)
@@ -168,6 +172,7 @@ def _collect(
     scores: torch.Tensor,
     *,
     alpha: float,
+    normalization: str,
 ) -> None:
     """Add the candidates where `mask` (active, n) is True to their sentences' finished lists.
 
@@ -176,6 +181,6 @@ def _collect(
     if not mask.any():
         return
     owners = sentence.unsqueeze(1).expand_as(mask)[mask].tolist()
-    hypotheses = state.finish(step, rows[mask], tokens[mask], scores[mask], alpha=alpha)
+    hypotheses = state.finish(step, rows[mask], tokens[mask], scores[mask], alpha=alpha, normalization=normalization)
     for owner, hypothesis in zip(owners, hypotheses, strict=True):
         finished[owner].append(hypothesis)

@@ -34,6 +34,22 @@ class SearchLimits:
         return limit.clamp(min=1, max=self.max_len_cap)
 
 
+def length_penalty(length: int | torch.Tensor, alpha: float, normalization: str = "gnmt") -> float | torch.Tensor:
+    """What a finished hypothesis's log-prob is divided by to rank it: GNMT's penalty (nmt's default),
+    or "average": length ** alpha (transformers' and fairseq's; alpha 1 ranks by the mean log-prob
+    per token). `length` counts the output tokens, EOS included (never BOS)."""
+    if normalization == "average":
+        return length**alpha
+    if normalization != "gnmt":
+        raise ValueError(
+            f"length normalization must be one of {', '.join(LENGTH_NORMALIZATIONS)}, got {normalization!r}"
+        )
+    return gnmt_length_penalty(length, alpha)
+
+
+LENGTH_NORMALIZATIONS = ("gnmt", "average")
+
+
 def gnmt_length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
     """((5 + length) / 6) ** alpha, from Wu et al. 2016 (GNMT). Divide a log-prob by it.
 

@@ -16,7 +16,7 @@ import torch
 from nmt.model import DecoderCache, Encoded, Transformer
 
 from .hypothesis import Hypothesis
-from .penalties import gnmt_length_penalty
+from .penalties import length_penalty
 
 
 class Step(NamedTuple):
@@ -63,7 +63,9 @@ class SearchState:
         Only the last position is projected to the vocabulary. Padding is no output token (and a
         PAD inside a prefix would be masked out by the uncached path): its logit is -inf before the
         softmax, so the log-probs are a distribution over the tokens a search may emit. (CTranslate2
-        does the same through the exported model's output bias, so both engines score alike.)
+        does the same through the exported model's output bias, so both engines score alike; so does
+        Marian, whose models have no padding token at all. transformers and fairseq instead set its
+        log-prob to -inf after the softmax, without renormalising.)
         """
         if self.cache is not None:  # feed only the newest token; earlier ones are in the cache
             out = self.model.decode(
@@ -111,7 +113,14 @@ class SearchState:
         self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # (rows, steps + 2)
 
     def finish(
-        self, step: Step, rows: torch.Tensor, tokens: torch.Tensor, log_probs: torch.Tensor, *, alpha: float = 0.0
+        self,
+        step: Step,
+        rows: torch.Tensor,
+        tokens: torch.Tensor,
+        log_probs: torch.Tensor,
+        *,
+        alpha: float = 0.0,
+        normalization: str = "gnmt",
     ) -> list[Hypothesis]:
         """Hypotheses made of rows `rows` extended by this `step`'s `tokens` (call before `advance`).
 
@@ -132,7 +141,7 @@ class SearchState:
                 sequence.pop()
             # clone: a view would keep every row's history alive
             weights = attention[i, ..., : lengths[i]].clone() if attention is not None else None
-            score = log_prob / gnmt_length_penalty(length, alpha)
+            score = log_prob / length_penalty(length, alpha, normalization)
             hypotheses.append(Hypothesis(sequence, score, log_prob, weights))
         return hypotheses
 

@@ -69,6 +69,7 @@ def search_batch(
             beam_size=request.beam,
             n_best=request.n_best,
             length_penalty=request.length_penalty,
+            length_normalization=request.length_normalization,
             limits=limits,
             return_attention=attention,
         )

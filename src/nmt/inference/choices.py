@@ -5,4 +5,6 @@ ENGINES = ("torch", "ctranslate2")  # nmt's own engine; CTranslate2 on the same 
 PRECISIONS = ("fp32", "int8", "bf16")  # what a model computes in (see nmt.inference.precision)
 QUANTIZATIONS = ("float32", "int8", "int16")  # how `nmt export --to ctranslate2` stores the weights
 LENGTH_PENALTIES = (0.6, 1.0, 1.5, 2.0, 2.5, 3.0)  # the GNMT alphas `nmt tune-length-penalty` tries
+# how beam search ranks finished hypotheses: GNMT's ((5 + len) / 6)^alpha, or len^alpha (transformers')
+LENGTH_NORMALIZATIONS = ("gnmt", "average")
 CHUNK_LINES = 1000  # lines `nmt translate` reads, sorts by length and translates together

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from ..config import DecodeConfig
-from ..decoding import Hypothesis, gnmt_length_penalty
+from ..decoding import Hypothesis, length_penalty
 from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
 from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
@@ -39,15 +39,22 @@ COMPUTE_TYPES = {"fp32": "float32", "int8": "int8_float32", "bf16": "bfloat16"}
 
 
 def rerank(
-    hypotheses: list[tuple[list[str], float]], alpha: float, n_best: int, end_token: str
+    hypotheses: list[tuple[list[str], float]],
+    alpha: float,
+    n_best: int,
+    end_token: str,
+    normalization: str = "gnmt",
 ) -> list[tuple[list[str], float, float]]:
     """CTranslate2's finished hypotheses (tokens with the end token if reached, raw log-prob) ranked by
-    nmt's GNMT score; returns the n_best best as (tokens without the end token, score, log_prob)."""
+    nmt's length penalty (GNMT's by default); returns the n_best best as (tokens without the end
+    token, score, log_prob)."""
     ranked = []
     for tokens, log_prob in hypotheses:
         length = len(tokens)  # the end token counts, as in nmt's searches
         ended = bool(tokens) and tokens[-1] == end_token
-        ranked.append((tokens[:-1] if ended else tokens, log_prob / gnmt_length_penalty(length, alpha), log_prob))
+        ranked.append(
+            (tokens[:-1] if ended else tokens, log_prob / length_penalty(length, alpha, normalization), log_prob)
+        )
     ranked.sort(key=lambda h: h[1], reverse=True)
     return ranked[:n_best]
 
@@ -185,7 +192,7 @@ class CTranslate2Engine:
         self._cut_at_limit(ids, to_cut, limit, found)
         results = []
         for i in range(len(ids)):
-            best = rerank(found[i], alpha, request.n_best, self.end_token)
+            best = rerank(found[i], alpha, request.n_best, self.end_token, request.length_normalization)
             results.append(
                 [
                     Hypothesis([self.tgt_ids[p] for p in tokens], score, log_prob, None)

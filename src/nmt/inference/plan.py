@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ..config_checks import ConfigError, Rule, at_least, check_fields, one_of
-from .choices import ENGINES, PRECISIONS
+from .choices import ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
 
 if TYPE_CHECKING:
     import torch
@@ -75,10 +75,16 @@ class Sampling:
 class SearchRequest:
     """What one translate call asks of an engine: the search, its width, its ranking, its extras."""
 
-    RULES: ClassVar[dict[str, Rule]] = {"beam": BEAM, "n_best": at_least(1), "length_penalty": at_least(0)}
+    RULES: ClassVar[dict[str, Rule]] = {
+        "beam": BEAM,
+        "n_best": at_least(1),
+        "length_penalty": at_least(0),
+        "length_normalization": one_of(*LENGTH_NORMALIZATIONS),
+    }
     beam: int = 1
     n_best: int = 1
     length_penalty: float = 0.6  # GNMT alpha (beam search only): log-prob / ((5 + length) / 6)^alpha
+    length_normalization: str = "gnmt"  # or "average": log-prob / length^alpha (transformers')
     return_attention: bool = False
     sampling: Sampling | None = None  # set: one random draw per sentence instead of a search
 

@@ -49,7 +49,7 @@ from ..sentencepiece_tokenizer import (
 
 log = logging.getLogger(__name__)
 
-CONFIG, TOKENIZER_CONFIG = "config.json", "tokenizer_config.json"
+CONFIG, TOKENIZER_CONFIG, GENERATION_CONFIG = "config.json", "tokenizer_config.json", "generation_config.json"
 SAFETENSORS, PICKLED = "model.safetensors", "pytorch_model.bin"
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}  # transformers' name -> nmt's
 LAYER_NORM_EPS = 1e-5
@@ -294,6 +294,14 @@ def read_vocab_checked(path: Path) -> dict[str, int]:
         raise MarianFormatError(str(err)) from None
 
 
+def decode_defaults(generation: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
+    """The model's own search, as transformers runs it by default: its beam (generation_config.json,
+    else config.json; OPUS-MT's is 4 or 6) and length penalty, with transformers' normalisation."""
+    beam = generation.get("num_beams") or hf.get("num_beams") or 1
+    alpha = generation.get("length_penalty", hf.get("length_penalty", 1.0))
+    return {"beam": int(beam), "length_penalty": float(alpha), "length_normalization": "average"}
+
+
 # --- the whole directory --------------------------------------------------------------------------
 
 
@@ -313,12 +321,14 @@ def read_marian(directory: str | Path) -> tuple[Transformer, SentencePieceTokeni
     except ValueError as err:
         raise MarianFormatError(str(err)) from None
     settings = read_json(directory / TOKENIZER_CONFIG) if (directory / TOKENIZER_CONFIG).is_file() else {}
+    generation = read_json(directory / GENERATION_CONFIG) if (directory / GENERATION_CONFIG).is_file() else {}
     origin = {
         "format": "marian",
         "path": str(directory.resolve()),
         "source_lang": settings.get("source_lang"),
         "target_lang": settings.get("target_lang"),
         "max_position_embeddings": hf.get("max_position_embeddings"),
+        "decode": decode_defaults(generation, hf),
     }
     return model.eval(), src_tok, tgt_tok, origin
 

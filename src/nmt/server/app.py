@@ -294,18 +294,30 @@ def serve(
     limits: ServerLimits | None = None,
     engine: EngineOptions | None = None,
     length_penalty: float | None = None,
+    length_normalization: str | None = None,
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
 ) -> None:
     """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see connections.py).
 
-    engine: how the model runs (EngineOptions); length_penalty: the GNMT alpha of every request
-    (default: the model's decode.length_penalty).
+    engine: how the model runs (EngineOptions); length_penalty and length_normalization: how beam
+    search ranks for every request (default: the model's decode settings).
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
-        serve_on(sock, host, model_dir, limits, engine, length_penalty, batching, access, connections)
+        serve_on(
+            sock,
+            host,
+            model_dir,
+            limits=limits,
+            engine=engine,
+            length_penalty=length_penalty,
+            length_normalization=length_normalization,
+            batching=batching,
+            access=access,
+            connections=connections,
+        )
     finally:
         sock.close()
 
@@ -314,9 +326,11 @@ def serve_on(
     sock: socket.socket,
     host: str,
     model_dir: str | Path,
+    *,
     limits: ServerLimits | None,
     engine: EngineOptions | None,
     length_penalty: float | None,
+    length_normalization: str | None,
     batching: BatchingConfig | None,
     access: AccessPolicy | None,
     connections: ConnectionOptions | None,
@@ -328,7 +342,9 @@ def serve_on(
         # nmt's engine plans its workers per model call; CTranslate2's keeps one worker here: two
         # gained no requests/s (docs/benchmarks-log.md).
         engine = dataclasses.replace(engine, workers=1)
-    translator = Translator.load(model_dir, engine, length_penalty=length_penalty)
+    translator = Translator.load(
+        model_dir, engine, length_penalty=length_penalty, length_normalization=length_normalization
+    )
     translator.start_workers()  # the server runs long: its worker processes start now, not once due
     info = model_info(model_dir, translator)
     access = access or access_policy(host)
