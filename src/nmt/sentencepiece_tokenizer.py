@@ -18,6 +18,7 @@ vocab_size) so that every command takes an imported model as it takes its own.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -136,9 +137,11 @@ class SentencePieceTokenizer:
         """Rows of the embedding this side needs: one past the largest id of the vocabulary."""
         return max(self._pieces) + 1
 
-    @property
+    @functools.cached_property
     def target_languages(self) -> list[str]:
-        """The ``xx`` of every ``>>xx<<`` token: the target languages a multi-target model takes."""
+        """The ``xx`` of every ``>>xx<<`` token: the target languages a multi-target model takes.
+
+        Cached: the Translator asks for every sentence, and OPUS-MT vocabularies hold 58k pieces."""
         if self.special.separate_vocabs:  # the codes are source-side pieces; MarianTokenizer lists none
             return []
         return sorted(m.group(1) for piece in self._vocab if (m := LANGUAGE_CODE.fullmatch(piece)))
