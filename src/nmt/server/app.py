@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import socket
 import threading
@@ -47,11 +48,21 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
-from ..model_dir import read_run_config
+from ..model_dir import IMPORTED_FROM, read_run_config
 from ..translator import EngineOptions, Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, listening_socket, uvicorn_config
+from .libretranslate import (
+    Directions,
+    LanguageDetector,
+    LibreTranslateError,
+    frontend_settings,
+    is_libretranslate_body,
+    parse_translate,
+    request_fields,
+    translate_answer,
+)
 from .metrics import ServerMetrics, StatusCounter
 from .requests import (
     ApiError,
@@ -72,14 +83,18 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
     """What /health says about the model: its directory name, size, languages and engine."""
     model_dir = Path(model_dir)
     config = read_run_config(model_dir)
+    src_lang, tgt_lang = (config.data.src_lang, config.data.tgt_lang) if config else (None, None)
+    if config is None and (model_dir / IMPORTED_FROM).is_file():  # an imported model: its origin's languages
+        origin = json.loads((model_dir / IMPORTED_FROM).read_text(encoding="utf-8"))
+        src_lang, tgt_lang = origin.get("source_lang"), origin.get("target_lang")
     return {
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
         "engine": translator.engine.name,
         "precision": translator.engine.precision,
         "length_penalty": translator.decode.length_penalty,
-        "src_lang": config.data.src_lang if config else None,
-        "tgt_lang": config.data.tgt_lang if config else None,
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
         "device": str(translator.device),
     }
 
@@ -182,6 +197,10 @@ def create_app(
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
         return err.response()
 
+    @app.exception_handler(LibreTranslateError)
+    async def libretranslate_error(request: Request, err: LibreTranslateError) -> JSONResponse:
+        return err.response()
+
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, err: HTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed"}.get(err.status_code, "http_error")
@@ -227,12 +246,16 @@ def create_app(
     engine_name, attention_available = translator.engine.name, translator.engine.supports_attention
 
     async def translate_request(request: Request) -> Response:
-        check_json_content_type(request)
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type not in LIBRETRANSLATE_TYPES:
+            check_json_content_type(request)
         try:
             body = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
         except BodyAbandoned:  # counted (outcome "disconnected") and logged as one access line, no traceback
             metrics.disconnects.labels("body").inc()
             return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
+        if is_libretranslate_body(media_type, body):
+            return await libretranslate_translate(request, request_fields(media_type, body))
         parsed = parse_request(body, limits)
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
@@ -266,7 +289,84 @@ def create_app(
         body = await asyncio.to_thread(build) if parsed.attention else build()
         return Response(body, media_type="application/json")
 
+    # --- LibreTranslate's API (libretranslate.py) ------------------------------------------------------
+    directions = Directions(
+        ((info["src_lang"], info["tgt_lang"]),) if info.get("src_lang") and info.get("tgt_lang") else ()
+    )
+    detector = LanguageDetector(directions.languages)
+
+    def require_languages() -> None:
+        if not directions.pairs:
+            raise LibreTranslateError(
+                500, "this model's languages are unknown (its directory has no config.yaml or imported_from.json)"
+            )
+
+    async def libretranslate_translate(request: Request, fields: dict[str, Any]) -> Response:
+        require_languages()
+        call = parse_translate(fields, limits.max_sentences, limits.max_chars)
+        source, detected = call.source, None
+        if source == "auto":
+            found = detector.detect(" ".join(call.texts))
+            if not found:
+                raise LibreTranslateError(400, "Cannot detect the language of the text: give source")
+            source, detected = found[0]["language"], found[0]
+        directions.check(source, call.target)
+        if not queue.running:
+            raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
+        n_best = call.alternatives + 1
+        try:
+            future = queue.submit(
+                call.texts,
+                beam=max(default_beam, n_best),
+                n_best=n_best,
+                deadline=time.monotonic() + limits.deadline_s,
+            )
+            results = await wait_for_answer(request, future, queue, limits.deadline_s)
+        except Overloaded as err:
+            raise LibreTranslateError(503, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
+        except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
+            raise LibreTranslateError(err.status, err.message, err.retry_after_s) from None
+        if results is None:
+            metrics.disconnects.labels("answer").inc()
+            return JSONResponse({"error": "the client left"}, CLIENT_GONE)
+        return JSONResponse(translate_answer(call, results, detected))
+
+    @app.api_route("/languages", methods=["GET"])
+    async def languages() -> JSONResponse:
+        return JSONResponse(directions.languages_json())
+
+    @app.get("/frontend/settings")
+    async def settings() -> JSONResponse:
+        require_languages()
+        return JSONResponse(frontend_settings(directions, limits.max_chars))
+
+    @app.post("/detect")
+    async def detect(request: Request) -> JSONResponse:
+        require_languages()
+        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media_type not in LIBRETRANSLATE_TYPES:
+            check_json_content_type(request)
+        try:
+            body = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+        except BodyAbandoned:
+            metrics.disconnects.labels("body").inc()
+            return JSONResponse({"error": "the client left"}, CLIENT_GONE)
+        q = request_fields(media_type, body).get("q")
+        if not q or not isinstance(q, str):
+            raise LibreTranslateError(400, "Invalid request: missing q parameter")
+        if len(q) > limits.max_chars:
+            raise LibreTranslateError(
+                400, f"Invalid request: request ({len(q)}) exceeds text limit ({limits.max_chars})"
+            )
+        found = await asyncio.to_thread(detector.detect, q)
+        return JSONResponse(found or [{"confidence": 0.0, "language": directions.sources[0]}])
+
     return app
+
+
+# A form body is what LibreTranslate's clients send; the Origin check (access.py) still keeps other
+# sites' pages out, since a browser sends Origin with every cross-site POST.
+LIBRETRANSLATE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 # --- running it ---------------------------------------------------------------------------------------

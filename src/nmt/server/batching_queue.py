@@ -53,7 +53,7 @@ class Translates(Protocol):
     """What the queue needs from a Translator (tests pass stand-ins)."""
 
     def translate_detailed(
-        self, texts: Sequence[str], *, beam: int | None = None, return_attention: bool = False
+        self, texts: Sequence[str], *, beam: int | None = None, return_attention: bool = False, **n_best: int
     ) -> list[list[Translation]]: ...
 
 
@@ -81,13 +81,14 @@ class Job:
     beam: int
     attention: bool
     deadline: float = math.inf  # time.monotonic() after which the request is not worth translating
+    n_best: int = 1  # translations wanted per sentence (LibreTranslate's alternatives + 1)
     future: Future[list[list[Translation]]] = field(default_factory=Future)
     queued: bool = True  # still counted in the pending sentences (guarded by the queue's lock)
 
     @property
-    def key(self) -> tuple[int, bool]:
+    def key(self) -> tuple[int, bool, int]:
         """Requests with the same key can share one call to the translator."""
-        return self.beam, self.attention
+        return self.beam, self.attention, self.n_best
 
 
 @dataclass
@@ -176,7 +177,13 @@ class BatchingQueue:
         self._fail_queued()  # anything that raced in before the lock closed the door
 
     def submit(
-        self, texts: Sequence[str], *, beam: int, attention: bool = False, deadline: float = math.inf
+        self,
+        texts: Sequence[str],
+        *,
+        beam: int,
+        attention: bool = False,
+        deadline: float = math.inf,
+        n_best: int = 1,
     ) -> Future[list[list[Translation]]]:
         """Queue sentences for translation; the future resolves to one n-best list per sentence.
 
@@ -186,7 +193,7 @@ class BatchingQueue:
         Cancelling the future before the worker takes the request drops it (the client went away);
         after that, the batch runs to the end regardless and the result is simply not read.
         """
-        job = Job(list(texts), beam, attention, deadline)
+        job = Job(list(texts), beam, attention, deadline, n_best=n_best)
         with self._lock:
             if not self._accepting:
                 job.future.set_exception(ShuttingDown("the translation worker is not running"))
@@ -288,11 +295,12 @@ class BatchingQueue:
         always fails cannot turn batching off for everyone else, as retrying one by one would.
         """
         texts = [text for job in jobs for text in job.texts]
-        beam, attention = jobs[0].key
+        beam, attention, n_best = jobs[0].key
+        more = {"n_best": n_best} if n_best > 1 else {}  # only asked of translators when wanted
         self.stats.calls += 1
         start = time.perf_counter()
         try:
-            results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention)
+            results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention, **more)
         except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad batch
             self._observe(len(texts), time.perf_counter() - start)
             if len(jobs) > 1:

@@ -1,0 +1,254 @@
+"""LibreTranslate's API over nmt's model: the endpoints its clients already speak.
+
+LibreTranslate (libretranslate.com) is the open translation service people deploy; its REST API
+has client libraries (libretranslatepy, ...), browser extensions and CAT-tool and chat plugins.
+This module answers as its documentation and source specify, so those work against nmt unchanged:
+
+    POST /translate         q (a string or a list), source (a code or "auto"), target, format,
+                            alternatives, api_key; form-encoded or JSON
+                            -> {"translatedText": ..., ["detectedLanguage": ..., "alternatives": ...]}
+    POST /detect            q -> [{"confidence": 0-100, "language": code}, ...] best first
+    GET  /languages         [{"code", "name", "targets": [...]}, ...]
+    GET  /frontend/settings the settings LibreTranslate's web page reads
+
+POST /translate shares its path with nmt's own API: a form body, or a JSON body with "q", is
+LibreTranslate's; a JSON body with "text" is nmt's. Errors are LibreTranslate's, `{"error": TEXT}`
+with its status codes and words; the server's limits, queue and deadline apply as to nmt's API.
+Language identification (py3langid, langid.py's model) is restricted to the languages the server
+translates from or to, so it never answers a language nothing here can translate.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi.responses import JSONResponse
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+MAX_DETECTED = 3  # LibreTranslate returns up to 3 candidates
+LIBRETRANSLATE_FIELDS = ("q", "source", "target")
+
+# English names of the languages nmt's corpora and OPUS-MT's models cover most (a code not listed is its own name).
+LANGUAGE_NAMES = {
+    "ar": "Arabic",
+    "cs": "Czech",
+    "da": "Danish",
+    "de": "German",
+    "el": "Greek",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "hu": "Hungarian",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sv": "Swedish",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+}
+
+
+class LibreTranslateError(Exception):
+    """A refusal in LibreTranslate's shape: {"error": message} with this status."""
+
+    def __init__(self, status: int, message: str, retry_after_s: int | None = None):
+        super().__init__(message)
+        self.status, self.message, self.retry_after_s = status, message, retry_after_s
+
+    def response(self) -> JSONResponse:
+        headers = {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else None
+        return JSONResponse({"error": self.message}, status_code=self.status, headers=headers)
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+@dataclass(frozen=True)
+class Directions:
+    """The (source, target) pairs the server translates, from its models' languages."""
+
+    pairs: tuple[tuple[str, str], ...]
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted({s for s, _ in self.pairs})
+
+    @property
+    def languages(self) -> list[str]:
+        return sorted({code for pair in self.pairs for code in pair})
+
+    def targets(self, source: str) -> list[str]:
+        return sorted(t for s, t in self.pairs if s == source)
+
+    def languages_json(self) -> list[dict[str, Any]]:
+        """GET /languages: every language the server knows, with the targets it translates it into."""
+        return [{"code": c, "name": language_name(c), "targets": self.targets(c)} for c in self.languages]
+
+    def check(self, source: str, target: str) -> None:
+        """LibreTranslate's 400s for an unknown language, then for a pair no model translates."""
+        for code in (source, target):
+            if code not in self.languages:
+                raise LibreTranslateError(400, f"{code} is not supported")
+        if (source, target) not in self.pairs:
+            raise LibreTranslateError(
+                400,
+                f"{language_name(target)} ({target}) is not available as a target language from "
+                f"{language_name(source)} ({source})",
+            )
+
+
+class LanguageDetector:
+    """py3langid restricted to some languages; confidences on LibreTranslate's 0-100 scale."""
+
+    def __init__(self, languages: list[str]):
+        self.languages = languages
+
+    @functools.cached_property
+    def _identifier(self):
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier  # noqa: PLC0415 - 0.6 s to load: on first use
+
+        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        known = [code for code in self.languages if code in identifier.nb_classes]
+        if len(known) >= 2:
+            identifier.set_languages(known)
+        return identifier, known
+
+    def detect(self, text: str) -> list[dict[str, Any]]:
+        """Up to 3 candidates, best first; [] when the text says nothing (digits, symbols, empty),
+        i.e. when every language is as likely as the others."""
+        if not any(c.isalpha() for c in text):  # digits, symbols, emoji: no language to tell
+            return []
+        identifier, known = self._identifier
+        if len(known) < 2:  # one language (or none langid knows): nothing to choose between
+            return [{"confidence": 100.0, "language": self.languages[0]}]
+        ranked = identifier.rank(text)
+        if ranked[0][1] - ranked[-1][1] < 1e-3:
+            return []
+        return [{"confidence": round(p * 100, 1), "language": code} for code, p in ranked[:MAX_DETECTED]]
+
+
+# --- requests --------------------------------------------------------------------------------------
+
+
+def is_libretranslate_body(media_type: str, body: bytes) -> bool:
+    """A form body, or a JSON object with LibreTranslate's fields (q, source, target) and not nmt's
+    "text": LibreTranslate's request rather than nmt's (whose errors then name nmt's fields)."""
+    if media_type in FORM_TYPES:
+        return True
+    if media_type != "application/json" or not any(f'"{name}"'.encode() in body for name in LIBRETRANSLATE_FIELDS):
+        return False
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and "text" not in data and any(name in data for name in LIBRETRANSLATE_FIELDS)
+
+
+def request_fields(media_type: str, body: bytes) -> dict[str, Any]:
+    """The fields of a form or JSON body (a form's repeated field keeps its first value, as LibreTranslate)."""
+    if media_type == "application/json":
+        try:
+            data = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            raise LibreTranslateError(400, "Invalid JSON format") from None
+        if not isinstance(data, dict):
+            raise LibreTranslateError(400, "Invalid JSON format")
+        return data
+    if media_type == "multipart/form-data":
+        raise LibreTranslateError(400, "Invalid request: send the fields form-encoded or as JSON")
+    try:
+        values = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise LibreTranslateError(400, "Invalid request: the body is not UTF-8") from None
+    return {name: items[0] for name, items in values.items()}
+
+
+@dataclass(frozen=True)
+class TranslateCall:
+    """A checked LibreTranslate translate request."""
+
+    texts: list[str]
+    batch: bool  # q was a list: the answer is a list too
+    source: str  # a code, or "auto"
+    target: str
+    alternatives: int
+
+
+def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) -> TranslateCall:
+    """LibreTranslate's checks, in its order and words."""
+    for name in ("q", "source", "target"):
+        if not fields.get(name) and fields.get(name) != []:
+            raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
+    q, source, target = fields["q"], fields["source"], fields["target"]
+    if not all(isinstance(v, str) for v in (source, target)):
+        raise LibreTranslateError(400, "Invalid request: source and target must be strings")
+    texts = q if isinstance(q, list) else [q]
+    if not all(isinstance(t, str) for t in texts):
+        raise LibreTranslateError(400, "Invalid request: q must be a string or a list of strings")
+    try:
+        alternatives = int(fields.get("alternatives") or 0)
+    except (TypeError, ValueError):
+        raise LibreTranslateError(400, "Invalid request: alternatives parameter is not a number") from None
+    if not 0 <= alternatives <= 4:
+        raise LibreTranslateError(400, "Invalid request: alternatives parameter must be <= 4")
+    if len(texts) > max_sentences:
+        raise LibreTranslateError(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({max_sentences})")
+    for text in texts:
+        if len(text) > max_chars:
+            raise LibreTranslateError(400, f"Invalid request: request ({len(text)}) exceeds text limit ({max_chars})")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise LibreTranslateError(400, "Invalid request: q is not valid Unicode text") from None
+    text_format = fields.get("format") or "text"
+    if text_format != "text":
+        raise LibreTranslateError(400, f"{text_format} format is not supported")
+    texts = ["\n".join(t.splitlines()) for t in texts]  # LibreTranslate's line-ending normalisation
+    return TranslateCall(texts, isinstance(q, list), source.lower(), target.lower(), alternatives)
+
+
+def translate_answer(call: TranslateCall, results: list[list[Any]], detected: dict | None) -> dict[str, Any]:
+    """LibreTranslate's answer: the text(s), and the detected language and alternatives where asked."""
+    texts = [best[0].text for best in results]
+    answer: dict[str, Any] = {"translatedText": texts if call.batch else texts[0]}
+    if detected is not None:
+        answer["detectedLanguage"] = [detected] * len(texts) if call.batch else detected
+    if call.alternatives:
+        others = []
+        for best in results:
+            seen = {best[0].text}
+            unique = [t.text for t in best[1:] if not (t.text in seen or seen.add(t.text))]
+            others.append(unique[: call.alternatives])
+        answer["alternatives"] = others if call.batch else others[0]
+    return answer
+
+
+def frontend_settings(directions: Directions, max_chars: int) -> dict[str, Any]:
+    """GET /frontend/settings, as LibreTranslate's page reads it."""
+    source = directions.sources[0]
+    target = directions.targets(source)[0]
+    return {
+        "charLimit": max_chars,
+        "frontendTimeout": 500,
+        "apiKeys": False,
+        "keyRequired": False,
+        "suggestions": False,
+        "filesTranslation": False,
+        "supportedFilesFormat": [],
+        "language": {
+            "source": {"code": "auto", "name": "Auto Detect"},
+            "target": {"code": target, "name": language_name(target)},
+        },
+    }

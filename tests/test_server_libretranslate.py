@@ -1,0 +1,165 @@
+"""LibreTranslate's API on nmt's server: its own client library, its answers and its errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import threading
+import urllib.error
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from nmt.config import DecodeConfig
+from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
+from nmt.translator import Translation, Translator
+
+LOCAL = "http://127.0.0.1"
+INFO = {"model": "stub", "parameters": 0, "src_lang": "de", "tgt_lang": "en", "device": "cpu"}
+REPO = Path(__file__).resolve().parents[1]
+libretranslatepy = pytest.importorskip("libretranslatepy")
+
+
+class NBestEcho:
+    """Stands in for Translator: the n-best of 'x' are 'x|0', 'x|1', ... and a duplicate of the best."""
+
+    def __init__(self):
+        self.decode = DecodeConfig(beam=2)
+        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False})()
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def translate_detailed(self, texts, *, beam=None, return_attention=False, n_best=1):
+        with self.lock:
+            self.calls.append((list(texts), beam, n_best))
+
+        def n_best_of(t):  # the best, the best again (a duplicate), then others
+            return [f"{t}|0", f"{t}|0", *[f"{t}|{i}" for i in range(1, n_best - 1)]][:n_best]
+
+        return [[Translation(text, 0.0, 0.0, [], []) for text in n_best_of(t)] for t in texts]
+
+
+@pytest.fixture
+def echo():
+    stub = NBestEcho()
+    with TestClient(create_app(stub, ServerLimits(max_chars=40), info=INFO), base_url=LOCAL) as client:
+        yield stub, client
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model_dir):
+    """(base URL, translator) of a real server on the tiny de->en model."""
+    translator = Translator.load(tiny_model_dir, device="cpu")
+    app = create_app(translator, ServerLimits(), info=model_info(tiny_model_dir, translator))
+    with serve_in_thread(app) as url:
+        yield url, translator
+
+
+# --- a client no one here wrote ----------------------------------------------------------------------
+def test_libretranslatepy_translates_lists_languages_and_detects(served):
+    url, translator = served
+    api = libretranslatepy.LibreTranslateAPI(url)
+    sentence = "Ein Mann fährt Fahrrad."
+    assert api.translate(sentence, "de", "en") == translator.translate([sentence])[0]
+    assert api.translate(sentence, "auto", "en") == translator.translate([sentence])[0]
+    assert api.languages() == [
+        {"code": "de", "name": "German", "targets": ["en"]},
+        {"code": "en", "name": "English", "targets": []},
+    ]
+    found = api.detect("Zwei Hunde spielen im Schnee und ein Mann schaut zu.")
+    assert found[0]["language"] == "de" and 50 < found[0]["confidence"] <= 100
+    assert api.detect("A man is riding a bicycle down the street.")[0]["language"] == "en"
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "message"),
+    [
+        ("de", "fr", "fr is not supported"),
+        ("en", "de", "German (de) is not available as a target language from English (en)"),
+        ("auto", "en", "Cannot detect the language of the text"),
+    ],
+)
+def test_libretranslatepy_sees_libretranslate_s_errors(served, source, target, message):
+    url, _ = served
+    api = libretranslatepy.LibreTranslateAPI(url)
+    with pytest.raises(urllib.error.HTTPError) as error:
+        api.translate("12345" if source == "auto" else "Ein Mann.", source, target)
+    assert error.value.code == 400
+    assert json.loads(error.value.read())["error"].startswith(message)
+
+
+# --- the answers' shapes --------------------------------------------------------------------------------
+def test_a_list_of_texts_gets_a_list_and_alternatives_are_the_unique_n_best(echo):
+    stub, client = echo
+    body = {"q": ["a", "b"], "source": "de", "target": "en", "alternatives": 2}
+    answer = client.post("/translate", json=body).json()
+    assert answer == {"translatedText": ["a|0", "b|0"], "alternatives": [["a|1"], ["b|1"]]}
+    assert stub.calls == [(["a", "b"], 3, 3)]  # n_best 3 (the best and 2 more), beam at least that
+    single = client.post("/translate", data={"q": "c", "source": "de", "target": "en"}).json()
+    assert single == {"translatedText": "c|0"}  # a form body, one text: one string, no alternatives key
+
+
+def test_auto_source_reports_the_detected_language(echo):
+    _, client = echo
+    answer = client.post("/translate", json={"q": "Ein Mann fährt Fahrrad.", "source": "auto", "target": "en"}).json()
+    assert answer["detectedLanguage"]["language"] == "de" and answer["translatedText"] == "Ein Mann fährt Fahrrad.|0"
+    listed = client.post("/translate", json={"q": ["Ein Hund.", "Zwei Katzen."], "source": "auto", "target": "en"})
+    assert [d["language"] for d in listed.json()["detectedLanguage"]] == ["de", "de"]
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"source": "de", "target": "en"}, "Invalid request: missing q parameter"),
+        ({"q": "a", "target": "en"}, "Invalid request: missing source parameter"),
+        ({"q": "a", "source": "de"}, "Invalid request: missing target parameter"),
+        ({"q": "a", "source": "de", "target": "en", "format": "xml"}, "xml format is not supported"),
+        ({"q": "a", "source": "de", "target": "en", "alternatives": "two"}, "alternatives parameter is not a number"),
+        ({"q": "a" * 41, "source": "de", "target": "en"}, r"request \(41\) exceeds text limit \(40\)"),
+        ({"q": [1, 2], "source": "de", "target": "en"}, "q must be a string or a list of strings"),
+    ],
+)
+def test_bad_requests_get_libretranslate_s_400(echo, body, message):
+    _, client = echo
+    for response in (client.post("/translate", json=body), client.post("/translate", data=body)):
+        if response.request.headers["content-type"].startswith("application/x-www") and "q" in body:
+            if not isinstance(body["q"], str):
+                continue  # a form has no lists: LibreTranslate reads the first value
+        assert response.status_code == 400 and re.search(message, response.json()["error"]), response.json()
+
+
+def test_nmt_s_own_api_shares_the_path(echo):
+    _, client = echo
+    answer = client.post("/translate", json={"text": ["a"]}).json()
+    assert answer["translations"][0]["text"] == "a|0"
+
+
+def test_frontend_settings_and_detect_answer_as_libretranslate(echo):
+    _, client = echo
+    settings = client.get("/frontend/settings").json()
+    assert settings["charLimit"] == 40 and settings["language"]["target"] == {"code": "en", "name": "English"}
+    assert settings["language"]["source"]["code"] == "auto" and settings["keyRequired"] is False
+    assert client.post("/detect", data={"q": ""}).json() == {"error": "Invalid request: missing q parameter"}
+    assert client.post("/detect", data={"q": "!!!"}).json() == [{"confidence": 0.0, "language": "de"}]
+
+
+# --- docs/serving.md's curl examples, run -------------------------------------------------------------------
+def curl_examples() -> list[str]:
+    text = (REPO / "docs" / "serving.md").read_text(encoding="utf-8")
+    section = text.split("## LibreTranslate's API", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^(curl .+?)(?<!\\)$", re.sub(r"\\\n\s*", " ", section), flags=re.MULTILINE)
+    assert len(commands) >= 4, commands
+    return commands
+
+
+def test_every_curl_example_in_the_docs_runs(served):
+    url, _ = served
+    for command in curl_examples():
+        argv = [word.replace("http://localhost:8000", url) for word in shlex.split(command)]
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, (command, result.stderr)
+        answer = json.loads(result.stdout)
+        assert "error" not in answer, (command, answer)
