@@ -146,6 +146,64 @@ def test_hostile_bodies_get_4xx_json_never_5xx(url):
     assert httpx.get(f"{url}/health").json()["ready"] is True
 
 
+def libretranslate_requests(seed: int = 13) -> list[bytes]:
+    """Hostile requests to LibreTranslate's endpoints: form and JSON bodies, hand-written and mutated."""
+    form, as_json = "Content-Type: application/x-www-form-urlencoded\r\n", "Content-Type: application/json\r\n"
+    valid_form = b"q=Ein+Mann.&source=de&target=en"
+    valid_json = json.dumps({"q": ["Ein Mann.", "Zwei Hunde."], "source": "auto", "target": "en"}).encode()
+    cases = [
+        ("/translate", form, b""),
+        ("/translate", form, b"q=&source=&target="),
+        ("/translate", form, b"q=%ff%fe&source=de&target=en"),  # percent-encoded bytes that are not UTF-8
+        ("/translate", form, b"q=%ed%a0%80&source=de&target=en"),  # an encoded surrogate
+        ("/translate", form, b"\xff\xfe=1"),
+        ("/translate", form, b"q=a&source=de&target=en&alternatives=99"),
+        ("/translate", form, b"q=a&source=de&target=en&alternatives=-1"),
+        ("/translate", form, b"q=a&source=de&target=en&format=html"),
+        ("/translate", form, b"q=" + b"x" * 5000 + b"&source=de&target=en"),
+        ("/translate", form, b"q=a&q=b&source=DE&target=EN"),
+        ("/translate", form, b"q=12345&source=auto&target=en"),
+        ("/translate", form, b"&&&===;;;"),
+        ("/translate", as_json, b'{"q": null, "source": "de", "target": "en"}'),
+        ("/translate", as_json, b'{"q": [["a"]], "source": "de", "target": "en"}'),
+        ("/translate", as_json, b'{"q": ["a"], "source": 1, "target": ["en"]}'),
+        ("/translate", as_json, b'{"q": ["\\ud800"], "source": "de", "target": "en"}'),
+        ("/translate", as_json, b'{"q": ["a", "b", "c", "d", "e"], "source": "de", "target": "en"}'),
+        ("/translate", as_json, b'{"q": "a", "source": "de", "target": "en", "alternatives": 1e999}'),
+        ("/translate", as_json, b'{"q": "a", "source": "de", "target": "en", "alternatives": "NaN"}'),
+        ("/translate", as_json, b'{"q": "a", "source": "de", "target": "en", "alternatives": true}'),
+        ("/translate", "Content-Type: multipart/form-data; boundary=x\r\n", b"--x\r\n\r\n--x--"),
+        ("/detect", form, b""),
+        ("/detect", form, b"q=%ff"),
+        ("/detect", as_json, b'{"q": ["a"]}'),
+        ("/detect", as_json, b"[" * 3000 + b"]" * 3000),
+        ("/detect", "Content-Type: text/plain\r\n", b"q=a"),
+    ]
+    rng = random.Random(seed)
+    for path, headers, valid in [("/translate", form, valid_form), ("/translate", as_json, valid_json)] * 20:
+        cut = rng.randrange(len(valid))
+        flipped = bytearray(valid)
+        for _ in range(rng.randint(1, 3)):
+            flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+        cases += [(path, headers, valid[:cut]), (path, headers, bytes(flipped))]
+    head = "POST {} HTTP/1.1\r\nHost: 127.0.0.1\r\n{}Content-Length: {}\r\nConnection: close\r\n\r\n"
+    return [head.format(path, headers, len(body)).encode() + body for path, headers, body in cases]
+
+
+def test_libretranslate_endpoints_get_json_answers_never_5xx(url):
+    failures = []
+    for raw in libretranslate_requests():
+        status, answer = exchange(url, raw)
+        if status is None or status >= 500:
+            failures.append((raw[-60:], status, answer[:200]))
+        elif status >= 400:
+            assert "error" in json.loads(answer), answer
+    for path in ("/languages", "/frontend/settings"):
+        assert httpx.get(f"{url}{path}").status_code == 200
+    assert not failures, failures
+    assert httpx.get(f"{url}/health").json()["ready"] is True
+
+
 @pytest.mark.parametrize(
     "body, expected",
     [

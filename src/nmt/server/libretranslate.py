@@ -199,7 +199,7 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
         raise LibreTranslateError(400, "Invalid request: q must be a string or a list of strings")
     try:
         alternatives = int(fields.get("alternatives") or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's 1e999 is infinity
         raise LibreTranslateError(400, "Invalid request: alternatives parameter is not a number") from None
     if not 0 <= alternatives <= 4:
         raise LibreTranslateError(400, "Invalid request: alternatives parameter must be <= 4")
