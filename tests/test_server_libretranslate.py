@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import threading
 import urllib.error
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
+import nmt.server.app
+from nmt.cli import main
 from nmt.config import DecodeConfig
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translation, Translator
@@ -163,3 +166,65 @@ def test_every_curl_example_in_the_docs_runs(served):
         assert result.returncode == 0, (command, result.stderr)
         answer = json.loads(result.stdout)
         assert "error" not in answer, (command, answer)
+
+
+# --- several models -----------------------------------------------------------------------------------------
+class Tagged(NBestEcho):
+    """An n-best echo that says which model answered."""
+
+    def __init__(self, tag: str):
+        super().__init__()
+        self.tag = tag
+
+    def translate_detailed(self, texts, **options):
+        return [[Translation(f"{self.tag}:{t}", 0.0, 0.0, [], [])] for t in texts]
+
+
+def test_each_direction_reaches_its_own_model():
+    de_en, en_de = Tagged("de-en"), Tagged("en-de")
+    info_en_de = {**INFO, "model": "stub2", "src_lang": "en", "tgt_lang": "de"}
+    app = create_app(de_en, ServerLimits(), info=INFO, more_models=[(en_de, info_en_de)])
+    with TestClient(app, base_url=LOCAL) as client:
+        ask = {"q": "Hallo", "source": "de", "target": "en"}
+        assert client.post("/translate", json=ask).json() == {"translatedText": "de-en:Hallo"}
+        ask = {"q": "Hello", "source": "en", "target": "de"}
+        assert client.post("/translate", json=ask).json() == {"translatedText": "en-de:Hello"}
+        auto = client.post("/translate", json={"q": "A man is riding a bicycle.", "source": "auto", "target": "de"})
+        assert auto.json()["translatedText"].startswith("en-de:")
+        assert client.get("/languages").json() == [
+            {"code": "de", "name": "German", "targets": ["en"]},
+            {"code": "en", "name": "English", "targets": ["de"]},
+        ]
+        refused = client.post("/translate", json={"q": "a", "source": "de", "target": "de"})
+        assert refused.status_code == 400
+        assert refused.json() == {"error": "German (de) is not available as a target language from German (de)"}
+        assert client.post("/translate", json={"text": ["x"]}).json()["translations"][0]["text"] == "de-en:x"
+        health = client.get("/health").json()
+        assert health["ready"] and [m["model"] for m in health["models"]] == ["stub", "stub2"]
+
+
+def test_two_models_for_one_direction_are_refused():
+    with pytest.raises(ValueError, match="stub and stub both translate de -> en: serve one model per direction"):
+        create_app(Tagged("a"), ServerLimits(), info=INFO, more_models=[(Tagged("b"), INFO)])
+
+
+def test_nmt_serve_takes_several_models_and_refuses_a_direction_twice(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    reverse = tmp_path / "en_de"
+    shutil.copytree(tiny_model_dir, reverse)
+    config = (reverse / "config.yaml").read_text()
+    # the same weights, labelled English -> German: a second direction for the router
+    (reverse / "config.yaml").write_text(
+        config.replace("src_lang: de", "src_lang: en").replace("tgt_lang: en", "tgt_lang: de")
+    )
+    served = {}
+    monkeypatch.setattr(nmt.server.app, "run_app", lambda app, *a, **k: served.setdefault("app", app))
+    assert main(["serve", "--model", str(tiny_model_dir), "--model", str(reverse), "--port", "0"]) == 0
+    with TestClient(served["app"], base_url=LOCAL) as client:
+        assert [lang["targets"] for lang in client.get("/languages").json()] == [["en"], ["de"]]
+        assert client.post("/translate", data={"q": "A man.", "source": "en", "target": "de"}).status_code == 200
+
+    twin = tmp_path / "twin"
+    shutil.copytree(tiny_model_dir, twin)
+    monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
+    assert main(["serve", "--model", str(tiny_model_dir), "--model", str(twin), "--port", "0"]) == 2
+    assert "both translate de -> en: serve one model per direction" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config_checks import ConfigError
 from ..server.settings import DEFAULT_HOST, DEFAULT_PORT, BatchingConfig, ConnectionOptions, ServerLimits
-from .common import CommandError, engine_arguments, engine_options, length_penalty_options, model_options
+from .common import CommandError, engine_arguments, engine_options, length_penalty_options
 
 SETTINGS = (
     (ServerLimits, "what one request may ask for, and how long it may take (more: 4xx or 503 naming the limit)"),
@@ -58,9 +58,17 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[model_options(), length_penalty_options(), engine_arguments(server=True)],
-        description="Serve POST /translate, GET /health, GET /metrics and a web page at /. "
-        "Every limit below is explained in docs/serving.md.",
+        parents=[length_penalty_options(), engine_arguments(server=True)],
+        description="Serve POST /translate, GET /health, GET /metrics and a web page at /, and "
+        "LibreTranslate's API (/translate, /detect, /languages, /frontend/settings). Every limit below "
+        "is explained in docs/serving.md.",
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        help="model directory; repeat for several directions (LibreTranslate's API routes by language; "
+        "nmt's own API and the page use the first)",
     )
     p.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default %(default)s: this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default %(default)s)")

@@ -34,7 +34,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
@@ -79,14 +79,22 @@ log = logging.getLogger(__name__)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
 
+def model_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
+    """(source, target) language codes of a model directory: its config's, or an imported model's origin's."""
+    model_dir = Path(model_dir)
+    config = read_run_config(model_dir)
+    if config is not None:
+        return config.data.src_lang, config.data.tgt_lang
+    if (model_dir / IMPORTED_FROM).is_file():
+        origin = json.loads((model_dir / IMPORTED_FROM).read_text(encoding="utf-8"))
+        return origin.get("source_lang"), origin.get("target_lang")
+    return None, None
+
+
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
     """What /health says about the model: its directory name, size, languages and engine."""
     model_dir = Path(model_dir)
-    config = read_run_config(model_dir)
-    src_lang, tgt_lang = (config.data.src_lang, config.data.tgt_lang) if config else (None, None)
-    if config is None and (model_dir / IMPORTED_FROM).is_file():  # an imported model: its origin's languages
-        origin = json.loads((model_dir / IMPORTED_FROM).read_text(encoding="utf-8"))
-        src_lang, tgt_lang = origin.get("source_lang"), origin.get("target_lang")
+    src_lang, tgt_lang = model_languages(model_dir)
     return {
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
@@ -167,30 +175,38 @@ def create_app(
     info: dict[str, Any],
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
+    more_models: Sequence[tuple[Any, dict[str, Any]]] = (),
 ) -> FastAPI:
     """The ASGI app around a loaded translator (anything with Translator.translate_detailed).
 
-    Its lifespan starts and stops the batching worker, so run it under uvicorn (serve, serve_in_thread)
+    Its lifespan starts and stops the batching workers, so run it under uvicorn (serve, serve_in_thread)
     or `with TestClient(app, base_url="http://127.0.0.1")` (the Host must be allowed by `access`,
     by default the loopback names); `info` is what /health reports about the model (see model_info).
+    more_models: further (translator, info) pairs, each with a batching queue of its own, reached
+    through LibreTranslate's API by their languages; nmt's own API and the web page use the first.
     """
     metrics = ServerMetrics()
-    queue = BatchingQueue(translator, batching, on_batch=metrics.batch)
-    metrics.watch(queue)
+    models = [(translator, info), *more_models]
+    queues = [BatchingQueue(t, batching, on_batch=metrics.batch) for t, _ in models]
+    queue = queues[0]
+    metrics.watch(queues)
     default_beam = min(translator.decode.beam, limits.max_beam)
+    route = model_routes([i for _, i in models])  # (source, target) -> index into models
     page = index_page()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        queue.start()
+        for each in queues:
+            each.start()
         yield
         # stop() joins the worker, which may be mid-batch: wait in a thread, not on the event loop
-        await asyncio.to_thread(queue.stop)
+        await asyncio.gather(*(asyncio.to_thread(each.stop) for each in queues))
 
     app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.queue, app.state.metrics = queue, metrics  # for serve(), the tests and anyone embedding the app
+    app.state.queues = queues
     app.add_middleware(AccessGuard, policy=access or AccessPolicy())
-    app.add_middleware(CloseWhenDraining, draining=lambda: queue.running and not queue.accepting)
+    app.add_middleware(CloseWhenDraining, draining=lambda: any(q.running and not q.accepting for q in queues))
     app.add_middleware(StatusCounter, metrics=metrics)  # added last, so outermost: it counts the 403s too
 
     @app.exception_handler(ApiError)
@@ -216,14 +232,16 @@ def create_app(
 
     @app.get("/health")
     async def health() -> JSONResponse:
+        ready = all(each.running for each in queues)
         body = {
-            "ready": queue.running,
+            "ready": ready,
             **info,
             "default_beam": default_beam,
             "limits": asdict(limits),
             "batching": {**asdict(queue.config), **asdict(queue.stats), "pending_sentences": queue.pending_sentences},
+            "models": [each_info for _, each_info in models],
         }
-        return JSONResponse(body, status_code=200 if queue.running else 503)
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     async def metrics_page() -> Response:
@@ -290,9 +308,7 @@ def create_app(
         return Response(body, media_type="application/json")
 
     # --- LibreTranslate's API (libretranslate.py) ------------------------------------------------------
-    directions = Directions(
-        ((info["src_lang"], info["tgt_lang"]),) if info.get("src_lang") and info.get("tgt_lang") else ()
-    )
+    directions = Directions(tuple(route))
     detector = LanguageDetector(directions.languages)
 
     def require_languages() -> None:
@@ -311,17 +327,19 @@ def create_app(
                 raise LibreTranslateError(400, "Cannot detect the language of the text: give source")
             source, detected = found[0]["language"], found[0]
         directions.check(source, call.target)
-        if not queue.running:
+        chosen = route[(source, call.target)]
+        its_queue, its_beam = queues[chosen], min(models[chosen][0].decode.beam, limits.max_beam)
+        if not its_queue.running:
             raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
         n_best = call.alternatives + 1
         try:
-            future = queue.submit(
+            future = its_queue.submit(
                 call.texts,
-                beam=max(default_beam, n_best),
+                beam=max(its_beam, n_best),
                 n_best=n_best,
                 deadline=time.monotonic() + limits.deadline_s,
             )
-            results = await wait_for_answer(request, future, queue, limits.deadline_s)
+            results = await wait_for_answer(request, future, its_queue, limits.deadline_s)
         except Overloaded as err:
             raise LibreTranslateError(503, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
         except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
@@ -364,6 +382,24 @@ def create_app(
     return app
 
 
+def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
+    """(source, target) -> which model translates it; a model of unknown languages serves nmt's API only.
+
+    Two models for one direction are refused: the server could not say which one answers."""
+    routes: dict[tuple[str, str], int] = {}
+    for index, info in enumerate(infos):
+        pair = (info.get("src_lang"), info.get("tgt_lang"))
+        if not all(pair):
+            continue
+        if pair in routes:
+            raise ValueError(
+                f"{infos[routes[pair]]['model']} and {info['model']} both translate {pair[0]} -> {pair[1]}: "
+                "serve one model per direction"
+            )
+        routes[pair] = index
+    return routes
+
+
 # A form body is what LibreTranslate's clients send; the Origin check (access.py) still keeps other
 # sites' pages out, since a browser sends Origin with every cross-site POST.
 LIBRETRANSLATE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -387,7 +423,7 @@ def access_policy(host: str, *, allowed_hosts: str | None = None, allowed_origin
 
 
 def serve(
-    model_dir: str | Path,
+    model_dir: str | Path | Sequence[str | Path],
     *,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
@@ -399,10 +435,12 @@ def serve(
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
 ) -> None:
-    """Load the model and serve it until SIGTERM or Ctrl-C (then drain: see connections.py).
+    """Load the model (or models) and serve until SIGTERM or Ctrl-C (then drain: see connections.py).
 
-    engine: how the model runs (EngineOptions); length_penalty and length_normalization: how beam
-    search ranks for every request (default: the model's decode settings).
+    model_dir: one directory, or several (one per direction; nmt's own API and the page use the
+    first, LibreTranslate's API routes by language). engine: how the models run (EngineOptions);
+    length_penalty and length_normalization: how beam search ranks for every request (default:
+    each model's decode settings).
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -425,7 +463,7 @@ def serve(
 def serve_on(
     sock: socket.socket,
     host: str,
-    model_dir: str | Path,
+    model_dir: str | Path | Sequence[str | Path],
     *,
     limits: ServerLimits | None,
     engine: EngineOptions | None,
@@ -442,11 +480,17 @@ def serve_on(
         # nmt's engine plans its workers per model call; CTranslate2's keeps one worker here: two
         # gained no requests/s (docs/benchmarks-log.md).
         engine = dataclasses.replace(engine, workers=1)
-    translator = Translator.load(
-        model_dir, engine, length_penalty=length_penalty, length_normalization=length_normalization
-    )
-    translator.start_workers()  # the server runs long: its worker processes start now, not once due
-    info = model_info(model_dir, translator)
+    model_dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
+    directions = [(str(d), *model_languages(d)) for d in model_dirs]
+    model_routes([{"model": d, "src_lang": s, "tgt_lang": t} for d, s, t in directions])  # before any loads
+    loaded = []
+    for each_dir in model_dirs:
+        translator = Translator.load(
+            each_dir, engine, length_penalty=length_penalty, length_normalization=length_normalization
+        )
+        translator.start_workers()  # the server runs long: its worker processes start now, not once due
+        loaded.append((translator, model_info(each_dir, translator)))
+    (translator, info), more_models = loaded[0], loaded[1:]
     access = access or access_policy(host)
     if host not in LOOPBACK_NAMES:
         log.warning("listening on %s: there is no authentication; anyone who can reach it can use it", host)
@@ -455,17 +499,26 @@ def serve_on(
             "only Host names %s are answered: add the names clients use with --allowed-hosts",
             ", ".join(access.allowed_hosts),
         )
-    log.info(
-        "serving %s (%s -> %s, %s parameters) at http://%s:%d/",
-        info["model"],
-        info["src_lang"],
-        info["tgt_lang"],
-        info["parameters"],
-        host,
-        port,
+    for _, each_info in loaded:
+        log.info(
+            "serving %s (%s -> %s, %s parameters) at http://%s:%d/",
+            each_info["model"],
+            each_info["src_lang"],
+            each_info["tgt_lang"],
+            each_info["parameters"],
+            host,
+            port,
+        )
+    app = create_app(
+        translator, limits or ServerLimits(), info=info, batching=batching, access=access, more_models=more_models
     )
-    app = create_app(translator, limits or ServerLimits(), info=info, batching=batching, access=access)
     run_app(app, connections or ConnectionOptions(), host=host, port=port, sockets=[sock])
+
+
+def close_queues(app: FastAPI) -> None:
+    """Stop taking requests on every model's queue (SIGTERM: the drain begins)."""
+    for each in app.state.queues:
+        each.close()
 
 
 def run_app(
@@ -479,7 +532,7 @@ def run_app(
 ) -> None:
     """Run an app from create_app with uvicorn, in this thread, until SIGTERM or Ctrl-C."""
     config = uvicorn_config(app, connections, host=host, port=port, log_level=log_level)
-    DrainingServer(config, on_shutdown=app.state.queue.close).run(sockets=sockets)
+    DrainingServer(config, on_shutdown=partial(close_queues, app)).run(sockets=sockets)
 
 
 @contextmanager
@@ -494,7 +547,7 @@ def serve_in_thread(
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind((host, 0))
     config = uvicorn_config(app, connections or ConnectionOptions(), log_level="warning")
-    server = DrainingServer(config, on_shutdown=app.state.queue.close)
+    server = DrainingServer(config, on_shutdown=partial(close_queues, app))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
     thread.start()
     try:

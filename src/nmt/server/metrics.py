@@ -25,34 +25,47 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .batching_queue import BatchingQueue
 
-KNOWN_PATHS = ("/", "/translate", "/health", "/metrics")  # anything else is "other": labels stay few
+# anything else is "other": labels stay few
+KNOWN_PATHS = ("/", "/translate", "/health", "/metrics", "/detect", "/languages", "/frontend/settings")
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
 class QueueCollector(Collector):
-    """Reads the queue's own counters at scrape time, so the worker thread needs no metrics code."""
+    """Reads the queues' own counters at scrape time, so the worker threads need no metrics code.
 
-    def __init__(self, queue: BatchingQueue):
-        self.queue = queue
+    With several models (one queue each), the figures are their sums; nmt_worker_running is 1 only
+    while every worker runs."""
+
+    def __init__(self, queues: list[BatchingQueue]):
+        self.queues = queues
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        stats = self.queue.stats
+        def total(read) -> float:
+            return sum(read(q) for q in self.queues)
+
         yield GaugeMetricFamily(
-            "nmt_queue_pending_sentences", "Sentences waiting for the model", value=self.queue.pending_sentences
+            "nmt_queue_pending_sentences", "Sentences waiting for the model", value=total(lambda q: q.pending_sentences)
         )
-        yield GaugeMetricFamily("nmt_worker_running", "1 while the batching worker runs", value=int(self.queue.running))
-        yield CounterMetricFamily("nmt_sentences_translated", "Sentences the model answered", value=stats.sentences)
-        yield CounterMetricFamily("nmt_model_calls", "Calls to the model (retries included)", value=stats.calls)
-        yield CounterMetricFamily("nmt_model_seconds", "Seconds spent in the model", value=stats.model_seconds)
+        running = int(all(q.running for q in self.queues))
+        yield GaugeMetricFamily("nmt_worker_running", "1 while the batching workers run", value=running)
+        yield CounterMetricFamily(
+            "nmt_sentences_translated", "Sentences the model answered", value=total(lambda q: q.stats.sentences)
+        )
+        yield CounterMetricFamily(
+            "nmt_model_calls", "Calls to the model (retries included)", value=total(lambda q: q.stats.calls)
+        )
+        yield CounterMetricFamily(
+            "nmt_model_seconds", "Seconds spent in the model", value=total(lambda q: q.stats.model_seconds)
+        )
         dropped = CounterMetricFamily("nmt_requests_dropped", "Requests not translated, by reason", labels=["reason"])
-        for reason, count in (
-            ("disconnected", stats.dropped),
-            ("deadline", stats.timed_out),
-            ("overloaded", stats.rejected),
-            ("shutdown", stats.shut_out),
+        for reason, field in (
+            ("disconnected", "dropped"),
+            ("deadline", "timed_out"),
+            ("overloaded", "rejected"),
+            ("shutdown", "shut_out"),
         ):
-            dropped.add_metric([reason], count)
+            dropped.add_metric([reason], total(lambda q, field=field: getattr(q.stats, field)))
         yield dropped
 
 
@@ -84,9 +97,9 @@ class ServerMetrics:
             "nmt_batch_seconds", "Seconds per model call", buckets=LATENCY_BUCKETS, registry=self.registry
         )
 
-    def watch(self, queue: BatchingQueue) -> None:
-        """Report this queue's depth and counters (call once per app)."""
-        self.registry.register(QueueCollector(queue))
+    def watch(self, queues: list[BatchingQueue]) -> None:
+        """Report the queues' depth and counters (call once per app)."""
+        self.registry.register(QueueCollector(list(queues)))
 
     def batch(self, sentences: int, seconds: float) -> None:
         """The queue's on_batch hook: one model call of `sentences` that took `seconds`."""
