@@ -87,6 +87,21 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="comma-separated origins (scheme://host[:port]) whose pages may call the API, besides the "
         "server's own page; '*' for any (default: none)",
     )
+    g = p.add_argument_group("API keys and rate limits (see docs/serving.md)")
+    g.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        help="require an API key on every translation request: FILE holds one key a line, optionally "
+        "followed by its requests per minute",
+    )
+    g.add_argument(
+        "--req-limit",
+        type=int,
+        default=0,
+        metavar="N",
+        help="requests per minute per client address, keyed or not; a request of several texts counts "
+        "each (default 0: no limit)",
+    )
     p.set_defaults(func=cmd_serve)
 
 
@@ -100,6 +115,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"--max-pending-sentences ({batching.max_pending_sentences}) must be at least "
             f"--max-sentences ({limits.max_sentences})"
         )
+    if args.req_limit < 0:
+        raise CommandError(f"--req-limit must be >= 0, got {args.req_limit}")
+    keys = server.ApiKeys.load(args.api_keys) if args.api_keys else None  # a bad file fails before models load
+    admission = server.Admission(keys, per_address=args.req_limit)
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     access = server.access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
@@ -116,5 +135,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         batching=batching,
         access=access,
         connections=connections,
+        admission=admission,
     )
     return 0

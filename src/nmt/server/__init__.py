@@ -24,7 +24,9 @@ from typing import Any
 # public name -> the module that defines it
 _PUBLIC = {
     "AccessPolicy": "access",
+    "Admission": "keys",
     "ApiError": "requests",
+    "ApiKeys": "keys",
     "BatchingConfig": "settings",
     "ConnectionOptions": "settings",
     "ServerLimits": "settings",

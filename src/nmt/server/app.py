@@ -53,6 +53,7 @@ from ..translator import EngineOptions, Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, listening_socket, uvicorn_config
+from .keys import Admission, Refusal
 from .libretranslate import (
     Directions,
     LanguageDetector,
@@ -176,6 +177,7 @@ def create_app(
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
     more_models: Sequence[tuple[Any, dict[str, Any]]] = (),
+    admission: Admission | None = None,
 ) -> FastAPI:
     """The ASGI app around a loaded translator (anything with Translator.translate_detailed).
 
@@ -184,7 +186,9 @@ def create_app(
     by default the loopback names); `info` is what /health reports about the model (see model_info).
     more_models: further (translator, info) pairs, each with a batching queue of its own, reached
     through LibreTranslate's API by their languages; nmt's own API and the web page use the first.
+    admission: API keys and rate limits for the translation requests (keys.py); none by default.
     """
+    admission = admission or Admission()
     metrics = ServerMetrics()
     models = [(translator, info), *more_models]
     queues = [BatchingQueue(t, batching, on_batch=metrics.batch) for t, _ in models]
@@ -275,6 +279,10 @@ def create_app(
         if is_libretranslate_body(media_type, body):
             return await libretranslate_translate(request, request_fields(media_type, body))
         parsed = parse_request(body, limits)
+        refusal = admit(request, request.headers.get("x-api-key"), max(1, len(parsed.text)))
+        if refusal is not None:
+            code = "rate_limited" if refusal.status == 429 else "forbidden_key"
+            raise ApiError(refusal.status, code, refusal.message, retry_after_s=refusal.retry_after_s)
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
@@ -317,8 +325,19 @@ def create_app(
                 500, "this model's languages are unknown (its directory has no config.yaml or imported_from.json)"
             )
 
+    def admit(request: Request, key: Any, cost: int) -> Refusal | None:
+        address = request.client.host if request.client else ""
+        return admission.check(key if isinstance(key, str) else None, address, cost)
+
+    def admit_libretranslate(request: Request, fields: dict[str, Any]) -> None:
+        q = fields.get("q")
+        refusal = admit(request, fields.get("api_key"), len(q) if isinstance(q, list) and q else 1)
+        if refusal is not None:
+            raise LibreTranslateError(refusal.status, refusal.message, refusal.retry_after_s)
+
     async def libretranslate_translate(request: Request, fields: dict[str, Any]) -> Response:
         require_languages()
+        admit_libretranslate(request, fields)
         call = parse_translate(fields, limits.max_sentences, limits.max_chars)
         source, detected = call.source, None
         if source == "auto":
@@ -356,7 +375,7 @@ def create_app(
     @app.get("/frontend/settings")
     async def settings() -> JSONResponse:
         require_languages()
-        return JSONResponse(frontend_settings(directions, limits.max_chars))
+        return JSONResponse(frontend_settings(directions, limits.max_chars, admission.keys_required))
 
     @app.post("/detect")
     async def detect(request: Request) -> JSONResponse:
@@ -369,7 +388,9 @@ def create_app(
         except BodyAbandoned:
             metrics.disconnects.labels("body").inc()
             return JSONResponse({"error": "the client left"}, CLIENT_GONE)
-        q = request_fields(media_type, body).get("q")
+        fields = request_fields(media_type, body)
+        admit_libretranslate(request, {"api_key": fields.get("api_key")})
+        q = fields.get("q")
         if not q or not isinstance(q, str):
             raise LibreTranslateError(400, "Invalid request: missing q parameter")
         if len(q) > limits.max_chars:
@@ -434,6 +455,7 @@ def serve(
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
+    admission: Admission | None = None,
 ) -> None:
     """Load the model (or models) and serve until SIGTERM or Ctrl-C (then drain: see connections.py).
 
@@ -455,6 +477,7 @@ def serve(
             batching=batching,
             access=access,
             connections=connections,
+            admission=admission,
         )
     finally:
         sock.close()
@@ -472,6 +495,7 @@ def serve_on(
     batching: BatchingConfig | None,
     access: AccessPolicy | None,
     connections: ConnectionOptions | None,
+    admission: Admission | None = None,
 ) -> None:
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
@@ -510,7 +534,13 @@ def serve_on(
             port,
         )
     app = create_app(
-        translator, limits or ServerLimits(), info=info, batching=batching, access=access, more_models=more_models
+        translator,
+        limits or ServerLimits(),
+        info=info,
+        batching=batching,
+        access=access,
+        more_models=more_models,
+        admission=admission,
     )
     run_app(app, connections or ConnectionOptions(), host=host, port=port, sockets=[sock])
 

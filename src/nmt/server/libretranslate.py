@@ -235,15 +235,15 @@ def translate_answer(call: TranslateCall, results: list[list[Any]], detected: di
     return answer
 
 
-def frontend_settings(directions: Directions, max_chars: int) -> dict[str, Any]:
+def frontend_settings(directions: Directions, max_chars: int, keys: bool = False) -> dict[str, Any]:
     """GET /frontend/settings, as LibreTranslate's page reads it."""
     source = directions.sources[0]
     target = directions.targets(source)[0]
     return {
         "charLimit": max_chars,
         "frontendTimeout": 500,
-        "apiKeys": False,
-        "keyRequired": False,
+        "apiKeys": keys,
+        "keyRequired": keys,
         "suggestions": False,
         "filesTranslation": False,
         "supportedFilesFormat": [],
