@@ -430,3 +430,26 @@ def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, caps
     with pytest.raises(SystemExit) as exit_info:
         main(["translate", "--model", str(nmt_dir), "--input", str(source), "--length-normalization", "mean"])
     assert exit_info.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
+
+
+def test_the_server_routes_each_target_language_of_a_multi_target_model(shapes, corpus):
+    from fastapi.testclient import TestClient
+
+    from nmt.server import ServerLimits, create_app, model_info
+
+    _, nmt_dir = shapes["multi-target (>>xx<< tokens)"]
+    translator = Translator.load(nmt_dir)
+    _, _, test = corpus
+    app = create_app(translator, ServerLimits(), info=model_info(nmt_dir, translator))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        assert client.get("/languages").json()[0] == {"code": "de", "name": "German", "targets": ["en", "fr"]}
+        for language in ("fr", "en"):
+            answer = client.post("/translate", json={"q": test[:3], "source": "de", "target": language}).json()
+            assert answer["translatedText"] == translator.translate(test[:3], target_lang=language)
+        own = client.post("/translate", json={"text": test[:2], "target_lang": "fr"}).json()
+        assert [t["text"] for t in own["translations"]] == translator.translate(test[:2], target_lang="fr")
+        missing = client.post("/translate", json={"text": test[:2]})
+        assert missing.status_code == 422
+        assert (
+            "target_lang is needed: this model translates into several languages (en, fr)" in missing.json()["message"]
+        )

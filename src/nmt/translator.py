@@ -149,15 +149,17 @@ class Translator:
         beam: int | None = None,
         length_penalty: float | None = None,
         sampling: Sampling | None = None,
+        target_lang: str | None = None,
     ) -> list[str]:
         """One translation per input sentence, in order. An empty sentence gives ''.
 
-        beam: search width (1 = greedy); sampling: draw at random instead (see `Sampling`).
+        beam: search width (1 = greedy); sampling: draw at random instead (see `Sampling`);
+        target_lang: a multi-target model's output language for this call (else the chosen one).
         """
-        return [
-            best[0].text
-            for best in self.translate_detailed(texts, beam=beam, length_penalty=length_penalty, sampling=sampling)
-        ]
+        found = self.translate_detailed(
+            texts, beam=beam, length_penalty=length_penalty, sampling=sampling, target_lang=target_lang
+        )
+        return [best[0].text for best in found]
 
     def translate_detailed(
         self,
@@ -168,9 +170,15 @@ class Translator:
         length_penalty: float | None = None,
         return_attention: bool = False,
         sampling: Sampling | None = None,
+        target_lang: str | None = None,
     ) -> list[list[Translation]]:
-        """n-best Translations per sentence (best first), optionally with cross-attention."""
-        encoded = [self.encode_source(t) for t in texts]
+        """n-best Translations per sentence (best first), optionally with cross-attention.
+
+        target_lang: a multi-target model's output language for this call (default: the one chosen
+        with choose_target_language); a ConfigError naming the valid ones for one it lacks."""
+        if target_lang is not None:
+            self.check_target_language(target_lang)
+        encoded = [self.encode_source(t, target_lang) for t in texts]
         ids = [e[0] for e in encoded]
         hyps = self.translate_ids(
             ids,
@@ -198,6 +206,11 @@ class Translator:
         A ConfigError (key target_lang) names the valid languages for none or one this model lacks,
         on a multi-target model; a language given to a model with a single target is refused too.
         """
+        self.check_target_language(language)
+        self.target_lang = language
+
+    def check_target_language(self, language: str | None) -> None:
+        """ConfigError (key target_lang) unless `language` is one this model takes (None: one it needs not)."""
         valid = self.target_languages
         if language is None and valid:
             raise target_lang_error(f"is needed: this model translates into several languages ({', '.join(valid)})")
@@ -205,17 +218,17 @@ class Translator:
             if not valid:
                 raise target_lang_error(f"{language!r} cannot be chosen: this model translates into one language")
             raise target_lang_error(f"must be one of {', '.join(valid)}, got {language!r}")
-        self.target_lang = language
 
     # --- the pieces ----------------------------------------------------------------------------
-    def encode_source(self, text: str) -> tuple[list[int], bool]:
+    def encode_source(self, text: str, target_lang: str | None = None) -> tuple[list[int], bool]:
         """Source ids with the tokenizer's special tokens, cut to max_source_tokens (keeping the end
         token, the last id); and whether it was cut. A multi-target model's sentence starts with the
         chosen target language's token; without one chosen, it is refused, naming the languages."""
         if self.target_languages:
-            if self.target_lang is None:
-                self.choose_target_language(None)  # raises, naming the languages
-            text = f">>{self.target_lang}<< {text}"
+            language = target_lang or self.target_lang
+            if language is None:
+                self.check_target_language(None)  # raises, naming the languages
+            text = f">>{language}<< {text}"
         ids = self.src_tokenizer.encode(text)
         if len(ids) <= self.max_source_tokens:
             return ids, False

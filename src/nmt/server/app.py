@@ -104,6 +104,8 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "length_penalty": translator.decode.length_penalty,
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
+        # a multi-target model: the languages of its >>xx<< tokens, each a direction of its own
+        "target_langs": list(getattr(translator, "target_languages", [])),
         "device": str(translator.device),
     }
 
@@ -292,11 +294,21 @@ def create_app(
                 "attention_unavailable",
                 f'this server\'s engine ({engine_name}) does not return attention weights; leave out "attention"',
             )
+        check_target = getattr(translator, "check_target_language", None)
+        if check_target is not None:  # before the queue: in the worker it would be a 500
+            try:
+                check_target(parsed.target_lang)
+            except ValueError as err:
+                raise ApiError(422, "invalid_request", str(err)) from None
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
         try:
             future = queue.submit(
-                parsed.text, beam=beam, attention=parsed.attention, deadline=time.monotonic() + limits.deadline_s
+                parsed.text,
+                beam=beam,
+                attention=parsed.attention,
+                deadline=time.monotonic() + limits.deadline_s,
+                target_lang=parsed.target_lang,
             )
         except Overloaded as err:
             raise ApiError(
@@ -346,7 +358,7 @@ def create_app(
                 raise LibreTranslateError(400, "Cannot detect the language of the text: give source")
             source, detected = found[0]["language"], found[0]
         directions.check(source, call.target)
-        chosen = route[(source, call.target)]
+        chosen, target_lang = route[(source, call.target)]
         its_queue, its_beam = queues[chosen], min(models[chosen][0].decode.beam, limits.max_beam)
         if not its_queue.running:
             raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
@@ -357,6 +369,7 @@ def create_app(
                 beam=max(its_beam, n_best),
                 n_best=n_best,
                 deadline=time.monotonic() + limits.deadline_s,
+                target_lang=target_lang,
             )
             results = await wait_for_answer(request, future, its_queue, limits.deadline_s)
         except Overloaded as err:
@@ -403,21 +416,25 @@ def create_app(
     return app
 
 
-def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
-    """(source, target) -> which model translates it; a model of unknown languages serves nmt's API only.
+def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, str | None]]:
+    """(source, target) -> (which model translates it, the target language to ask a multi-target model
+    for, else None); a model of unknown languages serves nmt's API only.
 
     Two models for one direction are refused: the server could not say which one answers."""
-    routes: dict[tuple[str, str], int] = {}
+    routes: dict[tuple[str, str], tuple[int, str | None]] = {}
     for index, info in enumerate(infos):
-        pair = (info.get("src_lang"), info.get("tgt_lang"))
-        if not all(pair):
-            continue
-        if pair in routes:
-            raise ValueError(
-                f"{infos[routes[pair]]['model']} and {info['model']} both translate {pair[0]} -> {pair[1]}: "
-                "serve one model per direction"
-            )
-        routes[pair] = index
+        several = info.get("target_langs") or []
+        targets = [(t, t) for t in several] if several else [(info.get("tgt_lang"), None)]
+        for target, asked in targets:
+            pair = (info.get("src_lang"), target)
+            if not all(pair):
+                continue
+            if pair in routes:
+                raise ValueError(
+                    f"{infos[routes[pair][0]]['model']} and {info['model']} both translate {pair[0]} -> "
+                    f"{pair[1]}: serve one model per direction"
+                )
+            routes[pair] = (index, asked)
     return routes
 
 

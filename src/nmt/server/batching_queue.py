@@ -82,13 +82,14 @@ class Job:
     attention: bool
     deadline: float = math.inf  # time.monotonic() after which the request is not worth translating
     n_best: int = 1  # translations wanted per sentence (LibreTranslate's alternatives + 1)
+    target_lang: str | None = None  # a multi-target model's output language
     future: Future[list[list[Translation]]] = field(default_factory=Future)
     queued: bool = True  # still counted in the pending sentences (guarded by the queue's lock)
 
     @property
-    def key(self) -> tuple[int, bool, int]:
+    def key(self) -> tuple[int, bool, int, str | None]:
         """Requests with the same key can share one call to the translator."""
-        return self.beam, self.attention, self.n_best
+        return self.beam, self.attention, self.n_best, self.target_lang
 
 
 @dataclass
@@ -184,6 +185,7 @@ class BatchingQueue:
         attention: bool = False,
         deadline: float = math.inf,
         n_best: int = 1,
+        target_lang: str | None = None,
     ) -> Future[list[list[Translation]]]:
         """Queue sentences for translation; the future resolves to one n-best list per sentence.
 
@@ -193,7 +195,7 @@ class BatchingQueue:
         Cancelling the future before the worker takes the request drops it (the client went away);
         after that, the batch runs to the end regardless and the result is simply not read.
         """
-        job = Job(list(texts), beam, attention, deadline, n_best=n_best)
+        job = Job(list(texts), beam, attention, deadline, n_best=n_best, target_lang=target_lang)
         with self._lock:
             if not self._accepting:
                 job.future.set_exception(ShuttingDown("the translation worker is not running"))
@@ -295,8 +297,10 @@ class BatchingQueue:
         always fails cannot turn batching off for everyone else, as retrying one by one would.
         """
         texts = [text for job in jobs for text in job.texts]
-        beam, attention, n_best = jobs[0].key
-        more = {"n_best": n_best} if n_best > 1 else {}  # only asked of translators when wanted
+        beam, attention, n_best, target_lang = jobs[0].key
+        more: dict = {"n_best": n_best} if n_best > 1 else {}  # only asked of translators when wanted
+        if target_lang is not None:
+            more["target_lang"] = target_lang
         self.stats.calls += 1
         start = time.perf_counter()
         try:

@@ -30,6 +30,7 @@ class TranslateRequest(BaseModel):
     text: list[str]
     beam: int | None = None  # default: the model's decode.beam (capped at max_beam)
     attention: bool = False
+    target_lang: str | None = None  # a multi-target model's output language (one of its >>xx<< tokens)
 
 
 class ApiError(Exception):
@@ -117,7 +118,9 @@ def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
     except ValidationError as err:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors())
         raise ApiError(
-            422, "invalid_request", f'expected {{"text": [str, ...], "beam": int, "attention": bool}}: {problems}'
+            422,
+            "invalid_request",
+            f'expected {{"text": [str, ...], "beam": int, "attention": bool, "target_lang": str}}: {problems}',
         ) from None
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body nests too deeply") from None
