@@ -125,6 +125,7 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=200)
     parser.add_argument("--max-new", type=int, default=48, help="the output cap, the same for every engine")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--beams", default="1,5", help="comma-separated beam sizes to time (default 1,5)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     import ctranslate2
@@ -157,7 +158,8 @@ def main() -> None:
         def ct2_setting(compute_type: str):
             return ctranslate2.Translator(str(converted), compute_type=compute_type, inter_threads=os.cpu_count())
 
-        for beam in (1, 5):
+        beams = [int(b) for b in args.beams.split(",")]
+        for beam in beams:
             timings, outputs = {}, {}
             hf_translate, hf_out = run_transformers(hf_dir, sources, beam, args.max_new)
             settings = {
@@ -205,7 +207,7 @@ def main() -> None:
         return
     print(f"{results['sentences']} sentences, {results['max_new']} tokens each, {results['cpu']} cores")
     print(f"import: {results['import']['seconds']} s, peak RSS {results['import']['peak_rss_mib']} MiB")
-    for beam in (1, 5):
+    for beam in beams:
         print(f"\nbeam {beam}: setting | s | sentences/s | x transformers | outputs equal to transformers'")
         for name, row in results[f"beam {beam}"].items():
             print(

@@ -405,7 +405,9 @@ def load_or_train_tokenizers(
     if has_tokenizers(directory):
         src, tgt = load_tokenizers(directory)
         log.info("loaded tokenizers from %s (vocab %d/%d)", directory, src.vocab_size, tgt.vocab_size)
-        if (src is tgt) != config.joint or src.kind != config.kind:
+        if src.kind == "sentencepiece":  # an imported model's own tokenizers: config.tokenizer describes nmt's
+            log.info("the tokenizers are the imported model's SentencePiece models; tokenizer.* does not apply")
+        elif (src is tgt) != config.joint or src.kind != config.kind:
             log.warning(
                 "tokenizers in %s (kind=%s, joint=%s) differ from the config (kind=%s, joint=%s); "
                 "using the files: delete them to retrain",
