@@ -228,3 +228,52 @@ def test_nmt_serve_takes_several_models_and_refuses_a_direction_twice(tiny_model
     monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
     assert main(["serve", "--model", str(tiny_model_dir), "--model", str(twin), "--port", "0"]) == 2
     assert "both translate de -> en: serve one model per direction" in capsys.readouterr().err
+
+
+# --- files ---------------------------------------------------------------------------------------------------
+def test_a_text_file_comes_back_translated_line_by_line_with_its_blank_lines(echo):
+    _, client = echo
+    document = "Erste Zeile.\n\nZweite Zeile.\n  \nDritte.\n"
+    sent = client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en"},
+        files={"file": ("brief.txt", document.encode(), "text/plain")},
+    )
+    assert sent.status_code == 200, sent.json()
+    url = sent.json()["translatedFileUrl"]
+    assert re.fullmatch(r"http://127\.0\.0\.1/download_file/[0-9a-f]{32}_en\.txt", url)
+    fetched = client.get(url.removeprefix("http://127.0.0.1"))
+    assert fetched.status_code == 200 and 'filename="translated_en.txt"' in fetched.headers["content-disposition"]
+    assert fetched.text == "Erste Zeile.|0\n\nZweite Zeile.|0\n  \nDritte.|0\n"
+    assert client.get(url.removeprefix("http://127.0.0.1")).status_code == 404  # fetched once
+
+
+@pytest.mark.parametrize(
+    ("files", "data", "message"),
+    [
+        (
+            {"file": ("a.pdf", b"%PDF", "application/pdf")},
+            {"source": "de", "target": "en"},
+            "file format not supported",
+        ),
+        (
+            {"file": ("a.txt", b"\xff\xfe\x00", "text/plain")},
+            {"source": "de", "target": "en"},
+            "a.txt is not UTF-8 text",
+        ),
+        ({"file": ("a.txt", b"Hallo", "text/plain")}, {"target": "en"}, "missing source parameter"),
+        ({"other": ("a.txt", b"Hallo", "text/plain")}, {"source": "de", "target": "en"}, "missing file parameter"),
+        ({"file": ("a.txt", b"x" * 41, "text/plain")}, {"source": "de", "target": "en"}, r"request \(41\) exceeds"),
+        ({"file": ("a.txt", b"Hallo", "text/plain")}, {"source": "de", "target": "fr"}, "fr is not supported"),
+    ],
+)
+def test_bad_files_get_libretranslate_s_400(echo, files, data, message):
+    _, client = echo
+    answer = client.post("/translate_file", data=data, files=files)
+    assert answer.status_code == 400 and re.search(message, answer.json()["error"]), answer.json()
+
+
+def test_download_names_are_checked(echo):
+    _, client = echo
+    assert client.get("/download_file/..%2f..%2fetc%2fpasswd").status_code in (400, 404)
+    assert client.get("/download_file/notes.txt").json() == {"error": "Invalid filename"}

@@ -31,9 +31,12 @@ import asyncio
 import dataclasses
 import json
 import logging
+import shutil
 import socket
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
@@ -55,9 +58,12 @@ from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Ove
 from .connections import CloseWhenDraining, ConnectionOptions, DrainingServer, listening_socket, uvicorn_config
 from .keys import Admission, Refusal
 from .libretranslate import (
+    DOWNLOAD_NAME,
     Directions,
     LanguageDetector,
     LibreTranslateError,
+    file_lines,
+    form_parts,
     frontend_settings,
     is_libretranslate_body,
     parse_translate,
@@ -77,6 +83,7 @@ from .requests import (
 from .settings import DEFAULT_HOST, DEFAULT_PORT
 
 log = logging.getLogger(__name__)
+MAX_DOWNLOADS = 100  # translated files waiting to be fetched, at most (the oldest make room)
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
 
@@ -207,6 +214,7 @@ def create_app(
         yield
         # stop() joins the worker, which may be mid-batch: wait in a thread, not on the event loop
         await asyncio.gather(*(asyncio.to_thread(each.stop) for each in queues))
+        shutil.rmtree(downloads, ignore_errors=True)  # translated files nobody fetched
 
     app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.queue, app.state.metrics = queue, metrics  # for serve(), the tests and anyone embedding the app
@@ -347,39 +355,110 @@ def create_app(
         if refusal is not None:
             raise LibreTranslateError(refusal.status, refusal.message, refusal.retry_after_s)
 
-    async def libretranslate_translate(request: Request, fields: dict[str, Any]) -> Response:
-        require_languages()
-        admit_libretranslate(request, fields)
-        call = parse_translate(fields, limits.max_sentences, limits.max_chars)
-        source, detected = call.source, None
-        if source == "auto":
-            found = detector.detect(" ".join(call.texts))
-            if not found:
-                raise LibreTranslateError(400, "Cannot detect the language of the text: give source")
-            source, detected = found[0]["language"], found[0]
-        directions.check(source, call.target)
-        chosen, target_lang = route[(source, call.target)]
+    def resolve_source(source: str, texts: list[str]) -> tuple[str, dict | None]:
+        """(source language, the detected-language answer where source was "auto")."""
+        if source != "auto":
+            return source, None
+        found = detector.detect(" ".join(texts))
+        if not found:
+            raise LibreTranslateError(400, "Cannot detect the language of the text: give source")
+        return found[0]["language"], found[0]
+
+    async def translate_via_route(
+        request: Request, source: str, target: str, texts: list[str], n_best: int = 1
+    ) -> list[list[Translation]] | None:
+        """The n-best of each text from the model that serves source -> target (None: the client left)."""
+        directions.check(source, target)
+        chosen, target_lang = route[(source, target)]
         its_queue, its_beam = queues[chosen], min(models[chosen][0].decode.beam, limits.max_beam)
         if not its_queue.running:
             raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
-        n_best = call.alternatives + 1
         try:
             future = its_queue.submit(
-                call.texts,
+                texts,
                 beam=max(its_beam, n_best),
                 n_best=n_best,
                 deadline=time.monotonic() + limits.deadline_s,
                 target_lang=target_lang,
             )
-            results = await wait_for_answer(request, future, its_queue, limits.deadline_s)
+            return await wait_for_answer(request, future, its_queue, limits.deadline_s)
         except Overloaded as err:
             raise LibreTranslateError(503, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
         except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
             raise LibreTranslateError(err.status, err.message, err.retry_after_s) from None
+
+    def client_left() -> JSONResponse:
+        metrics.disconnects.labels("answer").inc()
+        return JSONResponse({"error": "the client left"}, CLIENT_GONE)
+
+    async def libretranslate_translate(request: Request, fields: dict[str, Any]) -> Response:
+        require_languages()
+        admit_libretranslate(request, fields)
+        call = parse_translate(fields, limits.max_sentences, limits.max_chars)
+        source, detected = resolve_source(call.source, call.texts)
+        results = await translate_via_route(request, source, call.target, call.texts, call.alternatives + 1)
         if results is None:
-            metrics.disconnects.labels("answer").inc()
-            return JSONResponse({"error": "the client left"}, CLIENT_GONE)
+            return client_left()
         return JSONResponse(translate_answer(call, results, detected))
+
+    downloads = Path(tempfile.mkdtemp(prefix="nmt-files-"))  # translated files until fetched (or the app ends)
+
+    @app.post("/translate_file")
+    async def translate_file(request: Request) -> Response:
+        require_languages()
+        content_type = request.headers.get("content-type", "")
+        if content_type.split(";")[0].strip().lower() != "multipart/form-data":
+            raise LibreTranslateError(400, "Invalid request: send the file as multipart/form-data")
+        try:
+            body = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
+        except BodyAbandoned:
+            metrics.disconnects.labels("body").inc()
+            return JSONResponse({"error": "the client left"}, CLIENT_GONE)
+        fields, upload = form_parts(content_type, body)
+        admit_libretranslate(request, {"api_key": fields.get("api_key")})
+        for name in ("source", "target"):
+            if not fields.get(name):
+                raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
+        _, lines = file_lines(upload)
+        for line in lines:
+            if len(line) > limits.max_chars:
+                raise LibreTranslateError(
+                    400, f"Invalid request: request ({len(line)}) exceeds text limit ({limits.max_chars})"
+                )
+        texts = [line for line in lines if line.strip()]  # blank lines stay blank, untranslated
+        source, _ = resolve_source(fields["source"].lower(), texts[:50])
+        target = fields["target"].lower()
+        translated: list[str] = []
+        for start in range(0, len(texts), limits.max_sentences):  # the queue's request size, one after another
+            results = await translate_via_route(request, source, target, texts[start : start + limits.max_sentences])
+            if results is None:
+                return client_left()
+            translated += [best[0].text for best in results]
+        answers = iter(translated)
+        out = "\n".join(next(answers) if line.strip() else line for line in lines) + "\n"
+        name = f"{uuid.uuid4().hex}_{target}.txt"
+        kept = sorted(downloads.iterdir(), key=lambda p: p.stat().st_mtime)
+        for old in kept[: max(0, len(kept) - MAX_DOWNLOADS + 1)]:  # unfetched files: the oldest go first
+            old.unlink(missing_ok=True)
+        downloads.mkdir(exist_ok=True)  # an app run again after its lifespan ended
+        (downloads / name).write_text(out, encoding="utf-8")
+        return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
+
+    @app.get("/download_file/{name}")
+    async def download_file(name: str) -> Response:
+        path = downloads / name
+        if not DOWNLOAD_NAME.fullmatch(name):
+            raise LibreTranslateError(400, "Invalid filename")
+        if not path.is_file():
+            raise LibreTranslateError(404, "no such file: it was fetched already, or the server restarted")
+        content = path.read_bytes()
+        path.unlink(missing_ok=True)  # fetched once: the server keeps no one's documents
+        filename = name.split("_", 1)[1]
+        return Response(
+            content,
+            media_type="text/plain; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="translated_{filename}"'},
+        )
 
     @app.api_route("/languages", methods=["GET"])
     async def languages() -> JSONResponse:

@@ -10,6 +10,8 @@ This module answers as its documentation and source specify, so those work again
     POST /detect            q -> [{"confidence": 0-100, "language": code}, ...] best first
     GET  /languages         [{"code", "name", "targets": [...]}, ...]
     GET  /frontend/settings the settings LibreTranslate's web page reads
+    POST /translate_file    a multipart form: file (.txt), source, target, api_key
+                            -> {"translatedFileUrl": ".../download_file/NAME"}, fetched once with GET
 
 POST /translate shares its path with nmt's own API: a form body, or a JSON body with "q", is
 LibreTranslate's; a JSON body with "text" is nmt's. Errors are LibreTranslate's, `{"error": TEXT}`
@@ -20,8 +22,11 @@ translates from or to, so it never answers a language nothing here can translate
 
 from __future__ import annotations
 
+import email.parser
+import email.policy
 import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -235,6 +240,50 @@ def translate_answer(call: TranslateCall, results: list[list[Any]], detected: di
     return answer
 
 
+FILE_FORMATS = (".txt",)  # what /translate_file takes (HTML comes with nmt's HTML translation)
+DOWNLOAD_NAME = re.compile(r"[0-9a-f]{32}_[a-z]{2,3}(-[A-Za-z]+)?\.txt")  # what /translate_file writes
+
+
+def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, bytes] | None]:
+    """A multipart/form-data body -> (text fields, (file name, file bytes) or None), by the
+    standard library's MIME parser; LibreTranslate's 400s for what is missing or malformed."""
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
+    )
+    if not message.is_multipart():
+        raise LibreTranslateError(400, "Invalid request: send the file as multipart/form-data")
+    fields, upload = {}, None
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True) or b""
+        if name == "file":
+            upload = (part.get_filename() or "", payload)
+        elif name:
+            try:
+                fields[name] = payload.decode("utf-8")
+            except UnicodeDecodeError:
+                raise LibreTranslateError(400, f"Invalid request: field {name} is not UTF-8") from None
+    return fields, upload
+
+
+def file_lines(upload: tuple[str, bytes] | None) -> tuple[str, list[str]]:
+    """(extension, lines) of an uploaded text file; LibreTranslate's 400s for a missing, empty or
+    unsupported one, and one for a file that is not UTF-8 text."""
+    if upload is None:
+        raise LibreTranslateError(400, "Invalid request: missing file parameter")
+    name, data = upload
+    if not name:
+        raise LibreTranslateError(400, "Invalid request: empty file")
+    extension = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if extension not in FILE_FORMATS:
+        raise LibreTranslateError(400, "Invalid request: file format not supported")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise LibreTranslateError(400, f"Invalid request: {name} is not UTF-8 text (byte {err.start})") from None
+    return extension, text.splitlines()
+
+
 def frontend_settings(directions: Directions, max_chars: int, keys: bool = False) -> dict[str, Any]:
     """GET /frontend/settings, as LibreTranslate's page reads it."""
     source = directions.sources[0]
@@ -245,8 +294,8 @@ def frontend_settings(directions: Directions, max_chars: int, keys: bool = False
         "apiKeys": keys,
         "keyRequired": keys,
         "suggestions": False,
-        "filesTranslation": False,
-        "supportedFilesFormat": [],
+        "filesTranslation": True,
+        "supportedFilesFormat": list(FILE_FORMATS),
         "language": {
             "source": {"code": "auto", "name": "Auto Detect"},
             "target": {"code": target, "name": language_name(target)},
