@@ -134,6 +134,15 @@ def test_bad_requests_get_libretranslate_s_400(echo, body, message):
         assert response.status_code == 400 and re.search(message, response.json()["error"]), response.json()
 
 
+def test_a_form_post_from_another_site_is_refused(echo):
+    """Form bodies need no CORS preflight, so the Origin check is what keeps other sites' pages out."""
+    _, client = echo
+    ask = {"q": "a", "source": "de", "target": "en"}
+    assert client.post("/translate", data=ask, headers={"Origin": "https://evil.example"}).status_code == 403
+    assert client.post("/detect", data={"q": "a"}, headers={"Origin": "https://evil.example"}).status_code == 403
+    assert client.post("/translate", data=ask, headers={"Origin": "http://127.0.0.1"}).status_code == 200
+
+
 def test_nmt_s_own_api_shares_the_path(echo):
     _, client = echo
     answer = client.post("/translate", json={"text": ["a"]}).json()

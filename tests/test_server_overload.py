@@ -28,6 +28,15 @@ def wait_until(condition, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def answers_health(url: str) -> bool:
+    """Whether the server answers /health with 200 yet: it prints its port once bound, and starts
+    listening a moment later, so a refused connection means "not yet", not a failure."""
+    try:
+        return httpx.get(f"{url}/health", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
 def held(stub: EchoTranslator, app) -> None:
     """Put one request in the model's hands (held at the stub's gate) and wait until it is there."""
     app.state.queue.submit(["in the model"], beam=1)
@@ -94,6 +103,30 @@ def test_a_full_queue_answers_503_with_retry_after():
         assert [w.result().status_code for w in waiting] == [200, 200]
 
 
+def test_libretranslate_s_requests_get_the_same_503s_in_its_shape():
+    """The queue's bound and the deadline hold on LibreTranslate's /translate too."""
+    stub = EchoTranslator()
+    stub.gate.clear()
+    batching = BatchingConfig(window_ms=0, max_pending_sentences=2)
+    app = create_app(stub, ServerLimits(deadline_s=1.0), info=INFO, batching=batching)
+    ask = {"source": "de", "target": "en"}
+    with serve_in_thread(app) as url, ThreadPoolExecutor(2) as pool:
+        held(stub, app)
+        waiting = [
+            pool.submit(httpx.post, f"{url}/translate", data={"q": f"w{i}", **ask}, timeout=10) for i in range(2)
+        ]
+        wait_until(lambda: app.state.queue.pending_sentences == 2)
+        refused = httpx.post(f"{url}/translate", data={"q": "one too many", **ask}, timeout=10)
+        assert refused.status_code == 503 and int(refused.headers["Retry-After"]) >= 1
+        assert refused.json()["error"].startswith("Slowdown: the server is busy")
+        late = [w.result() for w in waiting]  # held past their deadline: 503, dropped
+        assert [r.status_code for r in late] == [503, 503] and all("deadline" in r.json()["error"] for r in late)
+        assert all("Retry-After" in r.headers for r in late)
+        stub.gate.set()
+        ok = httpx.post(f"{url}/translate", data={"q": "on time", **ask}, timeout=10)
+        assert ok.json() == {"translatedText": "on time|5"}  # the model's default beam
+
+
 def test_past_the_deadline_the_client_gets_503_and_the_work_is_dropped():
     stub = EchoTranslator()
     stub.gate.clear()
@@ -145,19 +178,21 @@ class Slow:
 sock = socket.socket()
 sock.bind(("127.0.0.1", 0))
 print(sock.getsockname()[1], flush=True)
-app = create_app(Slow(), ServerLimits(), info={}, batching=BatchingConfig(window_ms=500, max_sentences=2))
+info = {"model": "slow", "src_lang": "de", "tgt_lang": "en"}
+app = create_app(Slow(), ServerLimits(), info=info, batching=BatchingConfig(window_ms=500, max_sentences=2))
 run_app(app, ConnectionOptions(graceful_timeout_s=float(sys.argv[2])), sockets=[sock], log_level="warning")
 """
 
 
 @pytest.mark.parametrize(
-    "model_seconds, grace_s, in_hand_status",
+    "model_seconds, grace_s, in_hand_status, api",
     [
-        (1.0, 5, 200),  # the batch in hand finishes within the grace period: answered
-        (3.0, 0.5, 503),  # it does not: its clients are told at the end of the grace period
+        (1.0, 5, 200, "nmt"),  # the batch in hand finishes within the grace period: answered
+        (3.0, 0.5, 503, "nmt"),  # it does not: its clients are told at the end of the grace period
+        (1.0, 5, 200, "libretranslate"),  # the same on LibreTranslate's API
     ],
 )
-def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_hand_status):
+def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_hand_status, api):
     server = subprocess.Popen(
         [sys.executable, "-c", SLOW_SERVER, str(model_seconds), str(grace_s)],
         stdout=subprocess.PIPE,
@@ -166,11 +201,13 @@ def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_
     )
     try:
         url = f"http://127.0.0.1:{server.stdout.readline().strip()}"
-        wait_until(lambda: httpx.get(f"{url}/health", timeout=1).status_code == 200, timeout=60)
+        wait_until(lambda: answers_health(url), timeout=60)
         with ThreadPoolExecutor(6) as pool:
-            answers = [
-                pool.submit(httpx.post, f"{url}/translate", json={"text": [f"s{i}"]}, timeout=30) for i in range(6)
-            ]
+            if api == "nmt":
+                bodies = [{"json": {"text": [f"s{i}"]}} for i in range(6)]
+            else:
+                bodies = [{"data": {"q": f"s{i}", "source": "de", "target": "en"}} for i in range(6)]
+            answers = [pool.submit(httpx.post, f"{url}/translate", timeout=30, **body) for body in bodies]
             wait_until(lambda: httpx.get(f"{url}/health").json()["batching"]["pending_sentences"] == 4)
             start = time.monotonic()
             server.send_signal(signal.SIGTERM)
@@ -179,7 +216,8 @@ def test_sigterm_answers_everyone_and_exits_promptly(model_seconds, grace_s, in_
             responses = [a.result() for a in answers]
         statuses = sorted(r.status_code for r in responses)
         assert statuses == sorted([in_hand_status] * 2 + [503] * 4)
-        assert {r.json().get("error") for r in responses if r.status_code == 503} == {"shutting_down"}
+        errors = {r.json().get("error") for r in responses if r.status_code == 503}
+        assert errors == ({"shutting_down"} if api == "nmt" else {"the server is shutting down"}), errors
         assert took < min(grace_s, model_seconds) + model_seconds + 4  # slack for a busy machine
         assert server.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has shut down
         with pytest.raises(httpx.TransportError):
