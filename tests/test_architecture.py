@@ -20,14 +20,24 @@ ALLOWED = {
     "evaluation": set(),
     # Inference knows the model, the searches and the files of a model directory, never the
     # Translator, the CLI or the server that use it (its own modules' rules: INFERENCE below).
-    "inference": {"checkpoint", "config", "config_checks", "decoding", "inference", "model", "model_dir", "tokenizer"},
+    "inference": {
+        "checkpoint",
+        "config",
+        "config_checks",
+        "decoding",
+        "files",
+        "inference",
+        "model",
+        "model_dir",
+        "tokenizer",
+    },
     "translator": {"config", "config_checks", "decoding", "inference", "model", "model_dir", "tokenizer"},
     "translation_io": {"inference", "translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
     "tuning": {"config", "evaluation", "inference", "model_dir", "translator"},
     "plots": {"model", "model_dir", "tokenizer", "translator"},
     # Models of other toolkits, read into (and written from) nmt's model and tokenizers.
-    "pretrained": {"checkpoint", "model", "model_dir", "sentencepiece_tokenizer", "tokenizer"},
+    "pretrained": {"checkpoint", "files", "model", "model_dir", "sentencepiece_tokenizer", "tokenizer"},
     # Training uses the library; only the CLI uses training.
     "training": {
         "checkpoint",

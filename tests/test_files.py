@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from nmt.files import atomic_write, atomic_write_text, remove_stale_temp_files, temp_path_for
+from nmt.files import atomic_write, atomic_write_text, remove_stale_temp_files, staged_directory, temp_path_for
 
 
 def test_atomic_write_replaces_whole_file(tmp_path):
@@ -53,3 +53,21 @@ def test_a_writer_failing_in_its_own_words_is_an_oserror_naming_the_file(tmp_pat
     with pytest.raises(OSError, match=r"cannot write .*state\.pt: \[enforce fail.*file write failed$"):
         atomic_write(tmp_path / "state.pt", torch_on_a_full_disk)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_staged_directory_appears_whole_or_not_at_all(tmp_path):
+    out = tmp_path / "sub" / "out"
+    with staged_directory(out) as staging:
+        (staging / "a.txt").write_text("a")
+        assert not out.exists()  # nothing there until the block ends
+    assert (out / "a.txt").read_text() == "a"
+
+    failed = tmp_path / "failed"
+    with pytest.raises(RuntimeError), staged_directory(failed) as staging:
+        (staging / "half.txt").write_text("half")
+        raise RuntimeError("the writer fell over")
+    assert not failed.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["sub"]  # no staging left
+
+    with staged_directory(out, replace=True) as staging:
+        (staging / "b.txt").write_text("b")
+    assert [p.name for p in out.iterdir()] == ["b.txt"]

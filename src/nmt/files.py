@@ -17,7 +17,8 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _TEMP_NAME = re.compile(r"^\..+\.(?P<host>[^.]*)-(?P<pid>\d+)\.[^.]+\.tmp$")
@@ -76,6 +77,24 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+@contextmanager
+def staged_directory(out_dir: str | Path, *, replace: bool = False) -> Iterator[Path]:
+    """A directory written beside `out_dir` and renamed to it when the block ends without error, so
+    `out_dir` appears whole or not at all; a failure removes what was written. With `replace`, an
+    existing `out_dir` is removed just before the rename (the caller decides when that is allowed)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        yield staging
+        if replace and out_dir.exists():
+            shutil.rmtree(out_dir)
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

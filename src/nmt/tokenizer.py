@@ -144,6 +144,7 @@ class SubwordTokenizer:
 
     # The special ids, the same for every tokenizer nmt trains (an imported model's have their own).
     pad_id, unk_id, start_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
+    target_languages: tuple[str, ...] = ()  # one target: only an imported multi-target model lists some
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         """Wrap a trained HF tokenizer; its special tokens must have the fixed ids."""

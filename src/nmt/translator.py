@@ -198,7 +198,7 @@ class Translator:
     @property
     def target_languages(self) -> list[str]:
         """The languages a multi-target model translates into; empty for a model with one target."""
-        return getattr(self.src_tokenizer, "target_languages", [])
+        return list(self.src_tokenizer.target_languages)
 
     def choose_target_language(self, language: str | None) -> None:
         """Translate into `language` from now on: its >>xx<< token starts every source sentence.

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from ..checkpoint import load_model_dir
+from ..files import staged_directory
 from ..model import Transformer
 from ..model.embedding import sinusoidal_encoding
 from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config
@@ -171,21 +171,12 @@ def export_ctranslate2(
     spec = ctranslate2_spec(model, src_tok, tgt_tok)
     spec.validate()
     spec.optimize(quantization=quantization)
-    # Written beside the target, then renamed: a failed export never leaves half a directory.
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with staged_directory(out_dir, replace=True) as staging:  # a failed export leaves no half directory
         spec.save(str(staging))
         save_tokenizers(src_tok, tgt_tok, staging)
         for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)
     return out_dir
 

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..checkpoint import apply_weights, save_model_dir
+from ..files import staged_directory
 from ..model import ModelConfig, Transformer
 from ..model.embedding import sinusoidal_encoding
 from ..model_dir import IMPORTED_FROM
@@ -215,12 +214,10 @@ def nmt_state(tensors: dict[str, torch.Tensor], config: ModelConfig, path: Path)
             state[f"{ours}.in_proj.{kind}"] = torch.cat([get(f"{theirs}.{p}_proj.{kind}") for p in "qkv"])
     # A tied matrix is saved once, under any of its names; nmt's tied names all get it.
     target = get("model.decoder.embed_tokens.weight", "model.shared.weight", "lm_head.weight")
-    state["tgt_embed.weight"] = state["output.weight"] = target
-    state["src_embed.weight"] = target
-    if config.sharing != "all":
-        state["src_embed.weight"] = get("model.encoder.embed_tokens.weight", "model.shared.weight")
-    if config.sharing == "none":
-        state["output.weight"] = get("lm_head.weight")
+    state["tgt_embed.weight"] = target
+    source = target if config.sharing == "all" else get("model.encoder.embed_tokens.weight", "model.shared.weight")
+    state["src_embed.weight"] = source
+    state["output.weight"] = get("lm_head.weight") if config.sharing == "none" else target
     bias = tensors.get("final_logits_bias")  # a buffer: older saves may leave it out (zeros)
     state["output.bias"] = bias.float().reshape(-1) if bias is not None else torch.zeros(config.tgt_vocab_size)
     check_positions(tensors, config, path)
@@ -339,15 +336,9 @@ def import_marian(directory: str | Path, out_dir: str | Path) -> Path:
     if out_dir.exists():
         raise FileExistsError(f"--out {out_dir} already exists: choose a new directory")
     model, src_tok, tgt_tok, origin = read_marian(directory)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with staged_directory(out_dir) as staging:
         save_model_dir(model, staging)
         save_sentencepiece_tokenizers(src_tok, tgt_tok, staging)
         (staging / IMPORTED_FROM).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     log.info("imported %s into %s", directory, out_dir)
     return out_dir

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from ..checkpoint import load_model_dir
+from ..files import staged_directory
 from ..model import Transformer
 from ..model.embedding import sinusoidal_encoding
 from ..model_dir import IMPORTED_FROM
@@ -112,9 +111,7 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
     max_positions = origin.get("max_position_embeddings") or DEFAULT_MAX_POSITIONS
     from safetensors.torch import save_file  # noqa: PLC0415
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with staged_directory(out_dir) as staging:
         save_file(marian_state(model, max_positions), str(staging / SAFETENSORS), metadata={"format": "pt"})
         (staging / CONFIG).write_text(json.dumps(marian_config(model, max_positions), indent=2) + "\n")
         save_sentencepiece_tokenizers(src_tok, tgt_tok, staging)
@@ -131,9 +128,5 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
         }
         (staging / TOKENIZER_CONFIG).write_text(json.dumps(tokenizer_config, indent=2) + "\n")
         (staging / SETTINGS_FILE).unlink()  # nmt's own marker: not part of the Hugging Face layout
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     log.info("exported %s to %s (Hugging Face MarianMTModel)", model_dir, out_dir)
     return out_dir
