@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import DecodeConfig, ExperimentConfig, load_config
+from .text_form import TextForm
 from .tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
 
 RUN_CONFIG = "config.yaml"
@@ -67,6 +68,23 @@ def read_decode_config(model_dir: str | Path) -> DecodeConfig:
         except (ValueError, TypeError, AttributeError) as err:  # JSON, unknown keys, bad values
             raise ValueError(f"{origin}: not a readable decode section ({err})") from None
     return DecodeConfig()
+
+
+def read_text_form(model_dir: str | Path) -> TextForm | None:
+    """The written form of the corpus a model was trained on, where it is not running text (a
+    tokenised, lower-cased corpus such as ted_hrlr); None for running text, or an imported model."""
+    from .data.registry import get_corpus
+
+    config = read_run_config(model_dir)
+    if config is None or config.data.corpus is None:
+        return None
+    try:
+        corpus = get_corpus(config.data.corpus)
+    except (KeyError, ValueError):  # a corpus this version no longer knows: no form to restore
+        return None
+    if not corpus.pretokenized:
+        return None
+    return TextForm(src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang)
 
 
 def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:

@@ -43,8 +43,11 @@ def translate_stream(
     sampling: Sampling | None = None,
     name: str = "<stdin>",
     chunk_lines: int = CHUNK_LINES,
+    pretokenized: bool = False,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of lines written.
+
+    pretokenized: the lines are in the form of the model's tokenised corpus (see Translator.translate).
 
     With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
@@ -60,7 +63,7 @@ def translate_stream(
         if sampling is not None and sampling.seed is not None:
             chunk_sampling = dataclasses.replace(sampling, seed=sampling.seed + index)
         results = translator.translate_detailed(
-            list(texts), beam=beam, length_penalty=length_penalty, sampling=chunk_sampling
+            list(texts), beam=beam, length_penalty=length_penalty, sampling=chunk_sampling, pretokenized=pretokenized
         )
         for number, best in zip(numbers, results, strict=True):
             if best[0].truncated:
@@ -84,13 +87,18 @@ def translate_sentences(
     beam: int | None = None,
     length_penalty: float | None = None,
     name: str = "<input>",
+    pretokenized: bool = False,
 ) -> list[str]:
     """The best translation of each of `texts` (lines 1.. of the file `name`), in order.
+
+    pretokenized: the texts are a tokenised corpus's own (its test set): no conversion in or out.
 
     Sources cut to the Translator's max_source_tokens are counted in one warning that names
     the first few lines (each source is encoded once: the Translator reports the cut).
     """
-    results = translator.translate_detailed(list(texts), beam=beam, length_penalty=length_penalty)
+    results = translator.translate_detailed(
+        list(texts), beam=beam, length_penalty=length_penalty, pretokenized=pretokenized
+    )
     truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]
     if truncated:
         shown = ", ".join(f"{name}:{n}" for n in truncated[:5]) + (", ..." if len(truncated) > 5 else "")

@@ -28,7 +28,8 @@ from .decoding import Hypothesis
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
 from .model import Transformer
-from .model_dir import read_decode_config
+from .model_dir import read_decode_config, read_text_form
+from .text_form import TextForm
 from .tokenizer import SubwordTokenizer
 
 log = logging.getLogger(__name__)
@@ -69,10 +70,13 @@ class Translator:
         decode: DecodeConfig | None = None,
         max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS,
         options: EngineOptions | None = None,
+        text_form: TextForm | None = None,
         **engine_options,
     ):
         """model: a Transformer, run by nmt's own engine with the precision, workers, threads and
-        worker_processes of `options` (or of keywords: `precision="int8"`); or an engine."""
+        worker_processes of `options` (or of keywords: `precision="int8"`); or an engine.
+        text_form: the model's corpus was tokenised and/or lower-cased (see nmt.text_form): what
+        users type is put into that form, and the output read back as running text."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
             model = engine_for_model(model, self.decode, merge_options(options, engine_options))
@@ -82,6 +86,7 @@ class Translator:
         self.src_tokenizer, self.tgt_tokenizer = src_tokenizer, tgt_tokenizer
         self.max_source_tokens = max_source_tokens
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
+        self.text_form = text_form
 
     @property
     def model(self) -> Transformer:
@@ -139,7 +144,7 @@ class Translator:
         if length_normalization is not None:
             decode = dataclasses.replace(decode, length_normalization=length_normalization)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
-        return cls(engine, src_tokenizer, tgt_tokenizer, decode=decode)
+        return cls(engine, src_tokenizer, tgt_tokenizer, decode=decode, text_form=read_text_form(model_dir))
 
     # --- the simple API ----------------------------------------------------------------------
     def translate(
@@ -150,14 +155,22 @@ class Translator:
         length_penalty: float | None = None,
         sampling: Sampling | None = None,
         target_lang: str | None = None,
+        pretokenized: bool = False,
     ) -> list[str]:
         """One translation per input sentence, in order. An empty sentence gives ''.
 
         beam: search width (1 = greedy); sampling: draw at random instead (see `Sampling`);
-        target_lang: a multi-target model's output language for this call (else the chosen one).
+        target_lang: a multi-target model's output language for this call (else the chosen one);
+        pretokenized: the texts are in the form of a tokenised corpus already (its test set), and the
+        output stays in it (see `text_form`); else they are running text, put into that form here.
         """
         found = self.translate_detailed(
-            texts, beam=beam, length_penalty=length_penalty, sampling=sampling, target_lang=target_lang
+            texts,
+            beam=beam,
+            length_penalty=length_penalty,
+            sampling=sampling,
+            target_lang=target_lang,
+            pretokenized=pretokenized,
         )
         return [best[0].text for best in found]
 
@@ -171,13 +184,18 @@ class Translator:
         return_attention: bool = False,
         sampling: Sampling | None = None,
         target_lang: str | None = None,
+        pretokenized: bool = False,
     ) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention.
 
         target_lang: a multi-target model's output language for this call (default: the one chosen
-        with choose_target_language); a ConfigError naming the valid ones for one it lacks."""
+        with choose_target_language); a ConfigError naming the valid ones for one it lacks.
+        pretokenized: as in `translate`."""
         if target_lang is not None:
             self.check_target_language(target_lang)
+        form = None if pretokenized else self.text_form
+        if form is not None:
+            texts = [form.to_corpus_form(t) for t in texts]
         encoded = [self.encode_source(t, target_lang) for t in texts]
         ids = [e[0] for e in encoded]
         hyps = self.translate_ids(
@@ -192,6 +210,10 @@ class Translator:
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
             out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
+        if form is not None:
+            for sentence in out:
+                for t in sentence:
+                    t.text = form.to_running_text(t.text)
         return out
 
     # --- multi-target models (Marian's >>xx<< tokens) ----------------------------------------------

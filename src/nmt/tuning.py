@@ -58,7 +58,7 @@ def try_length_penalty(
     pretokenized: bool = False,
 ) -> PenaltyTrial:
     """Translate `sources` with beam search under `alpha` and score it against `references`."""
-    hypotheses = translator.translate(list(sources), beam=beam, length_penalty=alpha)
+    hypotheses = translator.translate(list(sources), beam=beam, length_penalty=alpha, pretokenized=pretokenized)
     scores = score_translations(hypotheses, list(references), pretokenized=pretokenized)
     return PenaltyTrial(alpha, scores, length_ratio(hypotheses, references))
 

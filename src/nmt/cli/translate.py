@@ -33,6 +33,12 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="output file (default: stdout)")
     target_lang_option(p)
     p.add_argument(
+        "--pretokenized",
+        action="store_true",
+        help="for a model trained on a tokenised, lower-cased corpus (ted_hrlr): the input is in that form "
+        "already and the output stays in it (default: running text in and out, converted here)",
+    )
+    p.add_argument(
         "--chunk",
         type=int,
         default=CHUNK_LINES,
@@ -138,6 +144,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             sampling=sampling,
             name=args.input or "<stdin>",
             chunk_lines=args.chunk,
+            pretokenized=args.pretokenized,
         )
     return 0
 
@@ -177,7 +184,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     translator = load_translator(args)
     translator.choose_target_language(args.target_lang)
     hypotheses = translate_sentences(
-        translator, sources, beam=args.beam, length_penalty=args.length_penalty, name=str(src_path)
+        translator,
+        sources,
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        name=str(src_path),
+        pretokenized=pretokenized,
     )
     scores = score_translations(hypotheses, references, pretokenized=pretokenized)
     if args.json:
