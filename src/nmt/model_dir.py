@@ -70,6 +70,22 @@ def read_decode_config(model_dir: str | Path) -> DecodeConfig:
     return DecodeConfig()
 
 
+def read_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
+    """(source, target) language codes of a model directory: its config's, or an imported model's
+    origin's; None where it does not say."""
+    model_dir = Path(model_dir)
+    config = read_run_config(model_dir)
+    if config is not None:
+        return config.data.src_lang, config.data.tgt_lang
+    if (model_dir / IMPORTED_FROM).is_file():
+        try:
+            origin = json.loads((model_dir / IMPORTED_FROM).read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise ValueError(f"{model_dir / IMPORTED_FROM}: not JSON ({err})") from None
+        return origin.get("source_lang"), origin.get("target_lang")
+    return None, None
+
+
 def read_text_form(model_dir: str | Path) -> TextForm | None:
     """The written form of the corpus a model was trained on, where it is not running text (a
     tokenised, lower-cased corpus such as ted_hrlr); None for running text, or an imported model."""

@@ -8,11 +8,13 @@ Translator's max_source_tokens is reported with its file and line, never passed 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import logging
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
+from .documents import DocumentStats, translate_paragraphs
 from .inference.choices import CHUNK_LINES
 from .translator import Sampling, Translator
 
@@ -33,6 +35,11 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
         yield number, text.rstrip("\r\n")
 
 
+def best_texts(translator: Translator, texts: list[str], **options) -> list[str]:
+    """The best translation's text of each of `texts` (options: those of translate_detailed)."""
+    return [best[0].text for best in translator.translate_detailed(texts, **options)]
+
+
 def translate_stream(
     translator: Translator,
     source: BinaryIO,
@@ -44,16 +51,21 @@ def translate_stream(
     name: str = "<stdin>",
     chunk_lines: int = CHUNK_LINES,
     pretokenized: bool = False,
+    split_sentences: bool = False,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of lines written.
 
     pretokenized: the lines are in the form of the model's tokenised corpus (see Translator.translate).
+    split_sentences: each line is a paragraph of running text, translated sentence by sentence with
+    its spacing kept, and sentences too long for the model cut and joined back (nmt.documents);
+    else each line is one sentence, cut to the model's limit with a warning if it is longer.
 
     With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
     """
     lines = decode_lines(source, name)
     written = 0
+    stats = DocumentStats()
     for index in itertools.count():
         chunk = list(itertools.islice(lines, chunk_lines))
         if not chunk:
@@ -62,21 +74,40 @@ def translate_stream(
         chunk_sampling = sampling
         if sampling is not None and sampling.seed is not None:
             chunk_sampling = dataclasses.replace(sampling, seed=sampling.seed + index)
-        results = translator.translate_detailed(
-            list(texts), beam=beam, length_penalty=length_penalty, sampling=chunk_sampling, pretokenized=pretokenized
-        )
-        for number, best in zip(numbers, results, strict=True):
-            if best[0].truncated:
-                log.warning(
-                    "%s:%d: longer than %d tokens; translated the first %d only",
-                    name,
-                    number,
-                    translator.max_source_tokens,
-                    translator.max_source_tokens,
-                )
-            target.write(best[0].text.replace("\n", " ") + "\n")
+        options = dict(beam=beam, length_penalty=length_penalty, sampling=chunk_sampling, pretokenized=pretokenized)
+        if split_sentences:
+            for text in translate_paragraphs(
+                texts,
+                functools.partial(best_texts, translator, **options),
+                lang=translator.source_lang or "en",
+                fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
+                stats=stats,
+            ):
+                target.write(text + "\n")
+        else:
+            results = translator.translate_detailed(list(texts), **options)
+            for number, best in zip(numbers, results, strict=True):
+                if best[0].truncated:
+                    log.warning(
+                        "%s:%d: longer than %d tokens; translated the first %d only",
+                        name,
+                        number,
+                        translator.max_source_tokens,
+                        translator.max_source_tokens,
+                    )
+                target.write(best[0].text.replace("\n", " ") + "\n")
         target.flush()
         written += len(chunk)
+    if split_sentences:
+        log.info(
+            "%s: %d sentences in %d paragraphs; %d longer than the model takes (%d tokens) were cut at a "
+            "safe point and their translations joined",
+            name,
+            stats.sentences,
+            stats.paragraphs,
+            stats.cut,
+            translator.max_source_tokens,
+        )
     return written
 
 

@@ -28,7 +28,7 @@ from .decoding import Hypothesis
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
 from .model import Transformer
-from .model_dir import read_decode_config, read_text_form
+from .model_dir import read_decode_config, read_languages, read_text_form
 from .text_form import TextForm
 from .tokenizer import SubwordTokenizer
 
@@ -71,12 +71,14 @@ class Translator:
         max_source_tokens: int = DEFAULT_MAX_SOURCE_TOKENS,
         options: EngineOptions | None = None,
         text_form: TextForm | None = None,
+        source_lang: str | None = None,
         **engine_options,
     ):
         """model: a Transformer, run by nmt's own engine with the precision, workers, threads and
         worker_processes of `options` (or of keywords: `precision="int8"`); or an engine.
         text_form: the model's corpus was tokenised and/or lower-cased (see nmt.text_form): what
-        users type is put into that form, and the output read back as running text."""
+        users type is put into that form, and the output read back as running text.
+        source_lang: the language it translates from (sentence splitting of documents needs it)."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
             model = engine_for_model(model, self.decode, merge_options(options, engine_options))
@@ -87,6 +89,7 @@ class Translator:
         self.max_source_tokens = max_source_tokens
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
+        self.source_lang = source_lang
 
     @property
     def model(self) -> Transformer:
@@ -144,7 +147,14 @@ class Translator:
         if length_normalization is not None:
             decode = dataclasses.replace(decode, length_normalization=length_normalization)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
-        return cls(engine, src_tokenizer, tgt_tokenizer, decode=decode, text_form=read_text_form(model_dir))
+        return cls(
+            engine,
+            src_tokenizer,
+            tgt_tokenizer,
+            decode=decode,
+            text_form=read_text_form(model_dir),
+            source_lang=read_languages(model_dir)[0],
+        )
 
     # --- the simple API ----------------------------------------------------------------------
     def translate(
@@ -255,6 +265,12 @@ class Translator:
         if len(ids) <= self.max_source_tokens:
             return ids, False
         return ids[: self.max_source_tokens - 1] + ids[-1:], True
+
+    def source_fits(self, text: str, *, pretokenized: bool = False, target_lang: str | None = None) -> bool:
+        """Whether `text` is short enough to be translated whole (within max_source_tokens)."""
+        if self.text_form is not None and not pretokenized:
+            text = self.text_form.to_corpus_form(text)
+        return not self.encode_source(text, target_lang)[1]
 
     def to_translation(self, h: Hypothesis, src_pieces: list[str], truncated: bool, empty: bool) -> Translation:
         if empty:  # nothing in, nothing out: the model's guess for an empty input is noise

@@ -39,6 +39,15 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "already and the output stays in it (default: running text in and out, converted here)",
     )
     p.add_argument(
+        "--format",
+        choices=("lines", "text"),
+        default="lines",
+        help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
+        "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
+        "point instead of truncated",
+    )
+    p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
+    p.add_argument(
         "--chunk",
         type=int,
         default=CHUNK_LINES,
@@ -145,6 +154,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             name=args.input or "<stdin>",
             chunk_lines=args.chunk,
             pretokenized=args.pretokenized,
+            split_sentences=args.split_sentences or args.format == "text",
         )
     return 0
 

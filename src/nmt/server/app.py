@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import shutil
 import socket
@@ -51,7 +50,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
-from ..model_dir import IMPORTED_FROM, read_run_config
+from ..model_dir import read_languages
 from ..translator import EngineOptions, Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
@@ -87,22 +86,10 @@ MAX_DOWNLOADS = 100  # translated files waiting to be fetched, at most (the olde
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
 
-def model_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
-    """(source, target) language codes of a model directory: its config's, or an imported model's origin's."""
-    model_dir = Path(model_dir)
-    config = read_run_config(model_dir)
-    if config is not None:
-        return config.data.src_lang, config.data.tgt_lang
-    if (model_dir / IMPORTED_FROM).is_file():
-        origin = json.loads((model_dir / IMPORTED_FROM).read_text(encoding="utf-8"))
-        return origin.get("source_lang"), origin.get("target_lang")
-    return None, None
-
-
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
     """What /health says about the model: its directory name, size, languages and engine."""
     model_dir = Path(model_dir)
-    src_lang, tgt_lang = model_languages(model_dir)
+    src_lang, tgt_lang = read_languages(model_dir)
     return {
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
@@ -601,7 +588,7 @@ def serve_on(
         # gained no requests/s (docs/benchmarks-log.md).
         engine = dataclasses.replace(engine, workers=1)
     model_dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
-    directions = [(str(d), *model_languages(d)) for d in model_dirs]
+    directions = [(str(d), *read_languages(d)) for d in model_dirs]
     model_routes([{"model": d, "src_lang": s, "tgt_lang": t} for d, s, t in directions])  # before any loads
     loaded = []
     for each_dir in model_dirs:
