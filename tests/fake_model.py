@@ -90,6 +90,9 @@ class EosBiased:
         self.model, self.bias = model, bias
         self.config = model.config
 
+    def parameters(self):
+        return self.model.parameters()
+
     def encode(self, src, need_weights=False):
         return self.model.encode(src, need_weights)
 

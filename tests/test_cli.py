@@ -197,3 +197,34 @@ def test_worker_threads_keeps_every_worker_a_thread_of_this_process(tiny_model_d
     assert threads_only.engine.runner.start_processes(1) is None
     if available_cores() > 1:  # where processes can help, the default keeps the weights to start them
         assert load_translator(build_parser().parse_args(plain)).engine.runner._process_weights is not None
+
+
+def test_translate_scores_and_alignments_follow_each_line(tiny_model_dir, tmp_path):
+    import math
+
+    source = tmp_path / "in.de"
+    lines = ["Ein Mann fährt Fahrrad.", "", "Zwei Hunde spielen im Schnee."]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    run = run_cli("translate", "--model", str(tiny_model_dir), "--input", str(source), "--scores", "--alignments")
+    assert run.returncode == 0, run.stderr.decode()
+    out = run.stdout.decode().split("\n")[:-1]
+    assert len(out) == len(lines)
+    translator = Translator.load(tiny_model_dir)
+    expected = translator.translate_detailed(lines, scores=True, alignments=True)
+    for line, source_text, best in zip(out, lines, expected, strict=True):
+        text, confidence, probs, alignment = line.split(" ||| ")
+        assert text == best[0].text
+        probs = [float(p) for p in probs.split()]
+        assert float(confidence) == pytest.approx(best[0].confidence, abs=1e-4)
+        if source_text:
+            assert float(confidence) == pytest.approx(sum(map(math.log, probs)) / len(probs), abs=1e-3)
+            pairs = [tuple(map(int, pair.split("-"))) for pair in alignment.split()]
+            assert all(i < len(source_text.split()) and j < len(text.split()) for i, j in pairs)
+        else:
+            assert (text, probs, alignment) == ("", [], "")
+
+
+def test_scores_are_refused_with_documents_in_one_line(tiny_model_dir):
+    run = run_cli("translate", "--model", str(tiny_model_dir), "--format", "text", "--scores", stdin=b"Ein Mann.\n")
+    assert run.returncode != 0
+    assert run.stderr.decode().strip().endswith("are per sentence: use them with --format lines")

@@ -416,6 +416,27 @@ def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, tra
         )
         refused = client.post("/translate", json={"text": ["Ein Hund."], "attention": True})
         assert refused.status_code == 422 and refused.json()["error"] == "attention_unavailable"
+        refused = client.post("/translate", json={"text": ["Ein Hund."], "alignments": True})
+        assert refused.status_code == 422 and "alignments" in refused.json()["message"]
+        # Confidence needs no attention: CTranslate2 scores the tokens as nmt's engine does.
+        scored = client.post("/translate", json={"text": ["Ein Hund rennt."], "beam": 2, "scores": True}).json()
+        ours = translator.translate_detailed(["Ein Hund rennt."], beam=2, scores=True)[0][0]
+        assert scored["translations"][0]["confidence"] == pytest.approx(ours.confidence, abs=1e-3)
+        assert scored["translations"][0]["token_probs"] == pytest.approx(ours.token_probs, abs=1e-3)
+
+
+def test_scores_and_alignments_are_given_when_asked(client, translator):
+    body = client.post(
+        "/translate", json={"text": ["Ein Hund rennt.", ""], "beam": 1, "scores": True, "alignments": True}
+    ).json()
+    ours = translator.translate_detailed(["Ein Hund rennt."], beam=1, scores=True, alignments=True)[0][0]
+    first, empty = body["translations"]
+    assert first["confidence"] == pytest.approx(ours.confidence, abs=1e-4)
+    assert first["token_probs"] == pytest.approx(ours.token_probs, abs=1e-4)
+    assert first["alignment"] == " ".join(f"{i}-{j}" for i, j in ours.alignment)
+    assert (empty["confidence"], empty["token_probs"], empty["alignment"]) == (0.0, [], "")
+    plain = client.post("/translate", json={"text": ["Ein Hund rennt."]}).json()["translations"][0]
+    assert not {"confidence", "token_probs", "alignment"} & set(plain)  # only when asked
 
 
 def test_a_client_that_leaves_mid_body_is_counted_and_logs_no_error(capfd):

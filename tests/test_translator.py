@@ -124,3 +124,24 @@ def test_options_that_choose_what_to_load_are_refused_for_a_model_in_memory(tran
             Translator(translator.model, translator.src_tokenizer, translator.tgt_tokenizer, **options)
     with pytest.raises(TypeError, match="an engine comes with its options"):
         Translator(translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, options=EngineOptions())
+
+
+def test_scores_are_the_search_s_own_log_probability_token_by_token(translator):
+    found = translator.translate_detailed(SENTENCES + [""], beam=1, scores=True)
+    for best in found[:-1]:
+        t = best[0]
+        assert len(t.token_probs) in (len(t.tokens), len(t.tokens) + 1)  # + the end token, if it ended
+        assert all(0 < p <= 1 for p in t.token_probs)
+        assert sum(math.log(p) for p in t.token_probs) == pytest.approx(t.log_prob, abs=1e-4)
+        assert t.confidence == pytest.approx(t.log_prob / len(t.token_probs), abs=1e-4)
+    assert found[-1][0].confidence == 0.0 and found[-1][0].token_probs == []  # nothing in, nothing out
+    assert translator.translate_detailed(SENTENCES[:1])[0][0].confidence is None  # only when asked
+
+
+def test_alignments_link_words_of_the_source_and_of_the_output(translator):
+    found = translator.translate_detailed(SENTENCES, beam=2, n_best=2, alignments=True)
+    for sentence, best in zip(SENTENCES, found, strict=True):
+        for t in best:
+            assert t.alignment, "every output word comes from somewhere"
+            assert all(0 <= i < len(sentence.split()) for i, _ in t.alignment)
+            assert sorted({j for _, j in t.alignment}) == list(range(len(t.text.split())))

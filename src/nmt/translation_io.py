@@ -14,9 +14,10 @@ import logging
 from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
+from .alignment import pharaoh
 from .documents import DocumentStats, translate_paragraphs
 from .inference.choices import CHUNK_LINES
-from .translator import Sampling, Translator
+from .translator import Sampling, Translation, Translator
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +34,18 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
         except UnicodeDecodeError as err:
             raise InputError(f"{name}:{number}: not valid UTF-8 (byte {err.start + 1} of the line)") from None
         yield number, text.rstrip("\r\n")
+
+
+def output_line(translation: Translation, *, scores: bool = False, alignments: bool = False) -> str:
+    """A translation as one output line: its text; with scores, " ||| " + its confidence (mean token
+    log-probability) + " ||| " + each token's probability; with alignments, " ||| " + "0-0 1-2 ..."."""
+    fields = [translation.text.replace("\n", " ")]
+    if scores:
+        fields.append(f"{translation.confidence:.4f}")
+        fields.append(" ".join(f"{p:.4f}" for p in translation.token_probs or []))
+    if alignments:
+        fields.append(pharaoh(translation.alignment or []))
+    return " ||| ".join(fields)
 
 
 def best_texts(translator: Translator, texts: list[str], **options) -> list[str]:
@@ -52,6 +65,8 @@ def translate_stream(
     chunk_lines: int = CHUNK_LINES,
     pretokenized: bool = False,
     split_sentences: bool = False,
+    scores: bool = False,
+    alignments: bool = False,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of lines written.
 
@@ -59,6 +74,8 @@ def translate_stream(
     split_sentences: each line is a paragraph of running text, translated sentence by sentence with
     its spacing kept, and sentences too long for the model cut and joined back (nmt.documents);
     else each line is one sentence, cut to the model's limit with a warning if it is longer.
+    scores / alignments (line mode): each output line is followed by " ||| " and the translation's
+    confidence and token probabilities, then " ||| " and its word alignment (see `output_line`).
 
     With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
@@ -85,7 +102,7 @@ def translate_stream(
             ):
                 target.write(text + "\n")
         else:
-            results = translator.translate_detailed(list(texts), **options)
+            results = translator.translate_detailed(list(texts), scores=scores, alignments=alignments, **options)
             for number, best in zip(numbers, results, strict=True):
                 if best[0].truncated:
                     log.warning(
@@ -95,7 +112,7 @@ def translate_stream(
                         translator.max_source_tokens,
                         translator.max_source_tokens,
                     )
-                target.write(best[0].text.replace("\n", " ") + "\n")
+                target.write(output_line(best[0], scores=scores, alignments=alignments) + "\n")
         target.flush()
         written += len(chunk)
     if split_sentences:

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from .alignment import align_words, word_index
 from .config import DecodeConfig
 from .config_checks import ConfigError
 from .decoding import Hypothesis
+from .inference.batch_search import search_limits
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
 from .model import Transformer
@@ -51,6 +54,13 @@ class Translation:
     src_pieces: list[str] = field(default_factory=list)  # source pieces, BOS/EOS included
     attention: torch.Tensor | None = None  # (layers, heads, steps, src_len) cross-attention, when asked
     truncated: bool = False  # the source was cut to max_source_tokens
+    # With scores=True: the probability of each output piece, then of the end token (where it ended);
+    # confidence is their mean log-probability (the length-normalised log-probability): 0 is certain.
+    token_probs: list[float] | None = None
+    confidence: float | None = None
+    # With alignments=True: (source word, output word) pairs, 0-based, over the whitespace-separated
+    # words of the text the model read and wrote (nmt.alignment).
+    alignment: list[tuple[int, int]] | None = None
 
 
 def target_lang_error(problem: str) -> ConfigError:
@@ -195,12 +205,18 @@ class Translator:
         sampling: Sampling | None = None,
         target_lang: str | None = None,
         pretokenized: bool = False,
+        scores: bool = False,
+        alignments: bool = False,
     ) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention.
 
         target_lang: a multi-target model's output language for this call (default: the one chosen
         with choose_target_language); a ConfigError naming the valid ones for one it lacks.
-        pretokenized: as in `translate`."""
+        pretokenized: as in `translate`.
+        scores: fill each Translation's token_probs and confidence; alignments: its word alignment
+        (one teacher-forced pass over the results: nmt.decoding.forced)."""
+        if alignments and not self.engine.supports_attention:
+            raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
         if target_lang is not None:
             self.check_target_language(target_lang)
         form = None if pretokenized else self.text_form
@@ -220,11 +236,50 @@ class Translator:
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
             out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
+        if scores or alignments:
+            self.add_scores(out, ids, alignments=alignments)
         if form is not None:
             for sentence in out:
                 for t in sentence:
                     t.text = form.to_running_text(t.text)
         return out
+
+    def add_scores(self, found: list[list[Translation]], src_ids: Sequence[Sequence[int]], *, alignments: bool) -> None:
+        """Fill token_probs and confidence (and, with `alignments`, the word alignment) of every
+        Translation in `found` (n-best lists for the sources `src_ids`) from one teacher-forced pass."""
+        limits = search_limits(self.decode).max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
+        rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if t.tokens]
+        scored = self.engine.score_ids(
+            [src_ids[i] for i, _ in rows],
+            [t.tokens for _, t in rows],
+            ended=[len(t.tokens) < limits[i] for i, t in rows],
+            need_attention=alignments,
+        )
+        eos = self.tgt_tokenizer.lookup([self.tgt_tokenizer.eos_id])[0]
+        specials = self._special_pieces()
+        for (i, t), forced in zip(rows, scored, strict=True):
+            t.token_probs = [math.exp(lp) for lp in forced.token_log_probs]
+            t.confidence = sum(forced.token_log_probs) / max(1, len(forced.token_log_probs))
+            if alignments:
+                src_pieces = self.src_tokenizer.lookup(src_ids[i])
+                tgt_pieces = self.tgt_tokenizer.lookup(t.tokens) + [eos]
+                t.alignment = align_words(
+                    forced.cross_attention,
+                    word_index(src_pieces, specials(src_pieces), wordpiece=self.src_tokenizer.kind == "wordpiece"),
+                    word_index(tgt_pieces, specials(tgt_pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece"),
+                )
+        for sentence in found:  # an empty output (of an empty input) is certain and aligns nothing
+            for t in sentence:
+                if not t.tokens:
+                    t.token_probs, t.confidence = [], 0.0
+                    t.alignment = [] if alignments else None
+
+    def _special_pieces(self) -> Callable[[Sequence[str]], set[str]]:
+        """pieces -> those of them that are no word: start, end, padding, and >>xx<< language tokens."""
+        known = set()
+        for tokenizer in (self.src_tokenizer, self.tgt_tokenizer):
+            known |= set(tokenizer.lookup([tokenizer.start_id, tokenizer.eos_id, tokenizer.pad_id]))
+        return lambda pieces: known | {p for p in pieces if p.startswith(">>") and p.endswith("<<")}
 
     # --- multi-target models (Marian's >>xx<< tokens) ----------------------------------------------
     @property

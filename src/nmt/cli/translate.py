@@ -48,6 +48,18 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
     p.add_argument(
+        "--scores",
+        action="store_true",
+        help="after each translation: ' ||| ' and its confidence (mean token log-probability, 0 = certain), "
+        "' ||| ' and each output token's probability, the end token's last (line format)",
+    )
+    p.add_argument(
+        "--alignments",
+        action="store_true",
+        help="after each translation: ' ||| ' and its word alignment, source-target pairs of 0-based word "
+        "indices ('0-0 1-2', the fast_align/Pharaoh format; the torch engine; line format)",
+    )
+    p.add_argument(
         "--chunk",
         type=int,
         default=CHUNK_LINES,
@@ -136,6 +148,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)
+    split = args.split_sentences or args.format == "text"
+    if split and (args.scores or args.alignments):
+        raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
     with contextlib.ExitStack() as files:
         # A missing input fails before the model loads; the output is not emptied if loading fails,
         # nor if the search asked for is one the model or engine cannot run.
@@ -143,6 +158,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         translator = load_translator(args)
         translator.choose_target_language(args.target_lang)
         translator.search_request(beam=args.beam, length_penalty=args.length_penalty, sampling=sampling)
+        if args.alignments and not translator.engine.supports_attention:
+            raise CommandError(f"--alignments needs the torch engine; the {translator.engine.name} engine gives none")
         target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         translate_stream(
             translator,
@@ -154,7 +171,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
             name=args.input or "<stdin>",
             chunk_lines=args.chunk,
             pretokenized=args.pretokenized,
-            split_sentences=args.split_sentences or args.format == "text",
+            split_sentences=split,
+            scores=args.scores,
+            alignments=args.alignments,
         )
     return 0
 

@@ -18,6 +18,7 @@ Not available on this engine: attention weights and sampling.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import tempfile
@@ -28,6 +29,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..decoding import Hypothesis, length_penalty
+from ..decoding.forced import ForcedScore
 from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
 from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
@@ -149,6 +151,38 @@ class CTranslate2Engine:
 
     def close(self) -> None:
         """Nothing to stop: CTranslate2's workers go with the engine."""
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """No PyTorch model runs here: a null context."""
+        return contextlib.nullcontext()
+
+    def score_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        outputs: Sequence[Sequence[int]],
+        *,
+        ended: Sequence[bool] | None = None,
+        need_attention: bool = False,
+    ) -> list[ForcedScore]:
+        """Teacher-forced per-token log-probabilities of given outputs (CTranslate2's score_batch,
+        which scores an end token after each); no attention weights (supports_attention is False)."""
+        if need_attention:
+            raise ValueError("the ctranslate2 engine does not return attention weights: use the torch engine")
+        if not sources:
+            return []
+        ended = [True] * len(outputs) if ended is None else list(ended)
+        target_pieces = {i: piece for piece, i in self.tgt_ids.items()}
+        scored = self.translator.score_batch(
+            [[self.src_vocab[t] for t in source] for source in sources],
+            [[target_pieces[t] for t in output] for output in outputs],
+            max_batch_size=self.decode.batch_tokens,
+            batch_type="tokens",
+            max_input_length=0,
+        )
+        return [
+            ForcedScore(list(result.log_probs[: len(output) + (1 if end else 0)]))
+            for output, end, result in zip(outputs, ended, scored, strict=True)
+        ]
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator

@@ -16,6 +16,7 @@ No torch at import: the CLI reads `EngineOptions` and `WorkerPolicy` to write it
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..decoding import Hypothesis
+    from ..decoding.forced import ForcedScore
     from ..model import Transformer
 
 
@@ -181,6 +183,20 @@ class Engine(Protocol):
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+
+    def score_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        outputs: Sequence[Sequence[int]],
+        *,
+        ended: Sequence[bool] | None = None,
+        need_attention: bool = False,
+    ) -> list[ForcedScore]:
+        """Each output's per-token log-probabilities (and, where supports_attention, cross-attention)
+        under teacher forcing; see nmt.decoding.forced."""
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context its PyTorch model runs in (bf16 autocast; a null context otherwise)."""
 
     def start(self, wait: bool = False) -> None:
         """Start background workers now, for a long-lived caller that will pay for them anyway;

@@ -17,9 +17,19 @@ import torch
 
 from ..config import DecodeConfig
 from ..decoding import Hypothesis
+from ..decoding.forced import ForcedScore, force_decode
 from ..model import Transformer
 from .batch_search import BatchJob, search_limits
-from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, WorkerPolicy, available_cores, plan_call, plan_workers
+from .plan import (
+    DEFAULT_POLICY,
+    EngineOptions,
+    SearchRequest,
+    WorkerPolicy,
+    available_cores,
+    batches_by_length,
+    plan_call,
+    plan_workers,
+)
 from .precision import autocast_for, is_int8, prepare_for_inference
 from .workers import Workers
 
@@ -81,6 +91,31 @@ class TorchEngine:
     def autocast(self):
         """The context this engine runs its model in: autocast for bf16 (whose linear weights are bf16)."""
         return autocast_for(self.precision, self.device)
+
+    def score_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        outputs: Sequence[Sequence[int]],
+        *,
+        ended: Sequence[bool] | None = None,
+        need_attention: bool = False,
+    ) -> list[ForcedScore]:
+        """Teacher-forced scores of given outputs (see nmt.decoding.forced), in this thread, in batches
+        of similar length within decode.batch_tokens."""
+        ended = [True] * len(outputs) if ended is None else list(ended)
+        lengths = [len(s) + len(o) + 1 for s, o in zip(sources, outputs, strict=True)]
+        found: dict[int, ForcedScore] = {}
+        with self.autocast():
+            for rows in batches_by_length(lengths, 1, self.decode.batch_tokens):
+                scored = force_decode(
+                    self.model,
+                    [sources[i] for i in rows],
+                    [outputs[i] for i in rows],
+                    ended=[ended[i] for i in rows],
+                    need_attention=need_attention,
+                )
+                found.update(zip(rows, scored, strict=True))
+        return [found[i] for i in range(len(sources))]
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""

@@ -283,12 +283,14 @@ def create_app(
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
-        if parsed.attention and not attention_available:
-            raise ApiError(
-                422,
-                "attention_unavailable",
-                f'this server\'s engine ({engine_name}) does not return attention weights; leave out "attention"',
-            )
+        for asked, field in ((parsed.attention, "attention"), (parsed.alignments, "alignments")):
+            if asked and not attention_available:
+                raise ApiError(
+                    422,
+                    "attention_unavailable",
+                    f"this server's engine ({engine_name}) does not return attention weights, which "
+                    f'{field} needs; leave out "{field}"',
+                )
         check_target = getattr(translator, "check_target_language", None)
         if check_target is not None:  # before the queue: in the worker it would be a 500
             try:
@@ -304,6 +306,8 @@ def create_app(
                 attention=parsed.attention,
                 deadline=time.monotonic() + limits.deadline_s,
                 target_lang=parsed.target_lang,
+                scores=parsed.scores,
+                alignments=parsed.alignments,
             )
         except Overloaded as err:
             raise ApiError(

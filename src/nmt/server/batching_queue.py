@@ -83,13 +83,15 @@ class Job:
     deadline: float = math.inf  # time.monotonic() after which the request is not worth translating
     n_best: int = 1  # translations wanted per sentence (LibreTranslate's alternatives + 1)
     target_lang: str | None = None  # a multi-target model's output language
+    scores: bool = False  # token probabilities and confidence
+    alignments: bool = False  # word alignments
     future: Future[list[list[Translation]]] = field(default_factory=Future)
     queued: bool = True  # still counted in the pending sentences (guarded by the queue's lock)
 
     @property
-    def key(self) -> tuple[int, bool, int, str | None]:
+    def key(self) -> tuple[int, bool, int, str | None, bool, bool]:
         """Requests with the same key can share one call to the translator."""
-        return self.beam, self.attention, self.n_best, self.target_lang
+        return self.beam, self.attention, self.n_best, self.target_lang, self.scores, self.alignments
 
 
 @dataclass
@@ -186,6 +188,8 @@ class BatchingQueue:
         deadline: float = math.inf,
         n_best: int = 1,
         target_lang: str | None = None,
+        scores: bool = False,
+        alignments: bool = False,
     ) -> Future[list[list[Translation]]]:
         """Queue sentences for translation; the future resolves to one n-best list per sentence.
 
@@ -195,7 +199,16 @@ class BatchingQueue:
         Cancelling the future before the worker takes the request drops it (the client went away);
         after that, the batch runs to the end regardless and the result is simply not read.
         """
-        job = Job(list(texts), beam, attention, deadline, n_best=n_best, target_lang=target_lang)
+        job = Job(
+            list(texts),
+            beam,
+            attention,
+            deadline,
+            n_best=n_best,
+            target_lang=target_lang,
+            scores=scores,
+            alignments=alignments,
+        )
         with self._lock:
             if not self._accepting:
                 job.future.set_exception(ShuttingDown("the translation worker is not running"))
@@ -297,10 +310,14 @@ class BatchingQueue:
         always fails cannot turn batching off for everyone else, as retrying one by one would.
         """
         texts = [text for job in jobs for text in job.texts]
-        beam, attention, n_best, target_lang = jobs[0].key
+        beam, attention, n_best, target_lang, scores, alignments = jobs[0].key
         more: dict = {"n_best": n_best} if n_best > 1 else {}  # only asked of translators when wanted
         if target_lang is not None:
             more["target_lang"] = target_lang
+        if scores:
+            more["scores"] = True
+        if alignments:
+            more["alignments"] = True
         self.stats.calls += 1
         start = time.perf_counter()
         try:

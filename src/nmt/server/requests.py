@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import ClientDisconnect
 
+from ..alignment import pharaoh
 from ..tokenizer import EOS
 from ..translator import Translation
 from .settings import ServerLimits
@@ -31,6 +32,8 @@ class TranslateRequest(BaseModel):
     beam: int | None = None  # default: the model's decode.beam (capped at max_beam)
     attention: bool = False
     target_lang: str | None = None  # a multi-target model's output language (one of its >>xx<< tokens)
+    scores: bool = False  # each translation's confidence and token probabilities
+    alignments: bool = False  # each translation's word alignment ("0-0 1-2", source-target)
 
 
 class ApiError(Exception):
@@ -120,7 +123,8 @@ def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:
         raise ApiError(
             422,
             "invalid_request",
-            f'expected {{"text": [str, ...], "beam": int, "attention": bool, "target_lang": str}}: {problems}',
+            f'expected {{"text": [str, ...], "beam": int, "attention": bool, "target_lang": str, "scores": bool, '
+            f'"alignments": bool}}: {problems}',
         ) from None
     except RecursionError:
         raise ApiError(400, "malformed_json", "the body nests too deeply") from None
@@ -166,12 +170,18 @@ def check_limits(request: TranslateRequest, limits: ServerLimits) -> None:
 
 # --- translations out -----------------------------------------------------------------------------
 def translation_json(translation: Translation, *, attention: bool) -> dict[str, Any]:
-    """One best translation as JSON; with attention, its (layers, heads, tgt, src) weights and pieces."""
+    """One best translation as JSON; with attention, its (layers, heads, tgt, src) weights and pieces;
+    its confidence and token probabilities, and its word alignment, where they were asked for."""
     out: dict[str, Any] = {
         "text": translation.text,
         "score": round(translation.score, 4),
         "truncated": translation.truncated,
     }
+    if translation.confidence is not None:
+        out["confidence"] = round(translation.confidence, 4)
+        out["token_probs"] = [round(p, 4) for p in translation.token_probs or []]
+    if translation.alignment is not None:
+        out["alignment"] = pharaoh(translation.alignment)
     if attention:
         weights = translation.attention  # (layers, heads, steps, src_len); None for an empty input
         tgt_pieces = list(translation.pieces)

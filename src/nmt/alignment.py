@@ -1,0 +1,91 @@
+"""Word alignments from cross-attention: which source word each output word was translated from.
+
+A Transformer has no alignment of its own, but its cross-attention, averaged over the heads of one
+layer, points at the source piece a target piece was translated from (Garg et al. 2019; Chen et al.
+2020 found the row of the step *after* the piece, when it is the decoder's input, sharper: "shift").
+Each target piece is aligned to the source piece it attends to most; pieces are grouped into words
+(a piece starting with "▁" starts a word; WordPiece's "##" continues one), and the word pairs are
+written as fast_align/Pharaoh does: "0-0 1-2 2-1", source index first, 0-based.
+
+The layer and the shift were chosen by alignment error rate on a gold standard
+(`benchmarks/alignment_error.py`); docs/results.md has the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+METASPACE = "▁"
+
+
+@dataclass(frozen=True)
+class AlignmentMethod:
+    """Which attention gives the alignment: `layer` (negative counts from the top), averaged over all
+    heads; with `shift`, target piece j uses the row of step j + 1 (where piece j is the input)."""
+
+    layer: int = -2
+    shift: bool = False
+
+
+DEFAULT_METHOD = AlignmentMethod()
+
+
+def word_index(pieces: Sequence[str], specials: set[str], *, wordpiece: bool = False) -> list[int | None]:
+    """The word each piece belongs to (None for special pieces): ["▁Ein", "▁Ma", "nn"] -> [0, 1, 1].
+
+    wordpiece: the pieces are WordPiece's, where "##" marks a piece that continues a word; else a
+    piece starting with "▁" starts one (BPE, Unigram, SentencePiece)."""
+    words, index = [], -1
+    for piece in pieces:
+        if piece in specials:
+            words.append(None)
+            continue
+        starts = piece.startswith(METASPACE) if not wordpiece else not piece.startswith("##")
+        if starts or index < 0:
+            index += 1
+        words.append(index)
+    return words
+
+
+def align_pieces(attention: torch.Tensor, method: AlignmentMethod = DEFAULT_METHOD) -> torch.Tensor:
+    """(layers, heads, steps, src_len) cross-attention -> (steps, src_len) of the chosen layer,
+    heads averaged, rows shifted by one step with `method.shift` (the last row repeated)."""
+    weights = attention[method.layer].float().mean(dim=0)  # (steps, src_len)
+    if method.shift and weights.size(0) > 1:
+        weights = torch.cat([weights[1:], weights[-1:]], dim=0)
+    return weights
+
+
+def align_words(
+    attention: torch.Tensor,
+    src_words: Sequence[int | None],
+    tgt_words: Sequence[int | None],
+    method: AlignmentMethod = DEFAULT_METHOD,
+) -> list[tuple[int, int]]:
+    """(source word, target word) pairs, sorted: each target piece aligned to the source piece (of a
+    word, not a special) it attends to most.
+
+    attention: (layers, heads, steps, src_len) for one sentence; src_words: word_index of the source
+    pieces (src_len of them); tgt_words: word_index of the target pieces (one per step, the end
+    token's step, if any, last).
+    """
+    weights = align_pieces(attention, method)
+    real = torch.tensor([w is not None for w in src_words])
+    if not real.any():
+        return []
+    weights = weights.masked_fill(~real, float("-inf"))
+    pairs = set()
+    for step, tgt_word in enumerate(tgt_words[: weights.size(0)]):
+        if tgt_word is None:
+            continue
+        src_word = src_words[int(weights[step].argmax())]
+        pairs.add((src_word, tgt_word))
+    return sorted(pairs)
+
+
+def pharaoh(pairs: Sequence[tuple[int, int]]) -> str:
+    """Pairs in the fast_align / Pharaoh format: [(0, 0), (1, 2)] -> "0-0 1-2"."""
+    return " ".join(f"{i}-{j}" for i, j in pairs)

@@ -1,0 +1,50 @@
+"""Word alignments from cross-attention (nmt.alignment)."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.alignment import AlignmentMethod, align_pieces, align_words, pharaoh, word_index
+
+SPECIALS = {"[START]", "[END]"}
+
+
+def test_pieces_are_grouped_into_the_words_of_the_text():
+    assert word_index(["[START]", "▁Ein", "▁Ma", "nn", "▁.", "[END]"], SPECIALS) == [None, 0, 1, 1, 2, None]
+    assert word_index(["ein", "ma", "##nn", "."], set(), wordpiece=True) == [0, 1, 1, 2]  # "##" continues
+    assert word_index(["nn", "▁x"], set()) == [0, 1]  # a first piece starts a word whatever it looks like
+    assert word_index(["3", "3", "▁3"], set()) == [0, 0, 1]  # BPE without "▁": the same word
+
+
+def one_hot_attention(rows: list[int], src_len: int, layers: int = 3, heads: int = 2) -> torch.Tensor:
+    """(layers, heads, steps, src_len) attention with all weight on source position rows[step]."""
+    weights = torch.zeros(layers, heads, len(rows), src_len)
+    for step, position in enumerate(rows):
+        weights[:, :, step, position] = 1.0
+    return weights
+
+
+def test_each_target_piece_is_aligned_to_the_source_word_it_attends_to_most():
+    # source: [START] ▁ein ▁ma nn [END] -> words 0, 1;  target: ▁a ▁m an [END] -> words 0, 1
+    src_words = [None, 0, 1, 1, None]
+    tgt_words = [0, 1, 1, None]
+    attention = one_hot_attention([1, 3, 2, 4], src_len=5)
+    assert align_words(attention, src_words, tgt_words) == [(0, 0), (1, 1)]
+    assert pharaoh(align_words(attention, src_words, tgt_words)) == "0-0 1-1"
+
+
+def test_special_source_pieces_are_never_aligned_to():
+    attention = one_hot_attention([0, 4], src_len=5)  # all weight on [START] and [END]
+    attention[..., 2] = 0.1  # a little on a real word
+    assert align_words(attention, [None, 0, 1, 1, None], [0, 1]) == [(1, 0), (1, 1)]
+
+
+def test_the_method_chooses_the_layer_and_the_shift():
+    attention = torch.zeros(2, 1, 3, 3)
+    attention[0, 0] = torch.eye(3)  # bottom layer: the diagonal
+    attention[1, 0] = torch.eye(3).flip(1)  # top layer: the anti-diagonal
+    words = [0, 1, 2]
+    assert align_words(attention, words, words, AlignmentMethod(layer=0)) == [(0, 0), (1, 1), (2, 2)]
+    assert align_words(attention, words, words, AlignmentMethod(layer=-1)) == [(0, 2), (1, 1), (2, 0)]
+    shifted = align_pieces(attention, AlignmentMethod(layer=0, shift=True))
+    assert shifted.argmax(dim=1).tolist() == [1, 2, 2]  # row j is step j + 1's (the last repeated)

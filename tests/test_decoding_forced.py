@@ -1,0 +1,56 @@
+"""Teacher-forced scoring (nmt.decoding.forced) agrees with what the search itself computed."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.decoding import greedy_search
+from nmt.decoding.forced import force_decode
+
+from fake_model import LIMITS, PAD, ended, source_batch, tiny_model
+
+
+def _rows(src: torch.Tensor) -> list[list[int]]:
+    return [row[row != PAD].tolist() for row in src]
+
+
+def test_forced_scores_add_up_to_the_search_log_prob_and_repeat_its_attention():
+    model = tiny_model()
+    src = source_batch()
+    hyps = greedy_search(model, src, limits=LIMITS, return_attention=True)
+    done = [ended(h.tokens, row) for h, row in zip(hyps, src, strict=True)]
+    assert any(done) and not all(done)  # both kinds of output are scored
+    scored = force_decode(model, _rows(src), [h.tokens for h in hyps], ended=done, need_attention=True)
+    for h, forced, end in zip(hyps, scored, done, strict=True):
+        assert len(forced.token_log_probs) == len(h.tokens) + (1 if end else 0)
+        assert sum(forced.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
+        assert all(lp <= 0 for lp in forced.token_log_probs)
+        # (layers, heads, steps, src_len): the search's attention, row for row
+        assert forced.cross_attention.shape == h.attention.shape
+        torch.testing.assert_close(forced.cross_attention, h.attention, atol=1e-5, rtol=1e-4)
+
+
+def test_a_sentence_scores_the_same_alone_as_in_a_padded_batch():
+    model = tiny_model()
+    src = source_batch()
+    outputs = [h.tokens for h in greedy_search(model, src, limits=LIMITS)]
+    together = force_decode(model, _rows(src), outputs)
+    for i in range(len(outputs)):
+        alone = force_decode(model, _rows(src)[i : i + 1], outputs[i : i + 1])[0]
+        assert alone.token_log_probs == pytest.approx(together[i].token_log_probs, abs=1e-5)
+
+
+def test_a_later_token_does_not_change_an_earlier_score():
+    model = tiny_model()
+    src = _rows(source_batch([6]))
+    short = force_decode(model, src, [[5, 6, 7]], ended=[False])[0].token_log_probs
+    longer = force_decode(model, src, [[5, 6, 7, 8, 9]], ended=[False])[0].token_log_probs
+    assert longer[:3] == pytest.approx(short, abs=1e-6)
+
+
+def test_nothing_to_score_and_mismatched_lists():
+    model = tiny_model()
+    assert force_decode(model, [], []) == []
+    with pytest.raises(ValueError, match="2 sources but 1 outputs"):
+        force_decode(model, [[2, 3], [2, 3]], [[5]])
