@@ -145,3 +145,13 @@ def test_alignments_link_words_of_the_source_and_of_the_output(translator):
             assert t.alignment, "every output word comes from somewhere"
             assert all(0 <= i < len(sentence.split()) for i, _ in t.alignment)
             assert sorted({j for _, j in t.alignment}) == list(range(len(t.text.split())))
+
+
+def test_aligning_given_pairs_covers_every_target_word_and_ignores_batching(translator):
+    targets = ["A man rides a bike .", "Two dogs play in the snow .", "A child .", "A woman with a hat ."]
+    together = translator.align(SENTENCES, targets)
+    alone = [translator.align([s], [t])[0] for s, t in zip(SENTENCES, targets, strict=True)]
+    assert together == alone
+    for source, target, pairs in zip(SENTENCES, targets, together, strict=True):
+        assert {j for _, j in pairs} == set(range(len(target.split())))  # every target word, once or more
+        assert all(0 <= i < len(source.split()) for i, _ in pairs)

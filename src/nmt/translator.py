@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .alignment import align_words, word_index
+from .alignment import DEFAULT_METHOD, AlignmentMethod, align_words, word_index
 from .config import DecodeConfig
 from .config_checks import ConfigError
 from .decoding import Hypothesis
@@ -255,31 +255,52 @@ class Translator:
             ended=[len(t.tokens) < limits[i] for i, t in rows],
             need_attention=alignments,
         )
-        eos = self.tgt_tokenizer.lookup([self.tgt_tokenizer.eos_id])[0]
-        specials = self._special_pieces()
         for (i, t), forced in zip(rows, scored, strict=True):
             t.token_probs = [math.exp(lp) for lp in forced.token_log_probs]
             t.confidence = sum(forced.token_log_probs) / max(1, len(forced.token_log_probs))
             if alignments:
-                src_pieces = self.src_tokenizer.lookup(src_ids[i])
-                tgt_pieces = self.tgt_tokenizer.lookup(t.tokens) + [eos]
-                t.alignment = align_words(
-                    forced.cross_attention,
-                    word_index(src_pieces, specials(src_pieces), wordpiece=self.src_tokenizer.kind == "wordpiece"),
-                    word_index(tgt_pieces, specials(tgt_pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece"),
-                )
+                t.alignment = self._word_pairs(src_ids[i], t.tokens, forced.cross_attention, DEFAULT_METHOD)
         for sentence in found:  # an empty output (of an empty input) is certain and aligns nothing
             for t in sentence:
                 if not t.tokens:
                     t.token_probs, t.confidence = [], 0.0
                     t.alignment = [] if alignments else None
 
-    def _special_pieces(self) -> Callable[[Sequence[str]], set[str]]:
-        """pieces -> those of them that are no word: start, end, padding, and >>xx<< language tokens."""
+    def align(
+        self, sources: Sequence[str], targets: Sequence[str], method: AlignmentMethod = DEFAULT_METHOD
+    ) -> list[list[tuple[int, int]]]:
+        """Word alignments of given sentence pairs (a target need not be the model's own output): the
+        model reads each pair as in training, and each target piece is aligned by its cross-attention.
+        Word indices are over the whitespace-separated words of each source and target as given."""
+        if not self.engine.supports_attention:
+            raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
+        src_ids = [self.encode_source(s)[0] for s in sources]
+        tgt_ids = [self.tgt_tokenizer.encode(t, add_special=False) for t in targets]
+        scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True)
+        return [
+            self._word_pairs(src, tgt, forced.cross_attention, method)
+            for src, tgt, forced in zip(src_ids, tgt_ids, scored, strict=True)
+        ]
+
+    def _word_pairs(
+        self, src_ids: Sequence[int], tgt_ids: Sequence[int], attention: torch.Tensor, method: AlignmentMethod
+    ) -> list[tuple[int, int]]:
+        """(source word, target word) pairs of one sentence from its teacher-forced cross-attention."""
+        src_pieces = self.src_tokenizer.lookup(src_ids)
+        tgt_pieces = self.tgt_tokenizer.lookup([*tgt_ids, self.tgt_tokenizer.eos_id])
+        return align_words(
+            attention,
+            word_index(src_pieces, self._special_pieces(src_pieces), wordpiece=self.src_tokenizer.kind == "wordpiece"),
+            word_index(tgt_pieces, self._special_pieces(tgt_pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece"),
+            method,
+        )
+
+    def _special_pieces(self, pieces: Sequence[str]) -> set[str]:
+        """The pieces among `pieces` that are no word: start, end, padding, and >>xx<< language tokens."""
         known = set()
         for tokenizer in (self.src_tokenizer, self.tgt_tokenizer):
             known |= set(tokenizer.lookup([tokenizer.start_id, tokenizer.eos_id, tokenizer.pad_id]))
-        return lambda pieces: known | {p for p in pieces if p.startswith(">>") and p.endswith("<<")}
+        return known | {p for p in pieces if p.startswith(">>") and p.endswith("<<")}
 
     # --- multi-target models (Marian's >>xx<< tokens) ----------------------------------------------
     @property
