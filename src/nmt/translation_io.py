@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import BinaryIO, TextIO
 
 from .alignment import pharaoh
-from .documents import DocumentStats, translate_paragraphs
+from .documents import DocumentStats, cut_to_fit, translate_paragraphs
 from .inference.choices import CHUNK_LINES
 from .translator import Sampling, Translation, Translator
 
@@ -51,6 +51,29 @@ def output_line(translation: Translation, *, scores: bool = False, alignments: b
 def best_texts(translator: Translator, texts: list[str], **options) -> list[str]:
     """The best translation's text of each of `texts` (options: those of translate_detailed)."""
     return [best[0].text for best in translator.translate_detailed(texts, **options)]
+
+
+def aligned_translations(
+    translator: Translator, sentences: list[str], **options
+) -> list[tuple[str, list[tuple[int, int]] | None]]:
+    """(best translation, its word alignment) of each sentence, for putting markup back
+    (nmt.markup). A sentence too long for the model is cut at a safe point (nmt.documents) and its
+    pieces' translations and alignments joined. The alignment is None where there is none: an engine
+    without attention, or a model of a tokenised corpus, whose words are not the text's."""
+    with_alignment = translator.engine.supports_attention and translator.text_form is None
+    parts = [cut_to_fit(sentence, translator.source_fits) for sentence in sentences]
+    found = iter(translator.translate_detailed([p for ps in parts for p in ps], alignments=with_alignment, **options))
+    out = []
+    for pieces in parts:
+        texts, pairs, src_offset, tgt_offset = [], [], 0, 0
+        for piece in pieces:
+            best = next(found)[0]
+            texts.append(best.text)
+            pairs += [(i + src_offset, j + tgt_offset) for i, j in best.alignment or []]
+            src_offset += len(piece.split())
+            tgt_offset += len(best.text.split())
+        out.append((" ".join(texts), pairs if with_alignment else None))
+    return out
 
 
 def translate_stream(

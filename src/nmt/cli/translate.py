@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
 from pathlib import Path
@@ -40,11 +41,11 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--format",
-        choices=("lines", "text"),
+        choices=("lines", "text", "html"),
         default="lines",
         help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
         "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
-        "point instead of truncated",
+        "point instead of truncated; html: a web page, its text translated in context and its markup kept",
     )
     p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
     p.add_argument(
@@ -142,15 +143,30 @@ def sampling_option(args: argparse.Namespace):
     return Sampling(**given)
 
 
+def read_page(source, name: str) -> str:
+    """The whole of a web page, as UTF-8 text; an InputError naming the file where it is not UTF-8."""
+    from ..translation_io import InputError
+
+    data = source.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InputError(f"{name}:{line}: not valid UTF-8 (byte {err.start + 1} of the file)") from None
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
-    from ..translation_io import translate_stream
+    from ..markup import translate_html
+    from ..translation_io import aligned_translations, translate_stream
 
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)
     split = args.split_sentences or args.format == "text"
-    if split and (args.scores or args.alignments):
+    if (split or args.format == "html") and (args.scores or args.alignments):
         raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
+    if args.format == "html" and args.split_sentences:
+        raise CommandError("--split-sentences is --format text; html splits sentences anyway")
     with contextlib.ExitStack() as files:
         # A missing input fails before the model loads; the output is not emptied if loading fails,
         # nor if the search asked for is one the model or engine cannot run.
@@ -160,6 +176,22 @@ def cmd_translate(args: argparse.Namespace) -> int:
         translator.search_request(beam=args.beam, length_penalty=args.length_penalty, sampling=sampling)
         if args.alignments and not translator.engine.supports_attention:
             raise CommandError(f"--alignments needs the torch engine; the {translator.engine.name} engine gives none")
+        if args.format == "html":
+            page = read_page(source, args.input or "<stdin>")
+            translated = translate_html(
+                page,
+                functools.partial(
+                    aligned_translations,
+                    translator,
+                    beam=args.beam,
+                    length_penalty=args.length_penalty,
+                    sampling=sampling,
+                ),
+                lang=translator.source_lang or "en",
+            )
+            target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+            target.write(translated)
+            return 0
         target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
         translate_stream(
             translator,

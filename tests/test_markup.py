@@ -1,0 +1,116 @@
+"""HTML translated with its markup kept (nmt.markup)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from bs4 import BeautifulSoup, NavigableString, Tag
+
+from nmt.markup import blocks_of, place_words, translate_html
+
+PAGE = """<!DOCTYPE html>
+<html><head><title>Ein Test</title>
+<style>p { color: red; }</style>
+<script>var s = "Ein Mann < zwei";</script></head>
+<body>
+  <h1>Die  Überschrift &amp; mehr</h1>
+  <p>Ein Mann <b>fährt</b> ein <a href="/rad?x=1&amp;y=2" title="Fahrrad">rotes <i>Fahrrad</i></a>. Er ist müde!</p>
+  <ul><li>Eins</li><li>Zwei <span class="notranslate">Code</span> drei</li></ul>
+  <pre>  nicht   übersetzen  </pre>
+  <p>Kaputt <b>nicht geschlossen <i>auch nicht
+  <div translate="no">Bleibt so.</div>
+  <!-- ein Kommentar -->
+</body></html>"""
+
+
+def tag_tree(html: str):
+    """The page's elements as (name, attributes, children) without any text."""
+
+    def tree(node: Tag):
+        return (node.name, dict(node.attrs), [tree(c) for c in node.children if isinstance(c, Tag)])
+
+    return tree(BeautifulSoup(html, "html.parser"))
+
+
+def texts_of(html: str, name: str) -> list[str]:
+    return [t.get_text() for t in BeautifulSoup(html, "html.parser").find_all(name)]
+
+
+def upper(sentences: list[str]):
+    """A 'translation' that upper-cases each word and keeps the word order (aligned one to one)."""
+    return [(s.upper(), [(i, i) for i in range(len(s.split()))]) for s in sentences]
+
+
+def test_the_tag_tree_attributes_and_untouched_parts_are_kept():
+    out = translate_html(PAGE, upper, lang="de")
+    assert tag_tree(out) == tag_tree(PAGE)
+    assert texts_of(out, "script") == texts_of(PAGE, "script")
+    assert texts_of(out, "style") == texts_of(PAGE, "style")
+    assert texts_of(out, "pre") == ["  nicht   übersetzen  "]
+    assert 'href="/rad?x=1&amp;y=2"' in out and 'title="Fahrrad"' in out  # attributes as they were
+    assert "<!-- ein Kommentar -->" in out and out.startswith("<!DOCTYPE html>")
+    assert texts_of(out, "span") == ["Code"] and texts_of(out, "div") == ["Bleibt so."]
+    assert texts_of(out, "title") == ["EIN TEST"] and "&amp; MEHR" in out  # text translated, entity kept
+    assert "NICHT GESCHLOSSEN" in out  # broken markup read as a browser would, not a crash
+
+
+def test_inline_tags_stay_around_the_words_they_enclosed():
+    out = translate_html('<p>Ein Mann <b>fährt</b> ein <a href="/x">rotes <i>Fahrrad</i></a>.</p>', upper, lang="de")
+    assert out == '<p>EIN MANN <b>FÄHRT</b> EIN <a href="/x">ROTES <i>FAHRRAD.</i></a></p>'
+
+
+def test_each_sentence_of_a_block_is_translated_alone_and_the_words_follow_their_alignment():
+    calls = []
+
+    def swap_first_two(sentences):  # "A B C" -> "B A C", with the alignment saying so
+        calls.append(list(sentences))
+        out = []
+        for s in sentences:
+            words = s.split()
+            words[0], words[1] = words[1], words[0]
+            out.append((" ".join(words), [(1, 0), (0, 1)] + [(i, i) for i in range(2, len(words))]))
+        return out
+
+    out = translate_html("<p><b>Ein</b> Mann läuft. <i>Zwei</i> Hunde bellen.</p>", swap_first_two, lang="de")
+    assert calls == [["Ein Mann läuft.", "Zwei Hunde bellen."]]
+    # The nodes keep their order; of the two orders possible, one word is misplaced, never more.
+    soup = BeautifulSoup(out, "html.parser")
+    assert soup.get_text().split() == ["Mann", "Ein", "läuft.", "Hunde", "Zwei", "bellen."]
+    assert tag_tree(out) == tag_tree("<p><b>x</b> x <i>x</i> x</p>")
+
+
+def test_without_alignments_words_are_spread_in_proportion():
+    out = translate_html("<p>eins <b>zwei drei</b> vier</p>", lambda s: [(t.upper(), None) for t in s], lang="de")
+    assert out == "<p>EINS <b>ZWEI DREI</b> VIER</p>"
+
+
+def test_words_are_placed_in_order_at_the_least_cost():
+    # word 0 wants node 1, word 1 wants node 0: in order, one of them must give way
+    assert place_words([[1, 0], [0, 1]]) in ([0, 0], [1, 1])
+    costs = [[0, 1, 1], [1, 1, 0], [1, 0, 1]]  # wants 0, 2, 1: the best in order costs 1
+    placed = place_words(costs)
+    assert placed == sorted(placed) and sum(costs[j][i] for j, i in enumerate(placed)) == 1
+    assert place_words([[1, 0, 1], [1, 1, 0], [1, 1, 0]]) == [1, 2, 2]
+    assert place_words([]) == []
+
+
+def test_blocks_are_the_text_reached_through_inline_elements():
+    soup = BeautifulSoup("<div>Eins <b>zwei</b><p>drei</p> vier</div>", "html.parser")
+    assert [b.text for b in blocks_of(soup)] == ["Eins zwei", "drei", " vier"]
+    assert all(isinstance(n, NavigableString) for b in blocks_of(soup) for n in b.nodes)
+
+
+def test_translate_format_html_from_the_command_line(tiny_model_dir, tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text(PAGE, encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", "--model", str(tiny_model_dir), "--input", str(page)]
+        + ["--format", "html", "--beam", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert tag_tree(run.stdout) == tag_tree(PAGE)
+    assert texts_of(run.stdout, "script") == texts_of(PAGE, "script")
