@@ -12,6 +12,7 @@ import urllib.error
 from pathlib import Path
 
 import pytest
+from bs4 import BeautifulSoup
 from fastapi.testclient import TestClient
 
 import nmt.server.app
@@ -34,6 +35,11 @@ class NBestEcho:
         self.engine = type("Engine", (), {"name": "echo", "supports_attention": False})()
         self.calls = []
         self.lock = threading.Lock()
+
+    text_form = None  # reads running text
+
+    def source_fits(self, text, **_):  # every sentence is short enough
+        return True
 
     def translate_detailed(self, texts, *, beam=None, return_attention=False, n_best=1):
         with self.lock:
@@ -286,3 +292,41 @@ def test_download_names_are_checked(echo):
     _, client = echo
     assert client.get("/download_file/..%2f..%2fetc%2fpasswd").status_code in (400, 404)
     assert client.get("/download_file/notes.txt").json() == {"error": "Invalid filename"}
+
+
+def test_a_text_of_several_sentences_is_translated_sentence_by_sentence(echo):
+    stub, client = echo
+    answer = client.post("/translate", json={"q": "Ein Hund. Zwei Katzen!\nDrei.", "source": "de", "target": "en"})
+    assert answer.json() == {"translatedText": "Ein Hund.|0 Zwei Katzen!|0\nDrei.|0"}
+    assert stub.calls[-1][0] == ["Ein Hund.", "Zwei Katzen!", "Drei."]  # one call, the sentences batched
+
+
+def test_format_html_keeps_the_markup_and_translates_the_text():
+    stub = NBestEcho()
+    page = '<p>Ein <b>Hund</b> läuft. <a href="/x?a=1&amp;b=2">Zwei</a> Katzen!</p><script>var x = "Ein";</script>'
+    with TestClient(create_app(stub, ServerLimits(), info=INFO), base_url=LOCAL) as client:
+        answer = client.post("/translate", json={"q": page, "source": "de", "target": "en", "format": "html"})
+    out = answer.json()["translatedText"]
+    assert stub.calls[-1][0] == ["Ein Hund läuft.", "Zwei Katzen!"]  # whole sentences, tags aside
+    assert BeautifulSoup(out, "html.parser").p.get_text() == "Ein Hund läuft.|0 Zwei Katzen!|0"
+    assert out.endswith('<script>var x = "Ein";</script>')
+    assert [t.name for t in BeautifulSoup(out, "html.parser").find_all(True)] == ["p", "b", "a", "script"]
+    assert 'href="/x?a=1&amp;b=2"' in out
+
+
+def test_an_html_file_comes_back_as_html(echo):
+    _, client = echo
+    page = "<html><body>\n<h1>Titel</h1>\n<p>Ein <i>kurzer</i> Satz.</p>\n</body></html>"  # lines within 40
+    sent = client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en"},
+        files={"file": ("seite.html", page.encode(), "text/html")},
+    )
+    assert sent.status_code == 200, sent.json()
+    url = sent.json()["translatedFileUrl"]
+    assert url.endswith("_en.html")
+    fetched = client.get(url.removeprefix("http://127.0.0.1"))
+    assert fetched.headers["content-type"].startswith("text/html")
+    soup = BeautifulSoup(fetched.text, "html.parser")
+    assert [t.name for t in soup.find_all(True)] == ["html", "body", "h1", "p", "i"]
+    assert soup.h1.get_text() == "Titel|0" and soup.p.get_text().endswith("Satz.|0")

@@ -137,38 +137,58 @@ def fill_block(block: Block, words: list[str], placed: list[int]) -> None:
         node.replace_with(NavigableString(new))
 
 
+def page_text(html: str) -> str:
+    """The text a reader of the page sees (for language identification)."""
+    return " ".join(block.text.strip() for block in blocks_of(BeautifulSoup(html, "html.parser")))
+
+
+class HtmlPage:
+    """A page read for translation: `sentences` to translate, then `rebuilt(results)` once.
+
+    results: for each sentence, (translation, word alignment or None), the alignment as (source
+    word, output word) pairs over whitespace-separated words; without one, words are placed in
+    proportion to the nodes' own words."""
+
+    def __init__(self, html: str, lang: str):
+        self.soup = BeautifulSoup(html, "html.parser")
+        self.blocks = blocks_of(self.soup)
+        self.paragraphs = [Paragraph.parse(block.text, lang) for block in self.blocks]
+        self.sentences = [s for p in self.paragraphs for s in p.sentences]
+
+    def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> str:
+        """The page with each sentence replaced by its translation and the markup as it was."""
+        if len(results) != len(self.sentences):
+            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        answers = iter(results)
+        for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
+            owner = _node_of_chars(block)
+            words: list[str] = []
+            costs: list[list[float]] = []
+            at = len(paragraph.gaps[0])
+            for sentence, gap in zip(paragraph.sentences, paragraph.gaps[1:], strict=True):
+                text, alignment = next(answers)
+                source_nodes = [owner[at + m.start()] for m in _WORD.finditer(sentence)]
+                out_words = text.split()
+                costs += _costs(source_nodes, len(out_words), len(block.nodes), alignment)
+                words += out_words
+                at += len(sentence) + len(gap)
+            fill_block(block, words, place_words(costs))
+        return self.soup.decode(formatter="minimal")
+
+
 def translate_html(
     html: str,
-    translate: Callable[[list[str]], list[tuple[str, list[tuple[int, int]] | None]]],
+    translate: Callable[[list[str]], Sequence[tuple[str, list[tuple[int, int]] | None]]],
     *,
     lang: str,
 ) -> str:
     """The page with its text translated and its markup kept.
 
-    translate: sentences -> (translation, word alignment or None) for each, in order: the alignment
-    as (source word, output word) pairs over whitespace-separated words; None where the engine gives
-    none, and words are then placed in proportion to the nodes' own words.
+    translate: sentences -> (translation, word alignment or None) for each, in order (see HtmlPage);
     lang: the source language (for splitting sentences).
     """
-    soup = BeautifulSoup(html, "html.parser")
-    blocks = blocks_of(soup)
-    paragraphs = [Paragraph.parse(block.text, lang) for block in blocks]
-    sentences = [s for p in paragraphs for s in p.sentences]
-    results = iter(translate(sentences) if sentences else [])
-    for block, paragraph in zip(blocks, paragraphs, strict=True):
-        owner = _node_of_chars(block)
-        words: list[str] = []
-        costs: list[list[float]] = []
-        at = len(paragraph.gaps[0])
-        for sentence, gap in zip(paragraph.sentences, paragraph.gaps[1:], strict=True):
-            text, alignment = next(results)
-            source_nodes = [owner[at + m.start()] for m in _WORD.finditer(sentence)]
-            out_words = text.split()
-            costs += _costs(source_nodes, len(out_words), len(block.nodes), alignment)
-            words += out_words
-            at += len(sentence) + len(gap)
-        fill_block(block, words, place_words(costs))
-    return soup.decode(formatter="minimal")
+    page = HtmlPage(html, lang)
+    return page.rebuilt(translate(page.sentences) if page.sentences else [])
 
 
 def _costs(

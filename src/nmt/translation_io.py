@@ -12,6 +12,7 @@ import functools
 import itertools
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
 from .alignment import pharaoh
@@ -53,27 +54,54 @@ def best_texts(translator: Translator, texts: list[str], **options) -> list[str]
     return [best[0].text for best in translator.translate_detailed(texts, **options)]
 
 
+@dataclass
+class CutSentences:
+    """Sentences cut where too long for the model (nmt.documents.cut_to_fit): translate `pieces`,
+    then `joined` puts each sentence's pieces' translations (and word alignments) back together."""
+
+    parts: list[list[str]]
+
+    @property
+    def pieces(self) -> list[str]:
+        return [piece for pieces in self.parts for piece in pieces]
+
+    def joined(self, best: Sequence[Translation]) -> list[tuple[str, list[tuple[int, int]] | None]]:
+        """(translation, word alignment) per sentence from the best Translation of each piece; the
+        alignment None where the pieces have none."""
+        found = iter(best)
+        out = []
+        for pieces in self.parts:
+            texts, pairs, aligned, src_offset, tgt_offset = [], [], True, 0, 0
+            for piece in pieces:
+                t = next(found)
+                texts.append(t.text)
+                aligned = aligned and t.alignment is not None
+                pairs += [(i + src_offset, j + tgt_offset) for i, j in t.alignment or []]
+                src_offset += len(piece.split())
+                tgt_offset += len(t.text.split())
+            out.append((" ".join(texts), pairs if aligned else None))
+        return out
+
+
+def cut_sentences(translator: Translator, sentences: Sequence[str]) -> CutSentences:
+    """`sentences`, each cut into pieces the model takes whole."""
+    return CutSentences([cut_to_fit(sentence, translator.source_fits) for sentence in sentences])
+
+
+def gives_alignments(translator: Translator) -> bool:
+    """Whether the translator's word alignments are over the words of the text it is given: its
+    engine has attention, and its model reads running text (not a tokenised corpus's form)."""
+    return translator.engine.supports_attention and translator.text_form is None
+
+
 def aligned_translations(
     translator: Translator, sentences: list[str], **options
 ) -> list[tuple[str, list[tuple[int, int]] | None]]:
-    """(best translation, its word alignment) of each sentence, for putting markup back
-    (nmt.markup). A sentence too long for the model is cut at a safe point (nmt.documents) and its
-    pieces' translations and alignments joined. The alignment is None where there is none: an engine
-    without attention, or a model of a tokenised corpus, whose words are not the text's."""
-    with_alignment = translator.engine.supports_attention and translator.text_form is None
-    parts = [cut_to_fit(sentence, translator.source_fits) for sentence in sentences]
-    found = iter(translator.translate_detailed([p for ps in parts for p in ps], alignments=with_alignment, **options))
-    out = []
-    for pieces in parts:
-        texts, pairs, src_offset, tgt_offset = [], [], 0, 0
-        for piece in pieces:
-            best = next(found)[0]
-            texts.append(best.text)
-            pairs += [(i + src_offset, j + tgt_offset) for i, j in best.alignment or []]
-            src_offset += len(piece.split())
-            tgt_offset += len(best.text.split())
-        out.append((" ".join(texts), pairs if with_alignment else None))
-    return out
+    """(best translation, its word alignment or None) of each sentence, for putting markup back
+    (nmt.markup); a sentence too long for the model is cut at a safe point and joined back."""
+    cut = cut_sentences(translator, sentences)
+    found = translator.translate_detailed(cut.pieces, alignments=gives_alignments(translator), **options)
+    return cut.joined([best[0] for best in found])
 
 
 def translate_stream(

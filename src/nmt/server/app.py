@@ -50,7 +50,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
+from ..documents import Paragraph
+from ..markup import HtmlPage, page_text
 from ..model_dir import read_languages
+from ..translation_io import cut_sentences, gives_alignments
 from ..translator import EngineOptions, Translation, Translator
 from .access import LOOPBACK_NAMES, AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
@@ -61,7 +64,8 @@ from .libretranslate import (
     Directions,
     LanguageDetector,
     LibreTranslateError,
-    file_lines,
+    alternatives_of,
+    file_text,
     form_parts,
     frontend_settings,
     is_libretranslate_body,
@@ -356,7 +360,7 @@ def create_app(
         return found[0]["language"], found[0]
 
     async def translate_via_route(
-        request: Request, source: str, target: str, texts: list[str], n_best: int = 1
+        request: Request, source: str, target: str, texts: list[str], n_best: int = 1, alignments: bool = False
     ) -> list[list[Translation]] | None:
         """The n-best of each text from the model that serves source -> target (None: the client left)."""
         directions.check(source, target)
@@ -371,12 +375,48 @@ def create_app(
                 n_best=n_best,
                 deadline=time.monotonic() + limits.deadline_s,
                 target_lang=target_lang,
+                alignments=alignments,
             )
             return await wait_for_answer(request, future, its_queue, limits.deadline_s)
         except Overloaded as err:
             raise LibreTranslateError(503, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
         except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
             raise LibreTranslateError(err.status, err.message, err.retry_after_s) from None
+
+    async def translate_documents(
+        request: Request, source: str, target: str, texts: list[str], html: bool
+    ) -> list[str] | None:
+        """Each text translated as a document: paragraphs (lines) split into sentences, or a web page
+        with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
+        sentences go through the route's queue in requests of max_sentences (None: the client left)."""
+        directions.check(source, target)
+        translator = models[route[(source, target)][0]][0]
+        if html:
+            pages = [HtmlPage(text, source) for text in texts]
+            sentences = [[*page.sentences] for page in pages]
+        else:
+            paragraphs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
+            sentences = [[s for p in doc for s in p.sentences] for doc in paragraphs]
+        cut = cut_sentences(translator, [s for doc in sentences for s in doc])
+        pieces, best = cut.pieces, []
+        aligned = html and gives_alignments(translator)
+        for start in range(0, len(pieces), limits.max_sentences):  # the queue's request size, one after another
+            results = await translate_via_route(
+                request, source, target, pieces[start : start + limits.max_sentences], alignments=aligned
+            )
+            if results is None:
+                return None
+            best += [found[0] for found in results]
+        answers = iter(cut.joined(best))
+        out = []
+        for i, doc in enumerate(sentences):
+            mine = [next(answers) for _ in doc]
+            if html:
+                out.append(pages[i].rebuilt(mine))
+            else:
+                texts_of = iter(text for text, _ in mine)
+                out.append("\n".join(p.rebuilt([next(texts_of) for _ in p.sentences]) for p in paragraphs[i]))
+        return out
 
     def client_left() -> JSONResponse:
         metrics.disconnects.labels("answer").inc()
@@ -386,11 +426,18 @@ def create_app(
         require_languages()
         admit_libretranslate(request, fields)
         call = parse_translate(fields, limits.max_sentences, limits.max_chars)
-        source, detected = resolve_source(call.source, call.texts)
-        results = await translate_via_route(request, source, call.target, call.texts, call.alternatives + 1)
-        if results is None:
-            return client_left()
-        return JSONResponse(translate_answer(call, results, detected))
+        html = call.format == "html"
+        source, detected = resolve_source(call.source, [page_text(t) for t in call.texts] if html else call.texts)
+        if call.alternatives and not html:  # alternatives of a whole text: each text is one input
+            results = await translate_via_route(request, source, call.target, call.texts, call.alternatives + 1)
+            if results is None:
+                return client_left()
+            texts, others = [best[0].text for best in results], alternatives_of(results, call.alternatives)
+        else:
+            texts, others = await translate_documents(request, source, call.target, call.texts, html), None
+            if texts is None:
+                return client_left()
+        return JSONResponse(translate_answer(call, texts, others, detected))
 
     downloads = Path(tempfile.mkdtemp(prefix="nmt-files-"))  # translated files until fetched (or the app ends)
 
@@ -410,24 +457,20 @@ def create_app(
         for name in ("source", "target"):
             if not fields.get(name):
                 raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
-        _, lines = file_lines(upload)
-        for line in lines:
-            if len(line) > limits.max_chars:
+        extension, text = file_text(upload)
+        html = extension in (".html", ".htm")
+        for line in text.split("\n"):
+            if len(line) > limits.max_chars and not html:
                 raise LibreTranslateError(
                     400, f"Invalid request: request ({len(line)}) exceeds text limit ({limits.max_chars})"
                 )
-        texts = [line for line in lines if line.strip()]  # blank lines stay blank, untranslated
-        source, _ = resolve_source(fields["source"].lower(), texts[:50])
+        source, _ = resolve_source(fields["source"].lower(), [(page_text(text) if html else text)[:5000]])
         target = fields["target"].lower()
-        translated: list[str] = []
-        for start in range(0, len(texts), limits.max_sentences):  # the queue's request size, one after another
-            results = await translate_via_route(request, source, target, texts[start : start + limits.max_sentences])
-            if results is None:
-                return client_left()
-            translated += [best[0].text for best in results]
-        answers = iter(translated)
-        out = "\n".join(next(answers) if line.strip() else line for line in lines) + "\n"
-        name = f"{uuid.uuid4().hex}_{target}.txt"
+        translated = await translate_documents(request, source, target, [text], html)
+        if translated is None:
+            return client_left()
+        out = translated[0] if html else translated[0] + "\n"
+        name = f"{uuid.uuid4().hex}_{target}{extension}"
         kept = sorted(downloads.iterdir(), key=lambda p: p.stat().st_mtime)
         for old in kept[: max(0, len(kept) - MAX_DOWNLOADS + 1)]:  # unfetched files: the oldest go first
             old.unlink(missing_ok=True)
@@ -447,7 +490,7 @@ def create_app(
         filename = name.split("_", 1)[1]
         return Response(
             content,
-            media_type="text/plain; charset=utf-8",
+            media_type=("text/html" if name.endswith((".html", ".htm")) else "text/plain") + "; charset=utf-8",
             headers={"Content-Disposition": f'attachment; filename="translated_{filename}"'},
         )
 

@@ -189,6 +189,7 @@ class TranslateCall:
     source: str  # a code, or "auto"
     target: str
     alternatives: int
+    format: str = "text"  # "text" or "html"
 
 
 def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) -> TranslateCall:
@@ -218,30 +219,37 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
         except UnicodeEncodeError:
             raise LibreTranslateError(400, "Invalid request: q is not valid Unicode text") from None
     text_format = fields.get("format") or "text"
-    if text_format != "text":
+    if text_format not in ("text", "html"):
         raise LibreTranslateError(400, f"{text_format} format is not supported")
     texts = ["\n".join(t.splitlines()) for t in texts]  # LibreTranslate's line-ending normalisation
-    return TranslateCall(texts, isinstance(q, list), source.lower(), target.lower(), alternatives)
+    return TranslateCall(texts, isinstance(q, list), source.lower(), target.lower(), alternatives, text_format)
 
 
-def translate_answer(call: TranslateCall, results: list[list[Any]], detected: dict | None) -> dict[str, Any]:
+def translate_answer(
+    call: TranslateCall, texts: list[str], alternatives: list[list[str]] | None, detected: dict | None
+) -> dict[str, Any]:
     """LibreTranslate's answer: the text(s), and the detected language and alternatives where asked."""
-    texts = [best[0].text for best in results]
     answer: dict[str, Any] = {"translatedText": texts if call.batch else texts[0]}
     if detected is not None:
         answer["detectedLanguage"] = [detected] * len(texts) if call.batch else detected
     if call.alternatives:
-        others = []
-        for best in results:
-            seen = {best[0].text}
-            unique = [t.text for t in best[1:] if not (t.text in seen or seen.add(t.text))]
-            others.append(unique[: call.alternatives])
+        others = alternatives or [[] for _ in texts]
         answer["alternatives"] = others if call.batch else others[0]
     return answer
 
 
-FILE_FORMATS = (".txt",)  # what /translate_file takes (HTML comes with nmt's HTML translation)
-DOWNLOAD_NAME = re.compile(r"[0-9a-f]{32}_[a-z]{2,3}(-[A-Za-z]+)?\.txt")  # what /translate_file writes
+def alternatives_of(results: list[list[Any]], count: int) -> list[list[str]]:
+    """Up to `count` other translations of each text, distinct from the best and one another."""
+    others = []
+    for best in results:
+        seen = {best[0].text}
+        unique = [t.text for t in best[1:] if not (t.text in seen or seen.add(t.text))]
+        others.append(unique[:count])
+    return others
+
+
+FILE_FORMATS = (".txt", ".html", ".htm")  # what /translate_file takes
+DOWNLOAD_NAME = re.compile(r"[0-9a-f]{32}_[a-z]{2,3}(-[A-Za-z]+)?\.(txt|html|htm)")  # what /translate_file writes
 
 
 def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, bytes] | None]:
@@ -266,9 +274,9 @@ def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[st
     return fields, upload
 
 
-def file_lines(upload: tuple[str, bytes] | None) -> tuple[str, list[str]]:
-    """(extension, lines) of an uploaded text file; LibreTranslate's 400s for a missing, empty or
-    unsupported one, and one for a file that is not UTF-8 text."""
+def file_text(upload: tuple[str, bytes] | None) -> tuple[str, str]:
+    """(extension, text) of an uploaded text or HTML file; LibreTranslate's 400s for a missing, empty
+    or unsupported one, and one for a file that is not UTF-8 text."""
     if upload is None:
         raise LibreTranslateError(400, "Invalid request: missing file parameter")
     name, data = upload
@@ -281,7 +289,7 @@ def file_lines(upload: tuple[str, bytes] | None) -> tuple[str, list[str]]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise LibreTranslateError(400, f"Invalid request: {name} is not UTF-8 text (byte {err.start})") from None
-    return extension, text.splitlines()
+    return extension, "\n".join(text.splitlines())
 
 
 def frontend_settings(directions: Directions, max_chars: int, keys: bool = False) -> dict[str, Any]:
