@@ -17,6 +17,7 @@ from typing import BinaryIO, TextIO
 
 from .alignment import pharaoh
 from .documents import DocumentStats, cut_to_fit, translate_paragraphs
+from .glossary import Glossary
 from .inference.choices import CHUNK_LINES
 from .translator import Sampling, Translation, Translator
 
@@ -35,6 +36,13 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
         except UnicodeDecodeError as err:
             raise InputError(f"{name}:{number}: not valid UTF-8 (byte {err.start + 1} of the line)") from None
         yield number, text.rstrip("\r\n")
+
+
+def warn_missed_terms(name: str, numbers: Sequence[int], results: list[list[Translation]]) -> None:
+    """A warning for each line whose glossary terms could not all be placed (too long for the limit)."""
+    for number, best in zip(numbers, results, strict=True):
+        if best[0].glossary_missed:
+            log.warning("%s:%d: glossary terms not placed: %s", name, number, ", ".join(best[0].glossary_missed))
 
 
 def output_line(translation: Translation, *, scores: bool = False, alignments: bool = False) -> str:
@@ -118,6 +126,7 @@ def translate_stream(
     split_sentences: bool = False,
     scores: bool = False,
     alignments: bool = False,
+    glossary: Glossary | None = None,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of lines written.
 
@@ -127,6 +136,8 @@ def translate_stream(
     else each line is one sentence, cut to the model's limit with a warning if it is longer.
     scores / alignments (line mode): each output line is followed by " ||| " and the translation's
     confidence and token probabilities, then " ||| " and its word alignment (see `output_line`).
+    glossary: its target terms are required wherever its source terms occur (line mode); a line
+    whose terms could not all be placed is named in a warning.
 
     With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
@@ -153,7 +164,11 @@ def translate_stream(
             ):
                 target.write(text + "\n")
         else:
-            results = translator.translate_detailed(list(texts), scores=scores, alignments=alignments, **options)
+            more = {"glossary": glossary} if glossary is not None else {}
+            results = translator.translate_detailed(
+                list(texts), scores=scores, alignments=alignments, **more, **options
+            )
+            warn_missed_terms(name, numbers, results)
             for number, best in zip(numbers, results, strict=True):
                 if best[0].truncated:
                     log.warning(
@@ -187,6 +202,7 @@ def translate_sentences(
     length_penalty: float | None = None,
     name: str = "<input>",
     pretokenized: bool = False,
+    glossary: Glossary | None = None,
 ) -> list[str]:
     """The best translation of each of `texts` (lines 1.. of the file `name`), in order.
 
@@ -195,9 +211,11 @@ def translate_sentences(
     Sources cut to the Translator's max_source_tokens are counted in one warning that names
     the first few lines (each source is encoded once: the Translator reports the cut).
     """
+    more = {"glossary": glossary} if glossary is not None else {}
     results = translator.translate_detailed(
-        list(texts), beam=beam, length_penalty=length_penalty, pretokenized=pretokenized
+        list(texts), beam=beam, length_penalty=length_penalty, pretokenized=pretokenized, **more
     )
+    warn_missed_terms(name, range(1, len(texts) + 1), results)
     truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]
     if truncated:
         shown = ", ".join(f"{name}:{n}" for n in truncated[:5]) + (", ..." if len(truncated) > 5 else "")

@@ -27,6 +27,7 @@ from .alignment import DEFAULT_METHOD, AlignmentMethod, align_words, word_index
 from .config import DecodeConfig
 from .config_checks import ConfigError
 from .decoding import Hypothesis
+from .glossary import Glossary
 from .inference.batch_search import search_limits
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
@@ -61,6 +62,9 @@ class Translation:
     # With alignments=True: (source word, output word) pairs, 0-based, over the whitespace-separated
     # words of the text the model read and wrote (nmt.alignment).
     alignment: list[tuple[int, int]] | None = None
+    # With a glossary: the target terms its source called for that this translation lacks (none
+    # unless a term could not be placed within the length limit).
+    glossary_missed: list[str] | None = None
 
 
 def target_lang_error(problem: str) -> ConfigError:
@@ -207,6 +211,7 @@ class Translator:
         pretokenized: bool = False,
         scores: bool = False,
         alignments: bool = False,
+        glossary: Glossary | None = None,
     ) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention.
 
@@ -214,7 +219,10 @@ class Translator:
         with choose_target_language); a ConfigError naming the valid ones for one it lacks.
         pretokenized: as in `translate`.
         scores: fill each Translation's token_probs and confidence; alignments: its word alignment
-        (one teacher-forced pass over the results: nmt.decoding.forced)."""
+        (one teacher-forced pass over the results: nmt.decoding.forced).
+        glossary: the sentences where its source terms occur are searched one by one under the
+        constraint that their target terms appear (nmt.decoding.constrained; the torch engine);
+        glossary_missed lists any that could not be placed."""
         if alignments and not self.engine.supports_attention:
             raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
         if target_lang is not None:
@@ -224,18 +232,38 @@ class Translator:
             texts = [form.to_corpus_form(t) for t in texts]
         encoded = [self.encode_source(t, target_lang) for t in texts]
         ids = [e[0] for e in encoded]
-        hyps = self.translate_ids(
-            ids,
+        terms = [glossary.matches(t) for t in texts] if glossary is not None else [[] for _ in texts]
+        free = [i for i, found in enumerate(terms) if not found]
+        hyps: list[list[Hypothesis] | None] = [None] * len(texts)
+        missed: dict[int, list[str]] = {}
+        free_hyps = self.translate_ids(
+            [ids[i] for i in free],
             beam=beam,
             n_best=n_best,
             length_penalty=length_penalty,
             return_attention=return_attention,
             sampling=sampling,
         )
+        for i, found in zip(free, free_hyps, strict=True):
+            hyps[i] = found
+        constrained = [i for i, found in enumerate(terms) if found]
+        if constrained:
+            request = self.search_request(beam=beam, n_best=n_best, length_penalty=length_penalty)
+            if sampling is not None or return_attention:
+                raise ValueError("a glossary constrains beam search: it does not take sampling or attention")
+            for i in constrained:
+                targets = list(dict.fromkeys(target for _, target in terms[i]))
+                constraints = [self.encode_target_term(t) for t in targets]
+                result = self.engine.translate_constrained(ids[i], constraints, request)
+                hyps[i] = result.hypotheses
+                missed[i] = [targets[k] for k in result.missed]
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
             out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
+        for i, terms_missed in missed.items():
+            for t in out[i]:
+                t.glossary_missed = terms_missed
         if scores or alignments:
             self.add_scores(out, ids, alignments=alignments)
         if form is not None:
@@ -341,6 +369,13 @@ class Translator:
         if len(ids) <= self.max_source_tokens:
             return ids, False
         return ids[: self.max_source_tokens - 1] + ids[-1:], True
+
+    def encode_target_term(self, term: str) -> list[int]:
+        """A glossary's target term as the target ids the model writes it with mid-sentence (in the
+        corpus's form for a model of a tokenised corpus)."""
+        if self.text_form is not None:
+            term = TextForm(self.text_form.tgt_lang, self.text_form.tgt_lang).to_corpus_form(term)
+        return self.tgt_tokenizer.encode(term, add_special=False)
 
     def source_fits(self, text: str, *, pretokenized: bool = False, target_lang: str | None = None) -> bool:
         """Whether `text` is short enough to be translated whole (within max_source_tokens)."""

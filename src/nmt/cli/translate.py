@@ -48,6 +48,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "point instead of truncated; html: a web page, its text translated in context and its markup kept",
     )
     p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
+    glossary_option(p)
     p.add_argument(
         "--scores",
         action="store_true",
@@ -95,6 +96,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     target_lang_option(p)
+    glossary_option(p)
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser(
@@ -116,6 +118,27 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
 
 
 # --- translate ----------------------------------------------------------------------------------
+def glossary_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--glossary",
+        metavar="FILE.tsv",
+        help="source term<TAB>required target term per line: where a source term occurs (whole words, any "
+        "case), its target term appears in the translation (constrained beam search; the torch engine)",
+    )
+
+
+def load_glossary(args: argparse.Namespace):
+    """The --glossary file read and checked (a CommandError naming the file and line), or None."""
+    from ..glossary import Glossary, GlossaryError
+
+    if not getattr(args, "glossary", None):
+        return None
+    try:
+        return Glossary.load(args.glossary)
+    except GlossaryError as err:
+        raise CommandError(str(err)) from None
+
+
 def target_lang_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-lang",
@@ -167,6 +190,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
     if args.format == "html" and args.split_sentences:
         raise CommandError("--split-sentences is --format text; html splits sentences anyway")
+    glossary = load_glossary(args)
+    if glossary is not None and (split or args.format == "html" or sampling is not None):
+        raise CommandError("--glossary applies to --format lines without --sample")
     with contextlib.ExitStack() as files:
         # A missing input fails before the model loads; the output is not emptied if loading fails,
         # nor if the search asked for is one the model or engine cannot run.
@@ -206,6 +232,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             split_sentences=split,
             scores=args.scores,
             alignments=args.alignments,
+            glossary=glossary,
         )
     return 0
 
@@ -242,6 +269,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..translation_io import translate_sentences
 
     src_path, sources, references, pretokenized = read_test_set(args)
+    glossary = load_glossary(args)
     translator = load_translator(args)
     translator.choose_target_language(args.target_lang)
     hypotheses = translate_sentences(
@@ -251,6 +279,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         length_penalty=args.length_penalty,
         name=str(src_path),
         pretokenized=pretokenized,
+        glossary=glossary,
     )
     scores = score_translations(hypotheses, references, pretokenized=pretokenized)
     if args.json:

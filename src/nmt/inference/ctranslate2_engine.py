@@ -156,6 +156,10 @@ class CTranslate2Engine:
         """No PyTorch model runs here: a null context."""
         return contextlib.nullcontext()
 
+    def translate_constrained(self, ids, constraints, request):
+        """Terminology constraints need nmt's own beam search (CTranslate2 has none)."""
+        raise ValueError("the ctranslate2 engine does not take a glossary: use the torch engine")
+
     def score_ids(
         self,
         sources: Sequence[Sequence[int]],

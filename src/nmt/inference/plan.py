@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from ..decoding import Hypothesis
+    from ..decoding.constrained import ConstrainedResult
     from ..decoding.forced import ForcedScore
     from ..model import Transformer
 
@@ -194,6 +195,12 @@ class Engine(Protocol):
     ) -> list[ForcedScore]:
         """Each output's per-token log-probabilities (and, where supports_attention, cross-attention)
         under teacher forcing; see nmt.decoding.forced."""
+
+    def translate_constrained(
+        self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest
+    ) -> ConstrainedResult:
+        """One sentence's n-best containing every constraint (target ids), nmt.decoding.constrained;
+        a ValueError from an engine that cannot."""
 
     def autocast(self) -> contextlib.AbstractContextManager:
         """The context its PyTorch model runs in (bf16 autocast; a null context otherwise)."""

@@ -17,6 +17,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..decoding import Hypothesis
+from ..decoding.constrained import ConstrainedResult, constrained_beam_search
 from ..decoding.forced import ForcedScore, force_decode
 from ..model import Transformer
 from .batch_search import BatchJob, search_limits
@@ -116,6 +117,23 @@ class TorchEngine:
                 )
                 found.update(zip(rows, scored, strict=True))
         return [found[i] for i in range(len(sources))]
+
+    def translate_constrained(
+        self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest
+    ) -> ConstrainedResult:
+        """One sentence's n-best under terminology constraints (nmt.decoding.constrained), in this thread."""
+        src = torch.tensor([list(ids)], dtype=torch.long, device=self.device)
+        with self.autocast(), torch.inference_mode():
+            return constrained_beam_search(
+                self.model,
+                src,
+                constraints,
+                beam_size=request.beam,
+                n_best=request.n_best,
+                length_penalty=request.length_penalty,
+                length_normalization=request.length_normalization,
+                limits=search_limits(self.decode),
+            )
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order."""

@@ -1,0 +1,183 @@
+"""Beam search that must produce given token sequences: terminology constraints.
+
+Dynamic beam allocation (Post and Vilar 2018): at each step the candidates are the beam's usual best
+continuations, each row's best token, and, for each row, the tokens that would advance a constraint
+it has not met (the next token of the one it is in the middle of, or the first of any other). The
+beam is then shared out in "banks" by how many constraint tokens a candidate has produced, so that
+hypotheses which have placed a term are not crowded out by ones that put it off, and none can end
+before every constraint is met. A constraint in progress that the next token leaves is undone:
+its tokens count only once it is whole.
+
+One sentence at a time: each sentence has its own constraints. The beam is widened to one bank per
+constraint token plus one (up to `max_beam`), which is the bound on its cost. A sentence whose
+constraints cannot all be met within its length limit gets the hypothesis that met the most,
+and the caller is told which were missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from nmt.model import Transformer
+
+from .hypothesis import Hypothesis
+from .penalties import SearchLimits
+from .state import SearchState
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a hypothesis has of its constraints: those met whole, and the one it is in (index, tokens done)."""
+
+    met: frozenset[int] = frozenset()
+    current: tuple[int, int] | None = None
+
+    def advance(self, token: int, constraints: Sequence[Sequence[int]]) -> Progress:
+        """The progress after appending `token`."""
+        if self.current is not None:
+            index, done = self.current
+            if constraints[index][done] == token:
+                if done + 1 == len(constraints[index]):
+                    return Progress(self.met | {index})
+                return Progress(self.met, (index, done + 1))
+        for index, tokens in enumerate(constraints):  # left or none in progress: does a new one start?
+            if index not in self.met and tokens[0] == token:
+                return Progress(self.met | {index}) if len(tokens) == 1 else Progress(self.met, (index, 1))
+        return Progress(self.met)
+
+    def tokens_met(self, constraints: Sequence[Sequence[int]]) -> int:
+        """Constraint tokens produced: those of the met constraints and of the one in progress."""
+        return sum(len(constraints[i]) for i in self.met) + (self.current[1] if self.current else 0)
+
+    def wanted(self, constraints: Sequence[Sequence[int]]) -> set[int]:
+        """The tokens that would advance a constraint from here."""
+        if self.current is not None:
+            index, done = self.current
+            return {constraints[index][done]}
+        return {tokens[0] for i, tokens in enumerate(constraints) if i not in self.met}
+
+
+@dataclass
+class ConstrainedResult:
+    """The n best hypotheses and, for the best, the constraints (indices) it did not produce."""
+
+    hypotheses: list[Hypothesis]
+    missed: list[int]
+
+
+@torch.no_grad()
+def constrained_beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    constraints: Sequence[Sequence[int]],
+    *,
+    beam_size: int = 5,
+    n_best: int = 1,
+    length_penalty: float = 0.6,
+    length_normalization: str = "gnmt",
+    limits: SearchLimits = SearchLimits(),
+    max_beam: int = 32,
+) -> ConstrainedResult:
+    """Beam search over one sentence, src (1, src_len), whose output must contain every constraint
+    (a non-empty list of target ids, without BOS/EOS); see the module's docstring."""
+    constraints = [list(c) for c in constraints if c]
+    total = sum(len(c) for c in constraints)
+    beam = min(max(beam_size, total + 1, n_best), max(max_beam, beam_size, n_best))
+    state = SearchState.start(model, src)
+    eos = state.eos_id
+    max_steps = int(limits.max_steps(state.src_lengths)[0])
+    scores = torch.zeros(1, device=src.device)  # (rows,) running log-probs
+    progress = [Progress()]
+    finished: list[tuple[Hypothesis, int]] = []  # (hypothesis, constraints missed)
+    for step_index in range(max_steps):
+        step = state.next_step()
+        totals = scores.unsqueeze(1) + step.log_probs  # (rows, vocab)
+        last = step_index == max_steps - 1
+        candidates = _candidates(totals, progress, constraints, beam)
+        # Ending: EOS where every constraint is met; at the length limit, whatever is reached.
+        ending, going = [], []
+        for row, token in candidates:
+            after = progress[row].advance(token, constraints)
+            if token == eos:
+                if len(progress[row].met) == len(constraints):
+                    ending.append((row, token, after))
+            elif last:
+                ending.append((row, token, after))
+            else:
+                going.append((row, token, after))
+        for row, token, after in ending:
+            rows_t, tokens_t = torch.tensor([row]), torch.tensor([token])
+            hyp = state.finish(
+                step,
+                rows_t,
+                tokens_t,
+                totals[row, token].reshape(1),
+                alpha=length_penalty,
+                normalization=length_normalization,
+            )[0]
+            finished.append((hyp, len(constraints) - len(after.met)))
+        complete = [f for f in finished if f[1] == 0]
+        if last or len(complete) >= beam or not going:
+            break
+        chosen = _allocate(going, totals, constraints, beam)
+        rows = torch.tensor([row for row, _, _ in chosen])
+        tokens = torch.tensor([token for _, token, _ in chosen])
+        scores = totals[rows, tokens]
+        progress = [after for _, _, after in chosen]
+        state.advance(step, tokens, rows)
+    if not finished:  # no step could be taken (max_steps 0 is refused by SearchLimits): nothing found
+        return ConstrainedResult([], list(range(len(constraints))))
+    finished.sort(key=lambda f: (f[1], -f[0].score))  # fewest constraints missed, then best score
+    best_missed = finished[0][1]
+    ranked = [h for h, missed in finished if missed == best_missed][:n_best]
+    missed = [] if best_missed == 0 else _missed_by(ranked[0].tokens, constraints)
+    return ConstrainedResult(ranked, missed)
+
+
+def _candidates(
+    totals: torch.Tensor, progress: list[Progress], constraints: list[list[int]], beam: int
+) -> list[tuple[int, int]]:
+    """(row, token) candidates: the best `beam` overall, each row's best, and each row's constraint tokens."""
+    rows, vocab = totals.shape
+    found: set[tuple[int, int]] = set()
+    k = min(beam, rows * vocab)
+    for flat in totals.reshape(-1).topk(k).indices.tolist():
+        found.add((flat // vocab, flat % vocab))
+    for row, token in enumerate(totals.argmax(dim=1).tolist()):
+        found.add((row, token))
+    for row, p in enumerate(progress):
+        for token in p.wanted(constraints):
+            found.add((row, token))
+    return [c for c in found if torch.isfinite(totals[c])]
+
+
+def _allocate(
+    going: list[tuple[int, int, Progress]], totals: torch.Tensor, constraints: list[list[int]], beam: int
+) -> list[tuple[int, int, Progress]]:
+    """`beam` candidates, shared out in banks by constraint tokens met (most first), each bank's best
+    by score; slots a bank cannot fill go to the best of the rest."""
+    banks: dict[int, list[tuple[float, tuple[int, int, Progress]]]] = {}
+    for candidate in going:
+        row, token, after = candidate
+        banks.setdefault(after.tokens_met(constraints), []).append((float(totals[row, token]), candidate))
+    for bank in banks.values():
+        bank.sort(key=lambda item: -item[0])
+    size = max(1, beam // (sum(len(c) for c in constraints) + 1))
+    chosen = []
+    for met in sorted(banks, reverse=True):
+        chosen += [c for _, c in banks[met][:size]]
+    rest = sorted((item for bank in banks.values() for item in bank[size:]), key=lambda item: -item[0])
+    chosen += [c for _, c in rest[: max(0, beam - len(chosen))]]
+    return chosen[:beam]
+
+
+def _missed_by(tokens: list[int], constraints: list[list[int]]) -> list[int]:
+    """The constraints that do not occur in `tokens` as a contiguous run."""
+    missed = []
+    for index, c in enumerate(constraints):
+        if not any(tokens[i : i + len(c)] == c for i in range(len(tokens) - len(c) + 1)):
+            missed.append(index)
+    return missed

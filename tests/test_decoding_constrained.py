@@ -1,0 +1,76 @@
+"""Terminology constraints in beam search (nmt.decoding.constrained)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nmt.decoding import SearchLimits, beam_search, gnmt_length_penalty
+from nmt.decoding.constrained import Progress, constrained_beam_search
+
+from fake_model import LIMITS, PAD, source_batch, tiny_model
+
+
+def contains(tokens: list[int], run: list[int]) -> bool:
+    return any(tokens[i : i + len(run)] == run for i in range(len(tokens) - len(run) + 1))
+
+
+def test_progress_counts_a_constraint_only_once_it_is_whole():
+    constraints = [[7, 8, 9], [12]]
+    p = Progress().advance(7, constraints)
+    assert (p.met, p.current, p.tokens_met(constraints)) == (frozenset(), (0, 1), 1)
+    assert p.wanted(constraints) == {8}
+    p = p.advance(5, constraints)  # left half-way: undone
+    assert (p.met, p.current, p.tokens_met(constraints)) == (frozenset(), None, 0)
+    assert p.wanted(constraints) == {7, 12}
+    p = p.advance(12, constraints).advance(7, constraints).advance(8, constraints).advance(9, constraints)
+    assert (p.met, p.tokens_met(constraints), p.wanted(constraints)) == (frozenset({0, 1}), 4, set())
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_every_constraint_appears_in_the_output(seed):
+    model = tiny_model(seed=seed)
+    src = source_batch([9], seed=seed)
+    constraints = [[7, 8, 9], [12], [20, 21]]
+    free = beam_search(model, src, beam_size=4, limits=LIMITS)[0][0].tokens
+    assert not all(contains(free, c) for c in constraints)  # left alone, the model would not write them
+    result = constrained_beam_search(model, src, constraints, beam_size=4, n_best=2, limits=LIMITS)
+    assert result.missed == []
+    for hypothesis in result.hypotheses:
+        assert all(contains(hypothesis.tokens, c) for c in constraints)
+    best = result.hypotheses[0]
+    length = len(best.tokens) + (1 if len(best.tokens) < 9 + LIMITS.max_len_b else 0)  # + EOS where it ended
+    assert best.score == pytest.approx(best.log_prob / gnmt_length_penalty(length, 0.6), rel=1e-5)
+
+
+def test_the_score_is_the_model_s_log_probability_of_the_output():
+    from nmt.decoding.forced import force_decode
+
+    model = tiny_model()
+    src = source_batch([7])
+    best = constrained_beam_search(model, src, [[10, 11]], beam_size=3, limits=LIMITS).hypotheses[0]
+    row = src[0][src[0] != PAD].tolist()
+    ended = len(best.tokens) < len(row) + LIMITS.max_len_b
+    forced = force_decode(model, [row], [best.tokens], ended=[ended])[0]
+    assert sum(forced.token_log_probs) == pytest.approx(best.log_prob, abs=1e-4)
+
+
+def test_constraints_that_cannot_fit_are_reported_not_raised():
+    model = tiny_model()
+    src = source_batch([3])
+    short = SearchLimits(max_len_a=0.0, max_len_b=4)  # four steps at most
+    result = constrained_beam_search(model, src, [[5, 6, 7], [9, 10, 11]], beam_size=3, limits=short)
+    assert result.hypotheses and len(result.hypotheses[0].tokens) <= 4
+    assert len(result.missed) >= 1
+    tokens = result.hypotheses[0].tokens
+    assert all(contains(tokens, c) for i, c in enumerate([[5, 6, 7], [9, 10, 11]]) if i not in result.missed)
+
+
+def test_no_constraints_searches_as_a_beam_would():
+    model = tiny_model()
+    src = source_batch([6])
+    result = constrained_beam_search(model, src, [], beam_size=4, limits=LIMITS)
+    assert result.missed == [] and result.hypotheses
+    plain = beam_search(model, src, beam_size=4, limits=LIMITS)[0][0]
+    assert result.hypotheses[0].score >= plain.score - 1e-5 or result.hypotheses[0].tokens == plain.tokens
+    assert torch.isfinite(torch.tensor(result.hypotheses[0].log_prob))

@@ -1,0 +1,80 @@
+"""Glossaries: reading them, finding their terms, and translations that use them (nmt.glossary)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from nmt.glossary import Glossary, GlossaryError
+from nmt.translator import Translator
+
+
+def test_terms_match_whole_words_in_any_case_longest_first():
+    glossary = Glossary([("Mann", "man"), ("alter Mann", "old man"), ("Hut", "hat")])
+    assert glossary.matches("Ein alter Mann mit HUT.") == [("alter Mann", "old man"), ("HUT", "hat")]
+    assert glossary.matches("Ein Mannschaftsbus.") == []  # not inside another word
+    assert Glossary([]).matches("Ein Mann.") == []
+
+
+def test_a_glossary_file_is_read_and_its_faults_named_by_line(tmp_path):
+    good = tmp_path / "good.tsv"
+    good.write_text("# terms\nVertrag\tcontract\n\nEuropäische Union\tEuropean Union\n", encoding="utf-8")
+    assert Glossary.load(good).entries == (("Vertrag", "contract"), ("Europäische Union", "European Union"))
+    for text, line, problem in [
+        ("Vertrag\tcontract\nnur eine Spalte\n", 2, "expected 'source term<TAB>target term'"),
+        ("Vertrag\tcontract\nvertrag\tagreement\n", 2, "two translations"),
+        ("\tcontract\n", 1, "expected"),
+    ]:
+        bad = tmp_path / "bad.tsv"
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(GlossaryError, match=rf"bad\.tsv:{line}: .*{problem}"):
+            Glossary.load(bad)
+    with pytest.raises(GlossaryError, match="no such glossary file"):
+        Glossary.load(tmp_path / "missing.tsv")
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return Translator.load(tiny_model_dir, device="cpu")
+
+
+def test_a_translation_uses_the_target_term_wherever_the_source_term_occurs(translator):
+    glossary = Glossary([("Mann", "gentleman"), ("Hund", "puppy")])
+    texts = ["Ein Mann fährt Fahrrad.", "Ein Hund und ein Mann.", "Zwei Katzen."]
+    free = translator.translate_detailed(texts, beam=2)
+    found = translator.translate_detailed(texts, beam=2, glossary=glossary)
+    for text, best in zip(texts, found, strict=True):
+        for _, target in glossary.matches(text):
+            wanted = translator.encode_target_term(target)
+            tokens = best[0].tokens
+            assert any(tokens[i : i + len(wanted)] == wanted for i in range(len(tokens))), (text, target)
+            assert target in best[0].text
+        assert best[0].glossary_missed == ([] if glossary.matches(text) else None)
+    assert found[2][0].text == free[2][0].text  # a sentence without terms is translated as before
+    assert "gentleman" not in free[0][0].text  # the random model would not have written it
+
+
+def test_the_command_line_takes_a_glossary(tiny_model_dir, tmp_path):
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Mann\tgentleman\n", encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", "--model", str(tiny_model_dir), "--glossary", str(terms)],
+        input="Ein Mann fährt Fahrrad.\nZwei Katzen.\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    first, second = run.stdout.split("\n")[:2]
+    assert "gentleman" in first and "gentleman" not in second
+    terms.write_text("Mann\n", encoding="utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", "--model", str(tiny_model_dir), "--glossary", str(terms)],
+        input="Ein Mann.\n",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode != 0 and "terms.tsv:1: expected" in run.stderr
