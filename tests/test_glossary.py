@@ -78,3 +78,21 @@ def test_the_command_line_takes_a_glossary(tiny_model_dir, tmp_path):
         timeout=300,
     )
     assert run.returncode != 0 and "terms.tsv:1: expected" in run.stderr
+
+
+def test_a_served_model_with_a_glossary_uses_it_for_every_request(tiny_model_dir):
+    from fastapi.testclient import TestClient
+
+    from nmt.server import ServerLimits, create_app, model_info
+
+    translator = Translator.load(tiny_model_dir, device="cpu")
+    translator.glossary = Glossary([("Mann", "gentleman")])
+    app = create_app(translator, ServerLimits(), info=model_info(tiny_model_dir, translator))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        own = client.post("/translate", json={"text": ["Ein Mann.", "Ein Hund."], "attention": True}).json()
+        first, second = own["translations"]
+        assert "gentleman" in first["text"] and "gentleman" not in second["text"]
+        steps = len(first["attention"]["weights"][0][0])  # attention from the forced pass: one row a step
+        assert steps in (len(first["attention"]["tgt_pieces"]), len(first["attention"]["tgt_pieces"]) - 1)
+        libre = client.post("/translate", json={"q": "Ein Mann fährt.", "source": "de", "target": "en"}).json()
+        assert "gentleman" in libre["translatedText"]

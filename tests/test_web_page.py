@@ -131,3 +131,89 @@ def test_a_busy_server_shows_when_to_try_again(browser, url, translator):
     status = browser.find_element(By.ID, "status")
     WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))
     assert status.text == "error 503: the server is busy (try again in 7 s)"
+
+
+# --- several models, detection, documents, files, keys --------------------------------------------------
+@pytest.fixture(scope="module")
+def two_models_url(tiny_model_dir):
+    """A server with the tiny de->en model first and a stub en->de model that tags its output."""
+    from test_server_libretranslate import Tagged
+
+    de_en = Translator.load(tiny_model_dir, device="cpu")
+    en_de = Tagged("en-de")
+    info = model_info(tiny_model_dir, de_en)
+    en_de_info = {**info, "model": "stub", "src_lang": "en", "tgt_lang": "de"}
+    app = create_app(de_en, ServerLimits(), info=info, more_models=[(en_de, en_de_info)])
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def page_ready(browser, url):
+    browser.get(url + "/")
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#target-lang option"))
+
+
+def test_another_direction_is_picked_and_the_source_language_detected(browser, two_models_url):
+    page_ready(browser, two_models_url)
+    source = Select(browser.find_element(By.ID, "source-lang"))
+    assert [o.get_attribute("value") for o in source.options] == ["auto", "de", "en"]
+    assert source.first_selected_option.get_attribute("value") == "de"  # the first model's direction
+    source.select_by_value("auto")
+    Select(browser.find_element(By.ID, "target-lang")).select_by_value("de")
+    browser.find_element(By.ID, "source").send_keys("A man is riding a bicycle.")
+    browser.find_element(By.ID, "translate").click()
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations li"))
+    assert browser.find_element(By.CSS_SELECTOR, "#translations li").text == "en-de:A man is riding a bicycle."
+    assert browser.find_element(By.ID, "detected").text.startswith("detected: en")
+    assert "first model's direction" in browser.find_element(By.ID, "heatmap").text
+
+
+def test_a_pasted_document_keeps_its_paragraphs(browser, two_models_url):
+    page_ready(browser, two_models_url)
+    Select(browser.find_element(By.ID, "source-lang")).select_by_value("en")
+    browser.find_element(By.ID, "document").click()
+    browser.execute_script("document.getElementById('source').value = arguments[0]", "One here. Two here.\n\nThree.")
+    browser.find_element(By.ID, "translate").click()
+    output = browser.find_element(By.ID, "document-output")
+    WebDriverWait(browser, 30).until(lambda b: output.is_displayed() and output.text)
+    assert output.text == "en-de:One here. en-de:Two here.\n\nen-de:Three."
+
+
+def test_a_file_is_translated_and_offered_for_download(browser, two_models_url, tmp_path):
+    import urllib.request
+
+    document = tmp_path / "letter.txt"
+    document.write_text("Hello there.\n\nGoodbye.\n", encoding="utf-8")
+    page_ready(browser, two_models_url)
+    Select(browser.find_element(By.ID, "source-lang")).select_by_value("en")
+    browser.find_element(By.ID, "file").send_keys(str(document))
+    browser.find_element(By.ID, "translate-file").click()
+    link = browser.find_element(By.ID, "download")
+    WebDriverWait(browser, 30).until(lambda b: link.is_displayed())
+    with urllib.request.urlopen(link.get_attribute("href"), timeout=30) as answer:
+        assert answer.read().decode("utf-8") == "en-de:Hello there.\n\nen-de:Goodbye.\n"
+
+
+def test_a_server_that_requires_keys_asks_for_one(browser, tiny_model_dir, tmp_path):
+    from nmt.server.keys import Admission, ApiKeys
+
+    keys = tmp_path / "keys.txt"
+    keys.write_text("page-key-00001\n", encoding="utf-8")
+    translator = Translator.load(tiny_model_dir, device="cpu")
+    app = create_app(
+        translator,
+        ServerLimits(),
+        info=model_info(tiny_model_dir, translator),
+        admission=Admission(ApiKeys.load(keys)),
+    )
+    with serve_in_thread(app) as url:
+        page_ready(browser, url)
+        assert browser.find_element(By.ID, "api-key").is_displayed()
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        status = browser.find_element(By.ID, "status")
+        WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))
+        assert "403" in status.text
+        browser.find_element(By.ID, "api-key").send_keys("page-key-00001")
+        browser.find_element(By.ID, "translate").click()
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#heatmap td.cell"))

@@ -104,6 +104,7 @@ class Translator:
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
         self.source_lang = source_lang
+        self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
 
     @property
     def model(self) -> Transformer:
@@ -227,6 +228,7 @@ class Translator:
             raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
         if target_lang is not None:
             self.check_target_language(target_lang)
+        glossary = self.glossary if glossary is None else glossary
         form = None if pretokenized else self.text_form
         if form is not None:
             texts = [form.to_corpus_form(t) for t in texts]
@@ -249,14 +251,24 @@ class Translator:
         constrained = [i for i, found in enumerate(terms) if found]
         if constrained:
             request = self.search_request(beam=beam, n_best=n_best, length_penalty=length_penalty)
-            if sampling is not None or return_attention:
-                raise ValueError("a glossary constrains beam search: it does not take sampling or attention")
+            if sampling is not None:
+                raise ValueError("a glossary constrains beam search: it does not sample")
             for i in constrained:
                 targets = list(dict.fromkeys(target for _, target in terms[i]))
                 constraints = [self.encode_target_term(t) for t in targets]
                 result = self.engine.translate_constrained(ids[i], constraints, request)
                 hyps[i] = result.hypotheses
                 missed[i] = [targets[k] for k in result.missed]
+                if return_attention:  # the constrained search keeps none: one teacher-forced pass gives it
+                    limit = search_limits(self.decode).max_steps(torch.tensor([len(ids[i])])).item()
+                    forced = self.engine.score_ids(
+                        [ids[i]] * len(result.hypotheses),
+                        [h.tokens for h in result.hypotheses],
+                        ended=[len(h.tokens) < limit for h in result.hypotheses],
+                        need_attention=True,
+                    )
+                    for h, f in zip(result.hypotheses, forced, strict=True):
+                        h.attention = f.cross_attention
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []

@@ -102,12 +102,19 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="requests per minute per client address, keyed or not; a request of several texts counts "
         "each (default 0: no limit)",
     )
+    p.add_argument(
+        "--glossary",
+        metavar="FILE.tsv",
+        help="source term<TAB>required target term per line, for every request to every model loaded "
+        "(docs/real-text.md; the torch engine)",
+    )
     p.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .. import server
     from ..inference.plan import check_length_penalty
+    from .translate import load_glossary
 
     limits, batching, connections = (build_settings(settings, args) for settings, _ in SETTINGS)
     if batching.max_pending_sentences < limits.max_sentences:
@@ -118,6 +125,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.req_limit < 0:
         raise CommandError(f"--req-limit must be >= 0, got {args.req_limit}")
     keys = server.ApiKeys.load(args.api_keys) if args.api_keys else None  # a bad file fails before models load
+    glossary = load_glossary(args)
     admission = server.Admission(keys, per_address=args.req_limit)
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
@@ -136,5 +144,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         access=access,
         connections=connections,
         admission=admission,
+        glossary=glossary,
     )
     return 0

@@ -51,6 +51,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import Receive
 
 from ..documents import Paragraph
+from ..glossary import Glossary
 from ..markup import HtmlPage, page_text
 from ..model_dir import read_languages
 from ..translation_io import cut_sentences, gives_alignments
@@ -586,13 +587,15 @@ def serve(
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
     admission: Admission | None = None,
+    glossary: Glossary | None = None,
 ) -> None:
     """Load the model (or models) and serve until SIGTERM or Ctrl-C (then drain: see connections.py).
 
     model_dir: one directory, or several (one per direction; nmt's own API and the page use the
     first, LibreTranslate's API routes by language). engine: how the models run (EngineOptions);
     length_penalty and length_normalization: how beam search ranks for every request (default:
-    each model's decode settings).
+    each model's decode settings). glossary: terms every translation must use (nmt.glossary), for
+    every model loaded.
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -608,6 +611,7 @@ def serve(
             access=access,
             connections=connections,
             admission=admission,
+            glossary=glossary,
         )
     finally:
         sock.close()
@@ -626,6 +630,7 @@ def serve_on(
     access: AccessPolicy | None,
     connections: ConnectionOptions | None,
     admission: Admission | None = None,
+    glossary: Glossary | None = None,
 ) -> None:
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
@@ -642,6 +647,7 @@ def serve_on(
         translator = Translator.load(
             each_dir, engine, length_penalty=length_penalty, length_normalization=length_normalization
         )
+        translator.glossary = glossary
         translator.start_workers()  # the server runs long: its worker processes start now, not once due
         loaded.append((translator, model_info(each_dir, translator)))
     (translator, info), more_models = loaded[0], loaded[1:]
