@@ -236,9 +236,8 @@ class Translator:
         ids = [e[0] for e in encoded]
         terms = [glossary.matches(t) for t in texts] if glossary is not None else [[] for _ in texts]
         free = [i for i, found in enumerate(terms) if not found]
-        hyps: list[list[Hypothesis] | None] = [None] * len(texts)
-        missed: dict[int, list[str]] = {}
-        free_hyps = self.translate_ids(
+        hyps: list[list[Hypothesis]] = [[] for _ in texts]
+        found_free = self.translate_ids(
             [ids[i] for i in free],
             beam=beam,
             n_best=n_best,
@@ -246,29 +245,16 @@ class Translator:
             return_attention=return_attention,
             sampling=sampling,
         )
-        for i, found in zip(free, free_hyps, strict=True):
+        for i, found in zip(free, found_free, strict=True):
             hyps[i] = found
-        constrained = [i for i, found in enumerate(terms) if found]
-        if constrained:
-            request = self.search_request(beam=beam, n_best=n_best, length_penalty=length_penalty)
+        missed: dict[int, list[str]] = {}
+        if len(free) < len(texts):
             if sampling is not None:
                 raise ValueError("a glossary constrains beam search: it does not sample")
-            for i in constrained:
-                targets = list(dict.fromkeys(target for _, target in terms[i]))
-                constraints = [self.encode_target_term(t) for t in targets]
-                result = self.engine.translate_constrained(ids[i], constraints, request)
-                hyps[i] = result.hypotheses
-                missed[i] = [targets[k] for k in result.missed]
-                if return_attention:  # the constrained search keeps none: one teacher-forced pass gives it
-                    limit = search_limits(self.decode).max_steps(torch.tensor([len(ids[i])])).item()
-                    forced = self.engine.score_ids(
-                        [ids[i]] * len(result.hypotheses),
-                        [h.tokens for h in result.hypotheses],
-                        ended=[len(h.tokens) < limit for h in result.hypotheses],
-                        need_attention=True,
-                    )
-                    for h, f in zip(result.hypotheses, forced, strict=True):
-                        h.attention = f.cross_attention
+            request = self.search_request(beam=beam, n_best=n_best, length_penalty=length_penalty)
+            for i, found in enumerate(terms):
+                if found:
+                    hyps[i], missed[i] = self.search_with_terms(ids[i], found, request, return_attention)
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
@@ -283,6 +269,26 @@ class Translator:
                 for t in sentence:
                     t.text = form.to_running_text(t.text)
         return out
+
+    def search_with_terms(
+        self, src_ids: Sequence[int], terms: list[tuple[str, str]], request: SearchRequest, attention: bool
+    ) -> tuple[list[Hypothesis], list[str]]:
+        """One sentence's n-best that use the glossary's target terms, and the terms it could not place;
+        with `attention`, its hypotheses' cross-attention from a teacher-forced pass (the constrained
+        search keeps none)."""
+        targets = list(dict.fromkeys(target for _, target in terms))
+        result = self.engine.translate_constrained(src_ids, [self.encode_target_term(t) for t in targets], request)
+        if attention:
+            limit = search_limits(self.decode).max_steps(torch.tensor([len(src_ids)])).item()
+            forced = self.engine.score_ids(
+                [src_ids] * len(result.hypotheses),
+                [h.tokens for h in result.hypotheses],
+                ended=[len(h.tokens) < limit for h in result.hypotheses],
+                need_attention=True,
+            )
+            for h, f in zip(result.hypotheses, forced, strict=True):
+                h.attention = f.cross_attention
+        return result.hypotheses, [targets[k] for k in result.missed]
 
     def add_scores(self, found: list[list[Translation]], src_ids: Sequence[Sequence[int]], *, alignments: bool) -> None:
         """Fill token_probs and confidence (and, with `alignments`, the word alignment) of every
