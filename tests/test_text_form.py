@@ -112,3 +112,13 @@ def test_the_translator_puts_typed_text_into_the_corpus_form_and_reads_the_outpu
     # Typed as it is, the cased text would reach the model untouched: the form is what changed it.
     untouched = translator.translate_detailed(typed, beam=1, return_attention=True, pretokenized=True)
     assert untouched[0][0].src_pieces != raw[0][0].src_pieces
+
+
+def test_attention_plots_show_what_the_model_read(ted_like_model):
+    from nmt.plots import attention_maps
+
+    translator = Translator.load(ted_like_model)
+    maps = attention_maps(translator, "Olá, Mundo!")
+    corpus_form = translator.src_tokenizer.lookup(translator.encode_source("olá , mundo !")[0])
+    assert maps.src_pieces == corpus_form
+    assert maps.weights["cross_attention"].shape[-1] == len(corpus_form)

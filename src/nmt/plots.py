@@ -163,7 +163,7 @@ def attention_maps(translator: Translator, sentence: str, *, beam: int = 1) -> A
     and cross-attention over the finished sentence, and equals the step-by-step weights.
     """
     best = translator.translate_detailed([sentence], beam=beam)[0][0]
-    src_ids, _ = translator.encode_source(sentence)
+    src_ids, _ = translator.encode_source(translator.model_input(sentence))  # as the search read it
     tgt_ids = [translator.model.config.bos_id, *best.tokens]  # the model's own start token (Marian: <pad>)
     model = translator.model
     src = torch.tensor([src_ids], device=translator.device)  # (1, src_len): one sentence, no padding

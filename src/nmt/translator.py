@@ -395,11 +395,15 @@ class Translator:
             term = TextForm(self.text_form.tgt_lang, self.text_form.tgt_lang).to_corpus_form(term)
         return self.tgt_tokenizer.encode(term, add_special=False)
 
+    def model_input(self, text: str, *, pretokenized: bool = False) -> str:
+        """`text` as the model reads it: in its corpus's form (see text_form), unless it is already."""
+        if self.text_form is None or pretokenized:
+            return text
+        return self.text_form.to_corpus_form(text)
+
     def source_fits(self, text: str, *, pretokenized: bool = False, target_lang: str | None = None) -> bool:
         """Whether `text` is short enough to be translated whole (within max_source_tokens)."""
-        if self.text_form is not None and not pretokenized:
-            text = self.text_form.to_corpus_form(text)
-        return not self.encode_source(text, target_lang)[1]
+        return not self.encode_source(self.model_input(text, pretokenized=pretokenized), target_lang)[1]
 
     def to_translation(self, h: Hypothesis, src_pieces: list[str], truncated: bool, empty: bool) -> Translation:
         if empty:  # nothing in, nothing out: the model's guess for an empty input is noise
