@@ -7,6 +7,7 @@
     metrics.jsonl         training and validation records
     init_from             a fine-tuned model: the directory whose weights it started from
     imported_from.json    an imported model (nmt import): where it came from, its languages
+    text_form.json        a model of a tokenised, lower-cased corpus (ted_hrlr): its form (nmt.text_form)
     sentencepiece.json    an imported model's tokenizers: source.spm, target.spm, vocab.json
     checkpoints/          numbered checkpoints and `latest` (see nmt.checkpoint)
 
@@ -16,12 +17,14 @@ the same way everywhere (naming the file and key) instead of being parsed loosel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from .config import DecodeConfig, ExperimentConfig, load_config
+from .files import atomic_write_text
 from .text_form import TextForm
 from .tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
 
@@ -44,6 +47,7 @@ TOKENIZER_FILES = (
 )
 INIT_FROM = "init_from"  # a fine-tuning run: the model directory it started from (one line)
 IMPORTED_FROM = "imported_from.json"  # an imported model: its format, source directory and languages
+TEXT_FORM = "text_form.json"  # a model of a tokenised, lower-cased corpus: what typed text is turned into
 
 log = logging.getLogger(__name__)
 
@@ -88,19 +92,23 @@ def read_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
 
 def read_text_form(model_dir: str | Path) -> TextForm | None:
     """The written form of the corpus a model was trained on, where it is not running text (a
-    tokenised, lower-cased corpus such as ted_hrlr); None for running text, or an imported model."""
-    from .data.registry import get_corpus
-
-    config = read_run_config(model_dir)
-    if config is None or config.data.corpus is None:
+    tokenised, lower-cased corpus such as ted_hrlr: its run wrote text_form.json); None for running text."""
+    path = Path(model_dir) / TEXT_FORM
+    if not path.is_file():
         return None
     try:
-        corpus = get_corpus(config.data.corpus)
-    except (KeyError, ValueError):  # a corpus this version no longer knows: no form to restore
-        return None
-    if not corpus.pretokenized:
-        return None
-    return TextForm(src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang)
+        return TextForm(**json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, TypeError) as err:  # JSON, unknown or missing keys
+        raise ValueError(f"{path}: not a text form ({err})") from None
+
+
+def write_text_form(model_dir: str | Path, form: TextForm | None) -> None:
+    """Record (or, for running text, remove) the form of the corpus a model is trained on."""
+    path = Path(model_dir) / TEXT_FORM
+    if form is None:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write_text(path, json.dumps(dataclasses.asdict(form), indent=2) + "\n")
 
 
 def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:

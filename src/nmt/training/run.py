@@ -21,9 +21,11 @@ import torch
 from ..checkpoint import CHECKPOINTS, apply_weights, list_checkpoints, read_weights
 from ..config import ExperimentConfig, TrainConfig
 from ..data.batching import TokenBatchSampler
+from ..data.registry import is_pretokenized
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
-from ..model_dir import IMPORTED_FROM, INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS
+from ..model_dir import IMPORTED_FROM, INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS, write_text_form
+from ..text_form import TextForm
 from .datasets import TrainingData, check_input_files, load_training_data
 from .distributed import Distributed
 from .loss import LossModule
@@ -60,9 +62,17 @@ def train(
             trainer.resume()
         if dist.is_main:
             config.save(model_dir / RUN_CONFIG)
+            write_text_form(model_dir, corpus_text_form(config))
         return trainer.run()
     finally:
         dist.close()
+
+
+def corpus_text_form(config: ExperimentConfig) -> TextForm | None:
+    """The form of a registry corpus published tokenised and lower-cased (ted_hrlr); None for running text."""
+    if config.data.corpus is None or not is_pretokenized(config.data.corpus):
+        return None
+    return TextForm(src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang)
 
 
 def build_trainer(
