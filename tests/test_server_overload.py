@@ -171,6 +171,9 @@ from nmt.translator import Translation
 class Slow:
     decode = DecodeConfig()
     engine = types.SimpleNamespace(name="slow", supports_attention=True)
+    text_form = None
+    def source_fits(self, text, **_):
+        return True
     def translate_detailed(self, texts, *, beam=None, return_attention=False):
         time.sleep(float(sys.argv[1]))
         return [[Translation(t, 0.0, 0.0, [], [])] for t in texts]

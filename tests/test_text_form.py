@@ -10,8 +10,8 @@ import pytest
 
 from nmt.config import ExperimentConfig
 from nmt.model_dir import read_text_form, write_text_form
-from nmt.training.run import corpus_text_form
 from nmt.text_form import TextForm, detokenize_treebank, tokenize_like_treebank
+from nmt.training.run import corpus_text_form
 from nmt.translator import Translator
 
 PT_EN = TextForm(src_lang="pt", tgt_lang="en")

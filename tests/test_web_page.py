@@ -106,7 +106,7 @@ def test_translate_a_sentence_and_see_its_attention(browser, url, translator):
 
 def test_a_refused_request_shows_the_servers_message(browser, url):
     browser.get(url + "/")
-    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#target-lang option"))
     source = browser.find_element(By.ID, "source")
     browser.execute_script("arguments[0].value = 'x'.repeat(1001)", source)  # over max_chars; typing is slow
     browser.find_element(By.ID, "translate").click()

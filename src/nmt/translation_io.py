@@ -91,9 +91,11 @@ class CutSentences:
         return out
 
 
-def cut_sentences(translator: Translator, sentences: Sequence[str]) -> CutSentences:
-    """`sentences`, each cut into pieces the model takes whole."""
-    return CutSentences([cut_to_fit(sentence, translator.source_fits) for sentence in sentences])
+def cut_sentences(translator: Translator, sentences: Sequence[str], target_lang: str | None = None) -> CutSentences:
+    """`sentences`, each cut into pieces the model takes whole (with `target_lang`'s token, for a
+    multi-target model)."""
+    fits = functools.partial(translator.source_fits, target_lang=target_lang)
+    return CutSentences([cut_to_fit(sentence, fits) for sentence in sentences])
 
 
 def gives_alignments(translator: Translator) -> bool:

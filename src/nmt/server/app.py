@@ -391,14 +391,15 @@ def create_app(
         with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
         sentences go through the route's queue in requests of max_sentences (None: the client left)."""
         directions.check(source, target)
-        translator = models[route[(source, target)][0]][0]
+        chosen, target_lang = route[(source, target)]
+        translator = models[chosen][0]
         if html:
             pages = [HtmlPage(text, source) for text in texts]
             sentences = [[*page.sentences] for page in pages]
         else:
             paragraphs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
             sentences = [[s for p in doc for s in p.sentences] for doc in paragraphs]
-        cut = cut_sentences(translator, [s for doc in sentences for s in doc])
+        cut = cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
         pieces, best = cut.pieces, []
         aligned = html and gives_alignments(translator)
         for start in range(0, len(pieces), limits.max_sentences):  # the queue's request size, one after another
