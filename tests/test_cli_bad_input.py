@@ -249,7 +249,27 @@ IMPORT_CASES = [
     case("import {model} --out {new_dir}", 2, "the following arguments are required: --from"),
 ]
 
-CASES = USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + TUNE_CASES + OTHERS + IMPORT_CASES
+# --- real text: documents, pages, glossaries -------------------------------------------------------------
+LONG_LINE = "a line of 10,000,001 bytes is longer than the 1,048,576 nmt takes: split it into paragraphs"
+REAL_TEXT_CASES = [
+    case("translate --model {model} --input {binary}", 2, "{binary}:2: not valid UTF-8"),
+    case("translate --model {model} --input {binary} --format text", 2, "{binary}:2: not valid UTF-8"),
+    case("translate --model {model} --input {binary} --format html", 2, "{binary}:2: not valid UTF-8"),
+    case("translate --model {model} --input {huge_line}", 2, "{huge_line}:1: " + LONG_LINE),
+    case("translate --model {model} --input {huge_line} --format text", 2, "{huge_line}:1: " + LONG_LINE),
+    case("translate --model {model} --input {src} --glossary {empty}", 2, "{empty}: no terms \\(an empty glossary\\)"),
+    case("translate --model {model} --input {src} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected 'source term<TAB>"),
+    case("translate --model {model} --input {src} --glossary {latin1}", 2, "{latin1}:2: not UTF-8 text"),
+    case("translate --model {model} --input {src} --glossary {no_file}", 2, "{no_file}: no such glossary file"),
+    case("evaluate --model {model} --src {src} --ref {ref} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
+    case("serve --model {model} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
+    case("translate --model {model} --input {src} --format text --scores", 2, "are per sentence: use them with"),
+    case("translate --model {model} --input {src} --format html --glossary {good_tsv}", 2, "--glossary applies to"),
+]
+
+CASES = (
+    USAGE + TRAIN + MODEL_DIRS + TRANSLATE_CASES + EVALUATE_CASES + TUNE_CASES + OTHERS + IMPORT_CASES + REAL_TEXT_CASES
+)
 
 
 # --- the files the cases name ------------------------------------------------------------------------
@@ -334,6 +354,10 @@ def files(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
         "latin1": write("latin1.txt", "Ein Mann.\nEin Bär.\n".encode("latin-1")),
         "config_latin1": write("latin1.yaml", "train:\n  seed: 1  # Bär\n".encode("latin-1")),
         "config_bad_yaml": write("bad.yaml", "train:\n  seed: 1\n bad: [\n"),
+        "binary": write("binary.bin", b"Ein Mann.\n\x00\x9f\xff\xfe binary \x00\n"),
+        "huge_line": write("huge.txt", "x" * 10_000_000 + "\n"),
+        "bad_tsv": write("bad.tsv", "Mann\tman\nnur eine Spalte\n"),
+        "good_tsv": write("good.tsv", "Mann\tman\n"),
     }
 
 
@@ -499,3 +523,18 @@ def test_a_failure_that_is_not_the_input_s_fault_exits_1_not_2(files, monkeypatc
     assert run_main(["translate", "--model", str(files["model"]), "--input", str(files["src"])]) == 1
     err = capsys.readouterr().err
     assert "nmt translate: error: KeyError: 'a bug' (run with -v for the traceback)" in err and "Traceback" not in err
+
+
+def test_an_error_part_way_leaves_no_output_file(files, tmp_path, capsys):
+    """Line 3 is not UTF-8: lines 1-2 were translated and written (chunks of one line), but the
+    output file only appears when the whole input is done, so there is none."""
+    source = tmp_path / "in.de"
+    source.write_bytes(b"Ein Mann.\nZwei Hunde.\n\xff kaputt\n")
+    out = tmp_path / "out.en"
+    argv = ["translate", "--model", str(files["model"]), "--input", str(source), "--output", str(out), "--chunk", "1"]
+    assert run_main(argv) == 2
+    assert f"{source}:3: not valid UTF-8" in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.iterdir()) == [source]  # no partial file, no temporary left
+    out.write_text("an earlier translation\n", encoding="utf-8")
+    assert run_main(argv) == 2
+    assert out.read_text(encoding="utf-8") == "an earlier translation\n"  # left as it was

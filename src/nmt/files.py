@@ -11,6 +11,7 @@ carries the writer's host and process id (`.<name>.<host>-<pid>.<random>.tmp`), 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 _TEMP_NAME = re.compile(r"^\..+\.(?P<host>[^.]*)-(?P<pid>\d+)\.[^.]+\.tmp$")
 # A leftover from another host (a shared filesystem) cannot be checked for life: only its age tells.
@@ -94,6 +96,23 @@ def staged_directory(out_dir: str | Path, *, replace: bool = False) -> Iterator[
         staging.rename(out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def staged_text_file(path: str | Path) -> Iterator[TextIO]:
+    """A UTF-8 text file to write, beside `path`, renamed to it when the block ends without error: a
+    failure part-way leaves no partial file, and an earlier `path` as it was."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    tmp = temp_path_for(path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
 
 

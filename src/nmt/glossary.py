@@ -40,7 +40,10 @@ class Glossary:
         except FileNotFoundError:
             raise GlossaryError(f"{path}: no such glossary file") from None
         except UnicodeDecodeError as err:
-            raise GlossaryError(f"{path}: not UTF-8 text (byte {err.start + 1})") from None
+            line = path.read_bytes()[: err.start].count(b"\n") + 1
+            raise GlossaryError(f"{path}:{line}: not UTF-8 text") from None
+        except IsADirectoryError:
+            raise GlossaryError(f"{path}: is a directory, not a glossary file") from None
         entries, seen = [], {}
         for number, line in enumerate(lines, start=1):
             if not line.strip() or line.lstrip().startswith("#"):
@@ -57,6 +60,8 @@ class Glossary:
                 )
             seen[key] = (number, target)
             entries.append((source, target))
+        if not entries:
+            raise GlossaryError(f"{path}: no terms (an empty glossary): give 'source term<TAB>target term' lines")
         return cls(tuple(dict.fromkeys(entries)))
 
     def matches(self, sentence: str) -> list[tuple[str, str]]:

@@ -24,6 +24,9 @@ from .translator import Sampling, Translation, Translator
 log = logging.getLogger(__name__)
 
 
+MAX_LINE_BYTES = 1 << 20  # a line (a sentence, or a paragraph) longer than this is refused, not translated
+
+
 class InputError(ValueError):
     """Input that cannot be translated, naming the file and line."""
 
@@ -31,6 +34,11 @@ class InputError(ValueError):
 def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
     """Yield (line_number, text) of UTF-8 lines without their line ending; bad UTF-8 is an InputError."""
     for number, raw in enumerate(source, start=first_line):
+        if len(raw) > MAX_LINE_BYTES:
+            raise InputError(
+                f"{name}:{number}: a line of {len(raw):,} bytes is longer than the {MAX_LINE_BYTES:,} nmt takes: "
+                "split it into paragraphs"
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as err:

@@ -179,6 +179,7 @@ def read_page(source, name: str) -> str:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
+    from ..files import staged_text_file
     from ..markup import translate_html
     from ..translation_io import aligned_translations, translate_stream
 
@@ -215,10 +216,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
                 ),
                 lang=translator.source_lang or "en",
             )
-            target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+            target = files.enter_context(staged_text_file(args.output)) if args.output else sys.stdout
             target.write(translated)
             return 0
-        target = files.enter_context(open(args.output, "w", encoding="utf-8")) if args.output else sys.stdout
+        # The output file appears when the last line is written: an error part-way leaves none.
+        target = files.enter_context(staged_text_file(args.output)) if args.output else sys.stdout
         translate_stream(
             translator,
             source,
