@@ -263,6 +263,7 @@ REAL_TEXT_CASES = [
     case("translate --model {model} --input {src} --glossary {no_file}", 2, "{no_file}: no such glossary file"),
     case("evaluate --model {model} --src {src} --ref {ref} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
     case("serve --model {model} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
+    case("serve --model {model} --glossary {good_tsv} --engine ctranslate2", 2, "--glossary needs the torch engine"),
     case("translate --model {model} --input {src} --format text --scores", 2, "are per sentence: use them with"),
     case("translate --model {model} --input {src} --format html --glossary {good_tsv}", 2, "--glossary applies to"),
 ]

@@ -18,13 +18,33 @@ def contains(tokens: list[int], run: list[int]) -> bool:
 def test_progress_counts_a_constraint_only_once_it_is_whole():
     constraints = [[7, 8, 9], [12]]
     p = Progress().advance(7, constraints)
-    assert (p.met, p.current, p.tokens_met(constraints)) == (frozenset(), (0, 1), 1)
-    assert p.wanted(constraints) == {8}
+    assert (p.met, p.partial, p.tokens_met(constraints)) == (frozenset(), {(0, 1)}, 1)
+    assert p.wanted(constraints) == {8, 7, 12}
     p = p.advance(5, constraints)  # left half-way: undone
-    assert (p.met, p.current, p.tokens_met(constraints)) == (frozenset(), None, 0)
-    assert p.wanted(constraints) == {7, 12}
+    assert (p.met, p.partial, p.tokens_met(constraints)) == (frozenset(), frozenset(), 0)
     p = p.advance(12, constraints).advance(7, constraints).advance(8, constraints).advance(9, constraints)
     assert (p.met, p.tokens_met(constraints), p.wanted(constraints)) == (frozenset({0, 1}), 4, set())
+
+
+def test_terms_that_share_a_start_or_restart_inside_themselves_are_followed_at_once():
+    constraints = [[5, 6], [5, 7]]  # "European Union", "European Court"
+    p = Progress()
+    for token in (5, 7, 5, 6):
+        p = p.advance(token, constraints)
+    assert p.met == {0, 1}
+    restart = [[4, 4, 9]]  # found in 4 4 4 9 only by restarting the match one token later
+    p = Progress()
+    for token in (4, 4, 4, 9):
+        p = p.advance(token, restart)
+    assert p.met == {0}
+
+
+def test_shared_starts_are_both_placed_by_the_search():
+    model = tiny_model()
+    src = source_batch([9])
+    constraints = [[10, 11], [10, 13]]
+    result = constrained_beam_search(model, src, constraints, beam_size=3, limits=LIMITS)
+    assert result.missed == [] and all(contains(result.hypotheses[0].tokens, c) for c in constraints)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

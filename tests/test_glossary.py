@@ -16,6 +16,8 @@ def test_terms_match_whole_words_in_any_case_longest_first():
     assert glossary.matches("Ein alter Mann mit HUT.") == [("alter Mann", "old man"), ("HUT", "hat")]
     assert glossary.matches("Ein Mannschaftsbus.") == []  # not inside another word
     assert Glossary([]).matches("Ein Mann.") == []
+    # The regex's case-insensitivity and case folding disagree on Turkish dotted capitals: no KeyError.
+    assert Glossary([("bilgi", "information")]).matches("BİLGİ verdi.") == [("BİLGİ", "information")]
 
 
 def test_a_glossary_file_is_read_and_its_faults_named_by_line(tmp_path):

@@ -80,6 +80,22 @@ def test_each_sentence_of_a_block_is_translated_alone_and_the_words_follow_their
     assert tag_tree(out) == tag_tree("<p><b>x</b> x <i>x</i> x</p>")
 
 
+def test_no_word_is_lost_in_whitespace_between_tags():
+    def swap(sentences):  # "Read more" -> "Mehr lesen": "Mehr" aligned to "more", "lesen" to "Read"
+        return [("Mehr lesen", [(1, 0), (0, 1)]) for _ in sentences]
+
+    out = translate_html('<p>\n  <a href="/x">Read</a> more\n</p>', swap, lang="en")
+    assert BeautifulSoup(out, "html.parser").get_text().split() == ["Mehr", "lesen"]
+    assert tag_tree(out) == tag_tree('<p><a href="/x">x</a></p>')
+
+
+def test_an_unaligned_word_stays_with_the_word_after_it():
+    def translate(sentences):  # "Sieh Hund" -> "Look the dog": "the" has no link of its own
+        return [("Look the dog", [(0, 0), (1, 2)]) for _ in sentences]
+
+    assert translate_html("<p>Sieh <b>Hund</b></p>", translate, lang="de") == "<p>Look <b>the dog</b></p>"
+
+
 def test_without_alignments_words_are_spread_in_proportion():
     out = translate_html("<p>eins <b>zwei drei</b> vier</p>", lambda s: [(t.upper(), None) for t in s], lang="de")
     assert out == "<p>EINS <b>ZWEI DREI</b> VIER</p>"

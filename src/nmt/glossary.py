@@ -68,7 +68,18 @@ class Glossary:
         """The (source term as written in the sentence, target term) pairs found, in order of appearance."""
         if self._pattern is None:
             return []
-        return [(m.group(0), self._targets[m.group(0).casefold()]) for m in self._pattern.finditer(sentence)]
+        return [(m.group(0), self._target_of(m.group(0))) for m in self._pattern.finditer(sentence)]
+
+    def _target_of(self, matched: str) -> str:
+        """The target term of the source term `matched` is: by its case-folded form, or, where the regex's
+        case-insensitivity and case folding disagree (Turkish dotted İ), by matching each entry."""
+        found = self._targets.get(matched.casefold())
+        if found is not None:
+            return found
+        for source, target in self.entries:
+            if re.fullmatch(re.escape(source), matched, re.IGNORECASE):
+                return target
+        raise AssertionError(f"{matched!r} matched no entry")  # the pattern is built from the entries
 
     def __len__(self) -> int:
         return len(self.entries)

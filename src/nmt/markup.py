@@ -89,7 +89,9 @@ def blocks_of(soup: BeautifulSoup) -> list[Block]:
 def place_words(costs: Sequence[Sequence[float]]) -> list[int]:
     """The node of each output word, nodes in order (never decreasing), at the least total cost.
 
-    costs[j][i]: the cost of output word j in node i. O(words x nodes)."""
+    costs[j][i]: the cost of output word j in node i (inf: never there). Among equal costs a word
+    goes to the latest node it can, so a word without a link of its own stays with the word after it.
+    O(words x nodes)."""
     words, nodes = len(costs), len(costs[0]) if costs else 0
     if not words:
         return []
@@ -100,9 +102,9 @@ def place_words(costs: Sequence[Sequence[float]]) -> list[int]:
             running = min(running, best[j - 1][i])
             row.append(running + costs[j][i])
         best.append(row)
-    placed = [min(range(nodes), key=lambda i: best[-1][i])]
+    placed = [min(range(nodes), key=lambda i: (best[-1][i], -i))]
     for j in range(words - 2, -1, -1):
-        placed.append(min(range(placed[-1] + 1), key=lambda i: best[j][i]))
+        placed.append(min(range(placed[-1] + 1), key=lambda i: (best[j][i], -i)))
     return placed[::-1]
 
 
@@ -162,6 +164,7 @@ class HtmlPage:
         answers = iter(results)
         for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
             owner = _node_of_chars(block)
+            text_nodes = [bool(node.strip()) for node in block.nodes]
             words: list[str] = []
             costs: list[list[float]] = []
             at = len(paragraph.gaps[0])
@@ -169,7 +172,7 @@ class HtmlPage:
                 text, alignment = next(answers)
                 source_nodes = [owner[at + m.start()] for m in _WORD.finditer(sentence)]
                 out_words = text.split()
-                costs += _costs(source_nodes, len(out_words), len(block.nodes), alignment)
+                costs += _costs(source_nodes, len(out_words), text_nodes, alignment)
                 words += out_words
                 at += len(sentence) + len(gap)
             fill_block(block, words, place_words(costs))
@@ -192,11 +195,12 @@ def translate_html(
 
 
 def _costs(
-    source_nodes: list[int], out_words: int, nodes: int, alignment: list[tuple[int, int]] | None
+    source_nodes: list[int], out_words: int, text_nodes: list[bool], alignment: list[tuple[int, int]] | None
 ) -> list[list[float]]:
     """costs[j][i] for one sentence: 0 where output word j is aligned to a source word of node i, 1
-    elsewhere; an unaligned word costs the same anywhere. Without an alignment, each output word
-    is expected where the same fraction of the source words is."""
+    elsewhere, and never a node that holds only whitespace (text_nodes[i] False: it is written back
+    as it was); an unaligned word costs the same in any text node. Without an alignment, each output
+    word is expected where the same fraction of the source words is."""
     costs = []
     for j in range(out_words):
         if alignment is None:
@@ -204,5 +208,10 @@ def _costs(
             linked = {guess} if source_nodes else set()
         else:
             linked = {source_nodes[i] for i, k in alignment if k == j and i < len(source_nodes)}
-        costs.append([0.0 if (i in linked or not linked) else 1.0 for i in range(nodes)])
+        costs.append(
+            [
+                float("inf") if not text else 0.0 if (i in linked or not linked) else 1.0
+                for i, text in enumerate(text_nodes)
+            ]
+        )
     return costs

@@ -290,11 +290,21 @@ class Translator:
                 h.attention = f.cross_attention
         return result.hypotheses, [targets[k] for k in result.missed]
 
-    def add_scores(self, found: list[list[Translation]], src_ids: Sequence[Sequence[int]], *, alignments: bool) -> None:
+    def add_scores(
+        self,
+        found: list[list[Translation]],
+        src_ids: Sequence[Sequence[int]],
+        has_text: Sequence[bool],
+        *,
+        alignments: bool,
+    ) -> None:
         """Fill token_probs and confidence (and, with `alignments`, the word alignment) of every
-        Translation in `found` (n-best lists for the sources `src_ids`) from one teacher-forced pass."""
+        Translation in `found` (n-best lists for the sources `src_ids`; has_text[i]: source i is not
+        blank) from one teacher-forced pass. An empty output of a real sentence is scored too (its
+        end token: how sure the model was that there is nothing to say); that of a blank input is
+        certain and aligns nothing."""
         limits = search_limits(self.decode).max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
-        rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if t.tokens]
+        rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if has_text[i]]
         scored = self.engine.score_ids(
             [src_ids[i] for i, _ in rows],
             [t.tokens for _, t in rows],
@@ -306,9 +316,9 @@ class Translator:
             t.confidence = sum(forced.token_log_probs) / max(1, len(forced.token_log_probs))
             if alignments:
                 t.alignment = self._word_pairs(src_ids[i], t.tokens, forced.cross_attention, DEFAULT_METHOD)
-        for sentence in found:  # an empty output (of an empty input) is certain and aligns nothing
+        for i, sentence in enumerate(found):
             for t in sentence:
-                if not t.tokens:
+                if not has_text[i]:
                     t.token_probs, t.confidence = [], 0.0
                     t.alignment = [] if alignments else None
 
@@ -392,7 +402,7 @@ class Translator:
         """A glossary's target term as the target ids the model writes it with mid-sentence (in the
         corpus's form for a model of a tokenised corpus)."""
         if self.text_form is not None:
-            term = TextForm(self.text_form.tgt_lang, self.text_form.tgt_lang).to_corpus_form(term)
+            term = dataclasses.replace(self.text_form, src_lang=self.text_form.tgt_lang).to_corpus_form(term)
         return self.tgt_tokenizer.encode(term, add_special=False)
 
     def model_input(self, text: str, *, pretokenized: bool = False) -> str:

@@ -5,8 +5,8 @@ continuations, each row's best token, and, for each row, the tokens that would a
 it has not met (the next token of the one it is in the middle of, or the first of any other). The
 beam is then shared out in "banks" by how many constraint tokens a candidate has produced, so that
 hypotheses which have placed a term are not crowded out by ones that put it off, and none can end
-before every constraint is met. A constraint in progress that the next token leaves is undone:
-its tokens count only once it is whole.
+before every constraint is met. A partial match that the next token leaves is undone: a term's
+tokens count only once it is whole.
 
 One sentence at a time: each sentence has its own constraints. The beam is widened to one bank per
 constraint token plus one (up to `max_beam`), which is the bound on its cost. A sentence whose
@@ -30,34 +30,29 @@ from .state import SearchState
 
 @dataclass(frozen=True)
 class Progress:
-    """What a hypothesis has of its constraints: those met whole, and the one it is in (index, tokens done)."""
+    """What a hypothesis has of its constraints: those met whole, and every partial match it is in
+    (constraint index, tokens done): terms may share their first tokens ("European Union", "European
+    Court"), and a term may restart inside itself, so all partial matches are followed at once."""
 
     met: frozenset[int] = frozenset()
-    current: tuple[int, int] | None = None
+    partial: frozenset[tuple[int, int]] = frozenset()
 
     def advance(self, token: int, constraints: Sequence[Sequence[int]]) -> Progress:
         """The progress after appending `token`."""
-        if self.current is not None:
-            index, done = self.current
-            if constraints[index][done] == token:
-                if done + 1 == len(constraints[index]):
-                    return Progress(self.met | {index})
-                return Progress(self.met, (index, done + 1))
-        for index, tokens in enumerate(constraints):  # left or none in progress: does a new one start?
-            if index not in self.met and tokens[0] == token:
-                return Progress(self.met | {index}) if len(tokens) == 1 else Progress(self.met, (index, 1))
-        return Progress(self.met)
+        grown = {(i, done + 1) for i, done in self.partial if constraints[i][done] == token}
+        grown |= {(i, 1) for i, tokens in enumerate(constraints) if i not in self.met and tokens[0] == token}
+        met = self.met | {i for i, done in grown if done == len(constraints[i])}
+        return Progress(met, frozenset((i, done) for i, done in grown if i not in met))
 
     def tokens_met(self, constraints: Sequence[Sequence[int]]) -> int:
-        """Constraint tokens produced: those of the met constraints and of the one in progress."""
-        return sum(len(constraints[i]) for i in self.met) + (self.current[1] if self.current else 0)
+        """Constraint tokens produced: those of the met constraints and of the longest partial match."""
+        return sum(len(constraints[i]) for i in self.met) + max((done for _, done in self.partial), default=0)
 
     def wanted(self, constraints: Sequence[Sequence[int]]) -> set[int]:
-        """The tokens that would advance a constraint from here."""
-        if self.current is not None:
-            index, done = self.current
-            return {constraints[index][done]}
-        return {tokens[0] for i, tokens in enumerate(constraints) if i not in self.met}
+        """The tokens that would advance a constraint from here: each partial match's next token and
+        the first token of every constraint not met."""
+        tokens = {constraints[i][done] for i, done in self.partial}
+        return tokens | {c[0] for i, c in enumerate(constraints) if i not in self.met}
 
 
 @dataclass
@@ -109,7 +104,7 @@ def constrained_beam_search(
             else:
                 going.append((row, token, after))
         for row, token, after in ending:
-            rows_t, tokens_t = torch.tensor([row]), torch.tensor([token])
+            rows_t, tokens_t = torch.tensor([row], device=src.device), torch.tensor([token], device=src.device)
             hyp = state.finish(
                 step,
                 rows_t,
@@ -123,8 +118,8 @@ def constrained_beam_search(
         if last or len(complete) >= beam or not going:
             break
         chosen = _allocate(going, totals, constraints, beam)
-        rows = torch.tensor([row for row, _, _ in chosen])
-        tokens = torch.tensor([token for _, token, _ in chosen])
+        rows = torch.tensor([row for row, _, _ in chosen], device=src.device)
+        tokens = torch.tensor([token for _, token, _ in chosen], device=src.device)
         scores = totals[rows, tokens]
         progress = [after for _, _, after in chosen]
         state.advance(step, tokens, rows)

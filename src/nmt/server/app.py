@@ -393,13 +393,17 @@ def create_app(
         directions.check(source, target)
         chosen, target_lang = route[(source, target)]
         translator = models[chosen][0]
-        if html:
-            pages = [HtmlPage(text, source) for text in texts]
-            sentences = [[*page.sentences] for page in pages]
-        else:
-            paragraphs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
-            sentences = [[s for p in doc for s in p.sentences] for doc in paragraphs]
-        cut = cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
+
+        def prepare():  # parsing, sentence splitting and tokenising: off the event loop
+            if html:
+                docs = [HtmlPage(text, source) for text in texts]
+                sentences = [[*page.sentences] for page in docs]
+            else:
+                docs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
+                sentences = [[s for p in doc for s in p.sentences] for doc in docs]
+            return docs, sentences, cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
+
+        docs, sentences, cut = await asyncio.to_thread(prepare)
         pieces, best = cut.pieces, []
         aligned = html and gives_alignments(translator)
         for start in range(0, len(pieces), limits.max_sentences):  # the queue's request size, one after another
@@ -409,16 +413,20 @@ def create_app(
             if results is None:
                 return None
             best += [found[0] for found in results]
-        answers = iter(cut.joined(best))
-        out = []
-        for i, doc in enumerate(sentences):
-            mine = [next(answers) for _ in doc]
-            if html:
-                out.append(pages[i].rebuilt(mine))
-            else:
-                texts_of = iter(text for text, _ in mine)
-                out.append("\n".join(p.rebuilt([next(texts_of) for _ in p.sentences]) for p in paragraphs[i]))
-        return out
+
+        def rebuild() -> list[str]:
+            answers = iter(cut.joined(best))
+            out = []
+            for doc, doc_sentences in zip(docs, sentences, strict=True):
+                mine = [next(answers) for _ in doc_sentences]
+                if html:
+                    out.append(doc.rebuilt(mine))
+                else:
+                    texts_of = iter(text for text, _ in mine)
+                    out.append("\n".join(p.rebuilt([next(texts_of) for _ in p.sentences]) for p in doc))
+            return out
+
+        return await asyncio.to_thread(rebuild)
 
     def client_left() -> JSONResponse:
         metrics.disconnects.labels("answer").inc()
@@ -595,8 +603,8 @@ def serve(
     model_dir: one directory, or several (one per direction; nmt's own API and the page use the
     first, LibreTranslate's API routes by language). engine: how the models run (EngineOptions);
     length_penalty and length_normalization: how beam search ranks for every request (default:
-    each model's decode settings). glossary: terms every translation must use (nmt.glossary), for
-    every model loaded.
+    each model's decode settings). glossary: terms every translation of the first model must use
+    (nmt.glossary).
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -648,7 +656,8 @@ def serve_on(
         translator = Translator.load(
             each_dir, engine, length_penalty=length_penalty, length_normalization=length_normalization
         )
-        translator.glossary = glossary
+        if not loaded:  # a glossary is for one direction: the first model's (nmt's own API's)
+            translator.glossary = glossary
         translator.start_workers()  # the server runs long: its worker processes start now, not once due
         loaded.append((translator, model_info(each_dir, translator)))
     (translator, info), more_models = loaded[0], loaded[1:]

@@ -221,7 +221,8 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
     text_format = fields.get("format") or "text"
     if text_format not in ("text", "html"):
         raise LibreTranslateError(400, f"{text_format} format is not supported")
-    texts = ["\n".join(t.splitlines()) for t in texts]  # LibreTranslate's line-ending normalisation
+    if text_format == "text":  # LibreTranslate's line-ending normalisation; a page keeps its bytes
+        texts = ["\n".join(t.splitlines()) for t in texts]
     return TranslateCall(texts, isinstance(q, list), source.lower(), target.lower(), alternatives, text_format)
 
 
@@ -289,7 +290,7 @@ def file_text(upload: tuple[str, bytes] | None) -> tuple[str, str]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise LibreTranslateError(400, f"Invalid request: {name} is not UTF-8 text (byte {err.start})") from None
-    return extension, "\n".join(text.splitlines())
+    return extension, text if extension in (".html", ".htm") else "\n".join(text.splitlines())
 
 
 def frontend_settings(directions: Directions, max_chars: int, keys: bool = False) -> dict[str, Any]:
