@@ -89,6 +89,7 @@ ALLOWED = {
         "config_checks",
         "data",
         "evaluation",
+        "files",
         "glossary",
         "inference",
         "markup",

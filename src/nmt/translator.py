@@ -263,7 +263,7 @@ class Translator:
             for t in out[i]:
                 t.glossary_missed = terms_missed
         if scores or alignments:
-            self.add_scores(out, ids, alignments=alignments)
+            self.add_scores(out, ids, [bool(t.strip()) for t in texts], alignments=alignments)
         if form is not None:
             for sentence in out:
                 for t in sentence:
