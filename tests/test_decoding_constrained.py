@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from nmt.decoding import SearchLimits, beam_search, gnmt_length_penalty
-from nmt.decoding.constrained import Progress, constrained_beam_search
+from nmt.decoding.constrained import Progress, as_constraints, constrained_beam_search
 
 from fake_model import LIMITS, PAD, source_batch, tiny_model
 
@@ -16,7 +16,7 @@ def contains(tokens: list[int], run: list[int]) -> bool:
 
 
 def test_progress_counts_a_constraint_only_once_it_is_whole():
-    constraints = [[7, 8, 9], [12]]
+    constraints = as_constraints([[7, 8, 9], [12]])
     p = Progress().advance(7, constraints)
     assert (p.met, p.partial, p.tokens_met(constraints)) == (frozenset(), {(0, 1)}, 1)
     assert p.wanted(constraints) == {8, 7, 12}
@@ -27,12 +27,12 @@ def test_progress_counts_a_constraint_only_once_it_is_whole():
 
 
 def test_terms_that_share_a_start_or_restart_inside_themselves_are_followed_at_once():
-    constraints = [[5, 6], [5, 7]]  # "European Union", "European Court"
+    constraints = as_constraints([[5, 6], [5, 7]])  # "European Union", "European Court"
     p = Progress()
     for token in (5, 7, 5, 6):
         p = p.advance(token, constraints)
     assert p.met == {0, 1}
-    restart = [[4, 4, 9]]  # found in 4 4 4 9 only by restarting the match one token later
+    restart = as_constraints([[4, 4, 9]])  # found in 4 4 4 9 only by restarting the match one token later
     p = Progress()
     for token in (4, 4, 4, 9):
         p = p.advance(token, restart)
@@ -94,3 +94,14 @@ def test_no_constraints_searches_as_a_beam_would():
     plain = beam_search(model, src, beam_size=4, limits=LIMITS)[0][0]
     assert result.hypotheses[0].score >= plain.score - 1e-5 or result.hypotheses[0].tokens == plain.tokens
     assert torch.isfinite(torch.tensor(result.hypotheses[0].log_prob))
+
+
+def test_a_position_may_be_met_by_any_of_several_tokens():
+    # a term whose last piece may also come merged with punctuation: 11 or 12 ("▁dog" or "▁dog.")
+    model = tiny_model()
+    src = source_batch([8])
+    result = constrained_beam_search(model, src, [[10, frozenset({11, 12})]], beam_size=3, limits=LIMITS)
+    tokens = result.hypotheses[0].tokens
+    assert result.missed == [] and (contains(tokens, [10, 11]) or contains(tokens, [10, 12]))
+    p = Progress().advance(10, as_constraints([[10, {11, 12}]])).advance(12, as_constraints([[10, {11, 12}]]))
+    assert p.met == {0}

@@ -105,6 +105,7 @@ class Translator:
         self.text_form = text_form
         self.source_lang = source_lang
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
+        self._stems: dict[str, list[int]] | None = None  # for term_constraint, built on first use
 
     @property
     def model(self) -> Transformer:
@@ -277,7 +278,7 @@ class Translator:
         with `attention`, its hypotheses' cross-attention from a teacher-forced pass (the constrained
         search keeps none)."""
         targets = list(dict.fromkeys(target for _, target in terms))
-        result = self.engine.translate_constrained(src_ids, [self.encode_target_term(t) for t in targets], request)
+        result = self.engine.translate_constrained(src_ids, [self.term_constraint(t) for t in targets], request)
         if attention:
             limit = search_limits(self.decode).max_steps(torch.tensor([len(src_ids)])).item()
             forced = self.engine.score_ids(
@@ -404,6 +405,28 @@ class Translator:
         if self.text_form is not None:
             term = dataclasses.replace(self.text_form, src_lang=self.text_form.tgt_lang).to_corpus_form(term)
         return self.tgt_tokenizer.encode(term, add_special=False)
+
+    def term_constraint(self, term: str) -> list[int | frozenset[int]]:
+        """The constraint a target term makes: its ids, the last of which may also be written merged
+        with punctuation after it (any vocabulary piece that is that piece plus punctuation)."""
+        ids = self.encode_target_term(term)
+        if not ids:
+            return []
+        last = self.tgt_tokenizer.lookup([ids[-1]])[0]
+        merged = self._pieces_by_stem().get(last, ())
+        return [*ids[:-1], frozenset([ids[-1], *merged])]
+
+    def _pieces_by_stem(self) -> dict[str, list[int]]:
+        """piece -> ids of the pieces that are it plus trailing punctuation ("▁dog" -> ["▁dog.", ...])."""
+        if self._stems is None:
+            pieces = self.tgt_tokenizer.lookup(range(self.tgt_tokenizer.vocab_size))
+            stems: dict[str, list[int]] = {}
+            for i, piece in enumerate(pieces):
+                stem = piece.rstrip(".,;:!?)\"'")
+                if stem and stem != piece:
+                    stems.setdefault(stem, []).append(i)
+            self._stems = stems
+        return self._stems
 
     def model_input(self, text: str, *, pretokenized: bool = False) -> str:
         """`text` as the model reads it: in its corpus's form (see text_form), unless it is already."""

@@ -16,7 +16,7 @@ and the caller is told which were missed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +26,16 @@ from nmt.model import Transformer
 from .hypothesis import Hypothesis
 from .penalties import SearchLimits
 from .state import SearchState
+
+# A constraint is a sequence of positions, each the set of tokens that may stand there: a term's last
+# piece may also be written merged with the punctuation after it ("▁dog" or "▁dog." in a vocabulary
+# learnt from sentences ending in "dog."), which the term is then met by too.
+Constraints = Sequence[Sequence[frozenset[int]]]
+
+
+def as_constraints(constraints: Sequence[Sequence[int | Collection[int]]]) -> list[list[frozenset[int]]]:
+    """Each position as a set of tokens (a plain id: that token only); empty constraints dropped."""
+    return [[frozenset([p]) if isinstance(p, int) else frozenset(p) for p in c] for c in constraints if len(c) > 0]
 
 
 @dataclass(frozen=True)
@@ -37,22 +47,22 @@ class Progress:
     met: frozenset[int] = frozenset()
     partial: frozenset[tuple[int, int]] = frozenset()
 
-    def advance(self, token: int, constraints: Sequence[Sequence[int]]) -> Progress:
+    def advance(self, token: int, constraints: Constraints) -> Progress:
         """The progress after appending `token`."""
-        grown = {(i, done + 1) for i, done in self.partial if constraints[i][done] == token}
-        grown |= {(i, 1) for i, tokens in enumerate(constraints) if i not in self.met and tokens[0] == token}
+        grown = {(i, done + 1) for i, done in self.partial if token in constraints[i][done]}
+        grown |= {(i, 1) for i, tokens in enumerate(constraints) if i not in self.met and token in tokens[0]}
         met = self.met | {i for i, done in grown if done == len(constraints[i])}
         return Progress(met, frozenset((i, done) for i, done in grown if i not in met))
 
-    def tokens_met(self, constraints: Sequence[Sequence[int]]) -> int:
+    def tokens_met(self, constraints: Constraints) -> int:
         """Constraint tokens produced: those of the met constraints and of the longest partial match."""
         return sum(len(constraints[i]) for i in self.met) + max((done for _, done in self.partial), default=0)
 
-    def wanted(self, constraints: Sequence[Sequence[int]]) -> set[int]:
+    def wanted(self, constraints: Constraints) -> set[int]:
         """The tokens that would advance a constraint from here: each partial match's next token and
         the first token of every constraint not met."""
-        tokens = {constraints[i][done] for i, done in self.partial}
-        return tokens | {c[0] for i, c in enumerate(constraints) if i not in self.met}
+        tokens = set().union(*(constraints[i][done] for i, done in self.partial))
+        return tokens.union(*(c[0] for i, c in enumerate(constraints) if i not in self.met))
 
 
 @dataclass
@@ -67,7 +77,7 @@ class ConstrainedResult:
 def constrained_beam_search(
     model: Transformer,
     src: torch.Tensor,
-    constraints: Sequence[Sequence[int]],
+    constraints: Sequence[Sequence[int | Collection[int]]],
     *,
     beam_size: int = 5,
     n_best: int = 1,
@@ -77,8 +87,9 @@ def constrained_beam_search(
     max_beam: int = 32,
 ) -> ConstrainedResult:
     """Beam search over one sentence, src (1, src_len), whose output must contain every constraint
-    (a non-empty list of target ids, without BOS/EOS); see the module's docstring."""
-    constraints = [list(c) for c in constraints if c]
+    (a non-empty list of target ids, without BOS/EOS; a position may be a set of ids, any of which
+    meets it); see the module's docstring."""
+    constraints = as_constraints(constraints)
     total = sum(len(c) for c in constraints)
     beam = min(max(beam_size, total + 1, n_best), max(max_beam, beam_size, n_best))
     state = SearchState.start(model, src)
@@ -133,7 +144,7 @@ def constrained_beam_search(
 
 
 def _candidates(
-    totals: torch.Tensor, progress: list[Progress], constraints: list[list[int]], beam: int
+    totals: torch.Tensor, progress: list[Progress], constraints: Constraints, beam: int
 ) -> list[tuple[int, int]]:
     """(row, token) candidates: the best `beam` overall, each row's best, and each row's constraint tokens."""
     rows, vocab = totals.shape
@@ -150,7 +161,7 @@ def _candidates(
 
 
 def _allocate(
-    going: list[tuple[int, int, Progress]], totals: torch.Tensor, constraints: list[list[int]], beam: int
+    going: list[tuple[int, int, Progress]], totals: torch.Tensor, constraints: Constraints, beam: int
 ) -> list[tuple[int, int, Progress]]:
     """`beam` candidates, shared out in banks by constraint tokens met (most first), each bank's best
     by score; slots a bank cannot fill go to the best of the rest."""
@@ -169,10 +180,11 @@ def _allocate(
     return chosen[:beam]
 
 
-def _missed_by(tokens: list[int], constraints: list[list[int]]) -> list[int]:
+def _missed_by(tokens: list[int], constraints: Constraints) -> list[int]:
     """The constraints that do not occur in `tokens` as a contiguous run."""
     missed = []
     for index, c in enumerate(constraints):
-        if not any(tokens[i : i + len(c)] == c for i in range(len(tokens) - len(c) + 1)):
+        runs = range(len(tokens) - len(c) + 1)
+        if not any(all(tokens[i + k] in allowed for k, allowed in enumerate(c)) for i in runs):
             missed.append(index)
     return missed
