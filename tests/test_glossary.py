@@ -66,27 +66,25 @@ def test_a_term_is_met_by_its_last_piece_merged_with_punctuation(translator):
     assert stem in pieces and all(p == stem or p.rstrip(".,;:!?)\"'") == stem for p in pieces)
 
 
-def test_the_command_line_takes_a_glossary(tiny_model_dir, tmp_path):
-    terms = tmp_path / "terms.tsv"
-    terms.write_text("Mann\tgentleman\n", encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-m", "nmt", "translate", "--model", str(tiny_model_dir), "--glossary", str(terms)],
-        input="Ein Mann fährt Fahrrad.\nZwei Katzen.\n",
+def translate_with_glossary(model_dir, terms, text: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nmt", "translate", "--model", str(model_dir), "--glossary", str(terms)],
+        input=text,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def test_the_command_line_takes_a_glossary(tiny_model_dir, tmp_path):
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Mann\tgentleman\n", encoding="utf-8")
+    run = translate_with_glossary(tiny_model_dir, terms, "Ein Mann fährt Fahrrad.\nZwei Katzen.\n")
     assert run.returncode == 0, run.stderr
     first, second = run.stdout.split("\n")[:2]
     assert "gentleman" in first and "gentleman" not in second
     terms.write_text("Mann\n", encoding="utf-8")
-    run = subprocess.run(
-        [sys.executable, "-m", "nmt", "translate", "--model", str(tiny_model_dir), "--glossary", str(terms)],
-        input="Ein Mann.\n",
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = translate_with_glossary(tiny_model_dir, terms, "Ein Mann.\n")
     assert run.returncode != 0 and "terms.tsv:1: expected" in run.stderr
 
 

@@ -204,7 +204,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         if args.alignments and not translator.engine.supports_attention:
             raise CommandError(f"--alignments needs the torch engine; the {translator.engine.name} engine gives none")
         if args.format == "html":
-            page = read_page(source, args.input or "<stdin>")
+            page = read_page(source, args.input or "<stdin>")  # before the output is opened: bad input writes none
             translated = translate_html(
                 page,
                 functools.partial(
@@ -216,11 +216,11 @@ def cmd_translate(args: argparse.Namespace) -> int:
                 ),
                 lang=translator.source_lang or "en",
             )
-            target = files.enter_context(staged_text_file(args.output)) if args.output else sys.stdout
-            target.write(translated)
-            return 0
         # The output file appears when the last line is written: an error part-way leaves none.
         target = files.enter_context(staged_text_file(args.output)) if args.output else sys.stdout
+        if args.format == "html":
+            target.write(translated)
+            return 0
         translate_stream(
             translator,
             source,
