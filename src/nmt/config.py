@@ -131,6 +131,9 @@ class TrainConfig:
     batch_tokens: int = 4096  # tokens per batch, padding included (the larger of source and target side)
     accumulate: int = 1  # micro-batches per optimizer step (gradient accumulation)
     threads: int | None = None  # torch intra-op threads on CPU (null: torch's default, one per core)
+    # CPU: worker processes that nmt train starts, splitting each batch (auto: one per core, at least
+    # 1,024 batch tokens each; 1 with train.threads set; see training/launch.py)
+    processes: int | str = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     compile: bool = False  # torch.compile the training pass (fuses element-wise work; CUDA: on CPU it was slower)
     fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
@@ -160,6 +163,7 @@ class TrainConfig:
         "batch_tokens": at_least(1),
         "accumulate": at_least(1),
         "threads": at_least(1),
+        "processes": Rule(lambda v: v == "auto" or (type(v) is int and v >= 1), "auto or a whole number >= 1"),
         "device": DEVICE,
         "schedule": one_of("noam", "inverse_sqrt"),
         "lr_scale": above(0),
@@ -291,6 +295,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "tokenizer.pretokenized",
         "tokenizer.sample_pairs",
         "train.keep_best",
+        "train.processes",
     }
 )
 

@@ -21,6 +21,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+# Set by nmt train's own launcher (launch.py) for its workers.
+RENDEZVOUS_FILE = "NMT_RENDEZVOUS_FILE"  # the FileStore the workers meet through: no port to choose or collide
+SHARED_BATCH = "NMT_WORKERS_SHARE_BATCH"  # "1": each rank takes batch_tokens / world_size
+VALIDATION_THREADS = "NMT_VALIDATION_THREADS"  # rank 0 validates alone while the others wait: on every core
+
 
 @dataclass
 class Distributed:
@@ -29,6 +34,8 @@ class Distributed:
     rank: int = 0
     world_size: int = 1
     device: torch.device = torch.device("cpu")
+    shares_batch: bool = False  # started by nmt train (launch.py): each rank takes batch_tokens / world_size
+    validation_threads: int | None = None  # threads for rank 0's validation (None: as for training)
 
     @property
     def is_main(self) -> bool:
@@ -65,11 +72,23 @@ class Distributed:
             target = torch.device("cuda", local_rank)
         else:
             target = torch.device("cpu")
+        rendezvous = os.environ.get(RENDEZVOUS_FILE)
+        meet = dict(init_method=f"file://{rendezvous}", rank=rank, world_size=world_size) if rendezvous else {}
         if not dist.is_initialized():  # device_id: NCCL binds this rank to its GPU now, not by guessing
             dist.init_process_group(
-                "nccl" if use_cuda else "gloo", timeout=timedelta(minutes=30), device_id=target if use_cuda else None
+                "nccl" if use_cuda else "gloo",
+                timeout=timedelta(minutes=30),
+                device_id=target if use_cuda else None,
+                **meet,
             )
-        return cls(rank=rank, world_size=world_size, device=target)
+        threads = os.environ.get(VALIDATION_THREADS)
+        return cls(
+            rank=rank,
+            world_size=world_size,
+            device=target,
+            shares_batch=os.environ.get(SHARED_BATCH) == "1",
+            validation_threads=int(threads) if threads else None,
+        )
 
     # --- collectives (no-ops in a world of one) --------------------------------------------
     def sum(self, values: list[float]) -> list[float]:

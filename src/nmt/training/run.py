@@ -127,7 +127,7 @@ def build_trainer(
     sampler = TokenBatchSampler(
         data.train.src_lengths(),
         data.train.tgt_lengths(),
-        max_tokens=cfg.batch_tokens,
+        max_tokens=batch_tokens_per_rank(cfg, dist),
         seed=cfg.seed,
         num_shards=dist.world_size,
         shard_index=dist.rank,
@@ -142,6 +142,11 @@ def build_trainer(
         sampler=sampler,
         progress_bar=progress_bar,
     )
+
+
+def batch_tokens_per_rank(cfg: TrainConfig, dist: Distributed) -> int:
+    """nmt train's own workers share the config's batch (launch.py); torchrun's ranks each take a whole one."""
+    return max(1, cfg.batch_tokens // dist.world_size) if dist.shares_batch else cfg.batch_tokens
 
 
 def build_optimizer(model: torch.nn.Module, cfg: TrainConfig, *, fused: bool) -> torch.optim.Optimizer:

@@ -211,7 +211,13 @@ class Trainer:
         if not self.dist.is_main:
             self.dist.barrier()
             return False
-        improved = self._validate(model)
+        threads = torch.get_num_threads()
+        if self.dist.validation_threads:  # the other workers wait in the barrier: their cores are free
+            torch.set_num_threads(self.dist.validation_threads)
+        try:
+            improved = self._validate(model)
+        finally:
+            torch.set_num_threads(threads)
         self.dist.barrier()
         return improved
 
