@@ -1,6 +1,6 @@
 """Training speed: nmt vs a plain torch.nn.Transformer, side by side, and model FLOPs utilisation.
 
-    python benchmarks/train_speed.py [--preset small] [--batches 8] [--rounds 3] [--threads 2]
+    python benchmarks/train_speed.py [--preset small] [--batches 8] [--rounds 3] [--threads 2] [--profile]
 
 Both models have the same size, see the same Multi30k batches (token budget 4096), use
 Adam(0.9, 0.98, 1e-9) and label smoothing 0.1. Rounds alternate between the two so that
@@ -90,6 +90,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="also print where nmt's steps spend their time")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -130,6 +131,10 @@ def main() -> None:
             base_opt.zero_grad(set_to_none=True)
 
     run_ours(), run_base()  # warm-up: allocator, optimizer state
+    if args.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            run_ours()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
     ours_t, base_t = [], []
     for _ in range(args.rounds):
         ours_t += timed(run_ours, 1)

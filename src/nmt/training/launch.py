@@ -4,8 +4,9 @@ Why processes and not threads: torch splits every operation over its intra-op th
 waits for the slowest. When another program takes one of the cores, the thread on it runs at
 a fraction of its speed and the others wait for it at every one of a step's thousands of
 operations; a run fell 8x beside a second training job. Processes meet once per step (the
-gradient all-reduce), so a core that is shared costs about its share. Idle, they are faster
-too: one thread per process runs no thread pool at all (docs/results.md, "How fast: training").
+gradient all-reduce), so a core that is shared costs about its share: 1.6x faster than two
+threads beside a busy process, for 3-4% less idle (the all-reduce, and Adam on one thread in each
+worker; docs/results.md, "Training beside other work").
 
 The workers are what torchrun would start: a DDP group over gloo (training/distributed.py),
 each on a disjoint shard of the batches. They split the config's batch between them, each

@@ -39,7 +39,9 @@ class Replicas:
         self.step_module = loss_module
         if dist.active:
             device_ids = [dist.device.index] if dist.device.type == "cuda" else None
-            self.step_module = torch.nn.parallel.DistributedDataParallel(loss_module, device_ids=device_ids)
+            self.step_module = torch.nn.parallel.DistributedDataParallel(
+                loss_module, device_ids=device_ids, gradient_as_bucket_view=True
+            )
 
     @contextlib.contextmanager
     def gradient_sync(self, enabled: bool) -> Iterator[None]:

@@ -42,8 +42,13 @@ class SlowdownWatch:
         if tokens_per_s >= self.slow * self.reference:
             return None
         self.warned = True
+        waiting = (
+            f"{threads} intra-op threads here wait for each other when one core is busy"
+            if threads > 1
+            else "each worker process waits for the slowest at every step"
+        )
         return (
             f"training runs at {tokens_per_s:,.0f} target tokens/s, {tokens_per_s / self.reference:.0%} of the "
             f"{self.reference:,.0f} it measured at its start: another process is probably taking the cores "
-            f"({threads} intra-op thread(s) here wait for each other when one core is busy)"
+            f"({waiting})"
         )
