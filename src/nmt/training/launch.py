@@ -52,10 +52,8 @@ class Layout:
     reason: str
 
     def describe(self, batch_tokens: int) -> str:
-        each = f"{batch_tokens // self.processes} of the batch's {batch_tokens} tokens"
-        return (
-            f"training in {self.processes} processes of {self.threads} thread(s) each ({self.reason}), each on {each}"
-        )
+        share = f"each on {batch_tokens // self.processes} of the batch's {batch_tokens} tokens"
+        return f"training in {self.processes} processes of {self.threads} thread(s) ({self.reason}), {share}"
 
 
 def usable_cores() -> int:
