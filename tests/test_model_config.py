@@ -11,11 +11,15 @@ def test_presets_have_the_documented_sizes():
         "small": (3, 256, 4, 1024),
         "base": (6, 512, 8, 2048),
         "big": (6, 1024, 16, 4096),
+        "student-6-2": ((6, 2), 256, 4, 1024),
+        "student-6-1": ((6, 1), 256, 4, 1024),
     }
     assert set(PRESETS) == set(expected)
     for name, (layers, d, heads, d_ff) in expected.items():
+        encoder, decoder = layers if isinstance(layers, tuple) else (layers, layers)
         c = ModelConfig.preset(name)
-        assert (c.encoder_layers, c.decoder_layers, c.d_model, c.num_heads, c.d_ff) == (layers, layers, d, heads, d_ff)
+        shape = (c.encoder_layers, c.decoder_layers, c.d_model, c.num_heads, c.d_ff)
+        assert shape == (encoder, decoder, d, heads, d_ff), name
 
 
 def test_invalid_combinations_name_the_problem():

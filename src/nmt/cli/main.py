@@ -10,6 +10,7 @@ import sys
 from ..config_checks import ConfigError
 from .common import CommandError, Parser
 from .data import add_data
+from .distill import add_distill
 from .models import add_model_commands
 from .pictures import add_picture_commands
 from .serve import add_serve
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_train(sub)
+    add_distill(sub)
     add_translate_commands(sub)
     add_data(sub)
     add_model_commands(sub)

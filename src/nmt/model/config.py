@@ -148,7 +148,7 @@ class ModelConfig:
         return cls.from_dict({**PRESETS[name], **overrides})
 
 
-# layers (encoder=decoder), d_model, heads, d_ff, dropout
+# encoder and decoder layers, d_model, heads, d_ff, dropout
 PRESETS: dict[str, dict[str, Any]] = {
     # The reference design's example configuration.
     "reference": dict(encoder_layers=4, decoder_layers=4, d_model=128, num_heads=8, d_ff=512, dropout=0.1),
@@ -156,4 +156,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The paper's base and big models.
     "base": dict(encoder_layers=6, decoder_layers=6, d_model=512, num_heads=8, d_ff=2048, dropout=0.1),
     "big": dict(encoder_layers=6, decoder_layers=6, d_model=1024, num_heads=16, d_ff=4096, dropout=0.3),
+    # Students for distillation (nmt distill): the decoder runs once per output token and the encoder
+    # once per sentence, so depth moves to the encoder (deep encoder, shallow decoder: Kasai et al., 2021).
+    "student-6-2": dict(encoder_layers=6, decoder_layers=2, d_model=256, num_heads=4, d_ff=1024, dropout=0.1),
+    "student-6-1": dict(encoder_layers=6, decoder_layers=1, d_model=256, num_heads=4, d_ff=1024, dropout=0.1),
 }

@@ -1,0 +1,90 @@
+"""nmt distill: a student model trained on a teacher's translations of the training corpus."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from .common import CommandError, require_model_dir
+from .train import cmd_train
+
+STUDENT_CONFIG = "student.yaml"  # in the distilled folder: what `nmt train` workers load
+
+
+def add_distill(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "distill",
+        help="train a student on a teacher's translations (sequence-level knowledge distillation)",
+        description="The teacher translates the training corpus that the student config names (with its "
+        "own beam and length penalty; resumable: run the same command again after a kill), then the "
+        "student trains on those translations with the teacher's tokenizer, into an ordinary model "
+        "directory. Run again, it continues whichever step was left unfinished.",
+    )
+    p.add_argument("--teacher", required=True, metavar="MODEL_DIR", help="the trained model to learn from")
+    p.add_argument("--config", required=True, help="the student's YAML config (its data section names the corpus)")
+    p.add_argument("--out", required=True, help="the student's model directory (the distilled corpus goes inside)")
+    p.add_argument(
+        "--set",
+        action="extend",
+        nargs="+",
+        metavar="SECTION.KEY=VALUE",
+        help="override fields of the student config, e.g. --set train.max_time=20m",
+    )
+    p.add_argument("--beam", type=int, help="the teacher's beam (default: its decode.beam)")
+    p.add_argument(
+        "--with-references",
+        action="store_true",
+        help="train on the human references too: each source sentence with both translations",
+    )
+    p.add_argument("--chunk", type=int, default=512, help="sentences translated and saved at a time (default: 512)")
+    p.add_argument("--translate-only", action="store_true", help="stop once the distilled corpus is complete")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_distill)
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    from ..config import load_config
+    from ..model_dir import holds_training_run
+    from ..training.distill import plan_distillation, translate_corpus
+    from ..training.run import copy_tokenizers
+    from ..translator import Translator
+
+    require_model_dir(args.teacher, "--teacher")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {out} is a file: give a directory for the student")
+    config = load_config(args.config, args.set or [])
+    # Every check before any work: a teacher that does not fit is refused with nothing written.
+    plan = plan_distillation(args.teacher, config, out, with_references=args.with_references)
+    for option, value in (("--beam", args.beam), ("--chunk", args.chunk)):
+        if value is not None and value < 1:
+            raise CommandError(f"{option} must be >= 1, got {value}")
+    translator = Translator.load(args.teacher)
+    out.mkdir(parents=True, exist_ok=True)
+    copy_tokenizers(Path(args.teacher), out)  # the student's vocabulary is the teacher's
+    plan.write_source()
+    beam = args.beam or translator.decode.beam
+    logging.getLogger(__name__).info("the teacher translates %s with beam %d", plan.source, beam)
+    translate_corpus(
+        lambda batch: translator.translate(batch, beam=beam), plan.source, plan.distilled, progress=not args.quiet
+    )
+    translator.close()
+    if args.with_references:
+        plan.write_mixed()
+    if args.translate_only:
+        print(f"distilled corpus: {plan.source} -> {plan.distilled}", file=sys.stderr)
+        return 0
+    student_config = plan.folder / STUDENT_CONFIG
+    plan.student_config().save(student_config)
+    run = argparse.Namespace(
+        config=str(student_config),
+        out=str(out),
+        set=None,
+        resume=holds_training_run(out),  # a student run already started: continue it
+        init_from=None,
+        quiet=args.quiet,
+        verbose=getattr(args, "verbose", False),
+    )
+    return cmd_train(run)

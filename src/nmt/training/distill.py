@@ -1,0 +1,163 @@
+"""Sequence-level knowledge distillation (Kim & Rush, 2016): a student trained on its teacher's output.
+
+The teacher translates the training corpus's source side with its own beam and length penalty;
+the student then trains on (source, teacher's translation) pairs, which are simpler and more
+consistent than the human references: a small student with greedy search gets close to the
+teacher with a beam. The student keeps the teacher's tokenizer (one vocabulary for both, so a
+teacher whose tokenizer the student config would not build is refused before any translation).
+
+    plan = plan_distillation(teacher_dir, student_config, out_dir)   # checks, before any work
+    translate_corpus(translator, plan.source, plan.distilled)          # resumable
+    train(plan.student_config(), out_dir)
+
+The translation step appends whole lines, a chunk at a time, each chunk flushed to disk: killed
+at any moment, it finds its place again by counting the complete lines already written (a torn
+last line is cut off), so the distilled file stays line-aligned with the source.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from ..config import ExperimentConfig
+from ..data.corpus import read_lines
+from ..files import atomic_write_text
+from ..model_dir import IMPORTED_FROM, read_run_config
+from .datasets import CorpusFiles, split_files
+
+log = logging.getLogger(__name__)
+
+DISTILLED = "distilled"  # the folder, in the student's directory, of the teacher's translations
+
+
+@dataclass(frozen=True)
+class DistillationPlan:
+    """What the distillation reads and writes, settled before any translation."""
+
+    config: ExperimentConfig  # the student's, as given
+    corpus: CorpusFiles  # the training pairs, as the config names them
+    folder: Path  # where the distilled corpus is written, in the student's directory
+    with_references: bool = False
+
+    @property
+    def source(self) -> Path:  # the training pairs' source side, one sentence a line
+        return self.folder / f"source.{self.config.data.src_lang}"
+
+    @property
+    def reference(self) -> Path:  # their human translations
+        return self.folder / f"reference.{self.config.data.tgt_lang}"
+
+    @property
+    def distilled(self) -> Path:  # the teacher's translations of `source`, line for line
+        return self.folder / f"teacher.{self.config.data.tgt_lang}"
+
+    def write_source(self) -> None:
+        """The training pairs' two sides as plain files, once (the corpus may be a TSV, or gzipped)."""
+        if self.source.exists() and self.reference.exists():
+            return
+        pairs = list(self.corpus.pairs())
+        self.folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.reference, "".join(f"{t}\n" for _, t in pairs))
+        atomic_write_text(self.source, "".join(f"{s}\n" for s, _ in pairs))
+
+    def student_config(self) -> ExperimentConfig:
+        """The student's config, training on the teacher's output (and the references, if asked)."""
+        src, tgt = self.mixed_files() if self.with_references else (self.source, self.distilled)
+        data = dataclasses.replace(self.config.data, train_src=str(src), train_tgt=str(tgt))
+        return dataclasses.replace(self.config, data=data)
+
+    def mixed_files(self) -> tuple[Path, Path]:
+        data = self.config.data
+        return self.folder / f"mixed.{data.src_lang}", self.folder / f"mixed.{data.tgt_lang}"
+
+    def write_mixed(self) -> None:
+        """Each source sentence twice: with the teacher's translation, then with its reference."""
+        src_out, tgt_out = self.mixed_files()
+        sources = list(read_lines(self.source))
+        targets = list(read_lines(self.distilled)) + list(read_lines(self.reference))
+        atomic_write_text(src_out, "".join(f"{s}\n" for s in sources + sources))
+        atomic_write_text(tgt_out, "".join(f"{t}\n" for t in targets))
+
+
+TOKENIZER_FIELDS = ("kind", "vocab_size", "joint", "lowercase", "pretokenized")
+
+
+def plan_distillation(
+    teacher: str | Path, config: ExperimentConfig, out: str | Path, *, with_references: bool = False
+) -> DistillationPlan:
+    """Check that the teacher fits the student config; raise ValueError naming what differs."""
+    teacher, out = Path(teacher), Path(out)
+    if (teacher / IMPORTED_FROM).is_file():
+        raise ValueError(f"{teacher} was imported from another toolkit: distilling it is not supported yet")
+    taught = read_run_config(teacher)
+    if taught is None:
+        raise ValueError(f"{teacher} has no config.yaml: not a model directory that nmt train wrote")
+    for side in ("src_lang", "tgt_lang"):
+        if getattr(taught.data, side) != getattr(config.data, side):
+            raise ValueError(
+                f"the teacher translates {taught.data.src_lang}->{taught.data.tgt_lang}, the student config "
+                f"{config.data.src_lang}->{config.data.tgt_lang}"
+            )
+    for name in TOKENIZER_FIELDS:
+        mine, theirs = getattr(config.tokenizer, name), getattr(taught.tokenizer, name)
+        if mine != theirs:
+            raise ValueError(
+                f"the student keeps the teacher's vocabulary, but its config asks for tokenizer.{name}={mine} "
+                f"where the teacher's is {theirs}: set tokenizer.{name}: {theirs} in the student config"
+            )
+    return DistillationPlan(config, split_files(config.data, "train"), out.resolve() / DISTILLED, with_references)
+
+
+def complete_lines(path: Path) -> int:
+    """How many whole lines `path` holds, after cutting off a torn last one (a kill mid-write)."""
+    if not path.exists():
+        return 0
+    with open(path, "rb+") as f:
+        data = f.read()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):
+            f.truncate(whole)
+    return data.count(b"\n", 0, whole)
+
+
+def translate_corpus(
+    translate: Callable[[Sequence[str]], list[str]],
+    source: Path,
+    out: Path,
+    *,
+    chunk: int = 512,
+    progress: bool = True,
+) -> int:
+    """Translate `source` line by line into `out`, continuing where an earlier call stopped.
+
+    translate: one translation per sentence (an empty sentence must give ''). Returns the number
+    of lines translated by this call.
+    """
+    sources = list(read_lines(source))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    done = complete_lines(out)
+    if done > len(sources):
+        raise ValueError(f"{out} has {done} lines, more than the {len(sources)} of {source}: not its translation")
+    if done:
+        log.info("%s: %d of %d sentences translated already; continuing", out, done, len(sources))
+    bar = tqdm(total=len(sources), initial=done, unit="sent", desc="teacher", disable=not progress or None)
+    with open(out, "a", encoding="utf-8") as f:
+        for start in range(done, len(sources), chunk):
+            batch = sources[start : start + chunk]
+            translations = translate(batch)
+            if len(translations) != len(batch):
+                raise RuntimeError(f"the teacher gave {len(translations)} translations for {len(batch)} sentences")
+            # One line per sentence, whatever the text holds: the file must stay aligned with the source.
+            f.write("".join(" ".join(t.split()) + "\n" for t in translations))
+            f.flush()
+            os.fsync(f.fileno())
+            bar.update(len(batch))
+    bar.close()
+    return len(sources) - done

@@ -1,0 +1,143 @@
+"""Sequence-level distillation (training/distill.py, nmt distill): a resumable, line-aligned teacher
+corpus; a teacher that does not fit refused before any translation; a student trained on it."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+
+from nmt.config import load_config
+from nmt.training.distill import complete_lines, plan_distillation, translate_corpus
+
+QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
+
+
+def fake_teacher(batch):
+    return [" ".join(reversed(s.split())).upper() for s in batch]
+
+
+def test_a_crash_and_a_torn_line_resume_to_the_same_aligned_corpus(tmp_path):
+    source = tmp_path / "source.de"
+    lines = [f"satz {i} hier" for i in range(45)]
+    lines[7] = ""  # an empty source line stays an empty line
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "teacher.en"
+    calls = []
+
+    def crashing(batch):
+        calls.append(len(batch))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # killed during the third chunk
+        return fake_teacher(batch)
+
+    with pytest.raises(KeyboardInterrupt):
+        translate_corpus(crashing, source, out, chunk=8, progress=False)
+    assert complete_lines(out) == 16
+    with open(out, "a", encoding="utf-8") as f:
+        f.write("HALF A LI")  # a write cut short by a kill
+    assert translate_corpus(fake_teacher, source, out, chunk=8, progress=False) == 45 - 16
+    assert out.read_text(encoding="utf-8").split("\n")[:-1] == fake_teacher(lines)
+    assert out.read_text(encoding="utf-8").split("\n")[7] == ""
+
+
+def test_a_translation_with_a_newline_still_takes_one_line(tmp_path):
+    source = tmp_path / "s"
+    source.write_text("a\nb\n")
+    out = tmp_path / "o"
+    translate_corpus(lambda batch: ["x\ny" for _ in batch], source, out, progress=False)
+    assert out.read_text() == "x y\nx y\n"
+
+
+def test_a_longer_file_than_the_source_is_refused(tmp_path):
+    source, out = tmp_path / "s", tmp_path / "o"
+    source.write_text("a\n")
+    out.write_text("x\ny\n")
+    with pytest.raises(ValueError, match="more than the 1"):
+        translate_corpus(fake_teacher, source, out, progress=False)
+
+
+def test_a_teacher_whose_vocabulary_the_student_would_not_build_is_refused(tiny_model_dir, overrides, tmp_path):
+    config = load_config(None, overrides + ["tokenizer.vocab_size=400"])
+    with pytest.raises(ValueError, match=r"tokenizer.vocab_size=400 where the teacher's is 8192"):
+        plan_distillation(tiny_model_dir, config, tmp_path / "student")
+    config = load_config(None, overrides + ["tokenizer.vocab_size=8192", "data.src_lang=fr"])
+    with pytest.raises(ValueError, match="the teacher translates de->en"):
+        plan_distillation(tiny_model_dir, config, tmp_path / "student")
+
+
+def lines_in(path):
+    """Read-only (complete_lines would cut the writer's torn line under it)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def nmt_distill(teacher, out, sets, *extra, background=False):
+    config = out.parent / "student.yaml"
+    config.write_text("{}\n")
+    command = [sys.executable, "-m", "nmt", "distill", "--teacher", str(teacher), "--config", str(config)]
+    command += ["--out", str(out), "--quiet", *extra, "--set", *sets]
+    if background:
+        return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_the_cli_refuses_a_misfit_teacher_before_writing_anything(tiny_model_dir, overrides, tmp_path):
+    result = nmt_distill(tiny_model_dir, tmp_path / "student", overrides + ["tokenizer.vocab_size=400"])
+    assert result.returncode == 2
+    assert "tokenizer.vocab_size: 8192" in result.stderr
+    assert not (tmp_path / "student").exists()
+
+
+def test_sigkill_during_translation_then_the_same_command_gives_the_uninterrupted_corpus(
+    tiny_model_dir, tiny_corpus, overrides, tmp_path
+):
+    # 1,500 sentences two at a time: long enough for a kill to land in the middle.
+    corpus = [f"{t}\n" for t in (tiny_corpus / "train.de").read_text(encoding="utf-8").splitlines()] * 5
+    (tmp_path / "long.de").write_text("".join(corpus), encoding="utf-8")
+    (tmp_path / "long.en").write_text("".join(corpus), encoding="utf-8")
+    long = [f"data.train_src={tmp_path / 'long.de'}", f"data.train_tgt={tmp_path / 'long.en'}"]
+    sets = overrides + QUIET + long + ["tokenizer.vocab_size=8192"]
+    args = ("--translate-only", "--chunk", "2", "--beam", "2")
+    whole = nmt_distill(tiny_model_dir, tmp_path / "whole", sets, *args)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    expected = (tmp_path / "whole" / "distilled" / "teacher.en").read_text(encoding="utf-8")
+    assert len(expected.splitlines()) == 1500
+
+    killed = tmp_path / "killed"
+    teacher_file = killed / "distilled" / "teacher.en"
+    for _ in range(5):  # a run that ends before the kill lands is started again from nothing
+        shutil.rmtree(killed, ignore_errors=True)
+        proc = nmt_distill(tiny_model_dir, killed, sets, *args, background=True)
+        deadline = time.time() + 120
+        while time.time() < deadline and proc.poll() is None and lines_in(teacher_file) < 8:
+            time.sleep(0.01)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            break
+        proc.communicate()
+    assert 0 < complete_lines(teacher_file) < 1500
+    result = nmt_distill(tiny_model_dir, killed, sets, *args)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert teacher_file.read_text(encoding="utf-8") == expected
+
+
+def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrides, tmp_path):
+    out = tmp_path / "student"
+    sets = overrides + QUIET + ["tokenizer.vocab_size=8192", "train.max_steps=2"]
+    result = nmt_distill(tiny_model_dir, out, sets)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (out / "model.safetensors").exists()
+    assert (out / "tokenizer.json").read_bytes() == (tiny_model_dir / "tokenizer.json").read_bytes()
+    run = yaml.safe_load((out / "config.yaml").read_text())
+    assert run["data"]["train_tgt"] == str(out.resolve() / "distilled" / "teacher.en")
+    # Run again: the corpus is complete and the student's run resumes, at its last step already.
+    checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
+    again = nmt_distill(tiny_model_dir, out, sets)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "300 of 300 sentences translated already" in again.stderr
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == checkpoints
