@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .common import CommandError, require_model_dir
-from .train import cmd_train
+from .train import add_set_option, cmd_train
 
 STUDENT_CONFIG = "student.yaml"  # in the distilled folder: what `nmt train` workers load
 
@@ -25,13 +25,7 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--teacher", required=True, metavar="MODEL_DIR", help="the trained model to learn from")
     p.add_argument("--config", required=True, help="the student's YAML config (its data section names the corpus)")
     p.add_argument("--out", required=True, help="the student's model directory (the distilled corpus goes inside)")
-    p.add_argument(
-        "--set",
-        action="extend",
-        nargs="+",
-        metavar="SECTION.KEY=VALUE",
-        help="override fields of the student config, e.g. --set train.max_time=20m",
-    )
+    add_set_option(p, "override fields of the student config, e.g. --set train.max_time=20m")
     p.add_argument("--beam", type=int, help="the teacher's beam (default: its decode.beam)")
     p.add_argument(
         "--with-references",
@@ -46,7 +40,7 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     from ..config import load_config
-    from ..model_dir import holds_training_run
+    from ..model_dir import holds_training_run, read_decode_config
     from ..training.distill import plan_distillation, translate_corpus
     from ..training.run import copy_tokenizers
     from ..translator import Translator
@@ -61,16 +55,21 @@ def cmd_distill(args: argparse.Namespace) -> int:
     for option, value in (("--beam", args.beam), ("--chunk", args.chunk)):
         if value is not None and value < 1:
             raise CommandError(f"{option} must be >= 1, got {value}")
-    translator = Translator.load(args.teacher)
     out.mkdir(parents=True, exist_ok=True)
     copy_tokenizers(Path(args.teacher), out)  # the student's vocabulary is the teacher's
     plan.write_source()
-    beam = args.beam or translator.decode.beam
-    logging.getLogger(__name__).info("the teacher translates %s with beam %d", plan.source, beam)
-    translate_corpus(
-        lambda batch: translator.translate(batch, beam=beam), plan.source, plan.distilled, progress=not args.quiet
-    )
-    translator.close()
+    beam = args.beam or read_decode_config(args.teacher).beam
+    teacher: list[Translator] = []  # loaded only if a sentence is left to translate
+
+    def translate(batch: list[str]) -> list[str]:
+        if not teacher:
+            logging.getLogger(__name__).info("the teacher translates %s with beam %d", plan.source, beam)
+            teacher.append(Translator.load(args.teacher))
+        return teacher[0].translate(batch, beam=beam)
+
+    translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet)
+    for loaded in teacher:
+        loaded.close()
     if args.with_references:
         plan.write_mixed()
     if args.translate_only:

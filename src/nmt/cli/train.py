@@ -12,6 +12,11 @@ from pathlib import Path
 from .common import CommandError, require_model_dir
 
 
+def add_set_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """--set SECTION.KEY=VALUE ...: overrides of a config's fields (train and distill)."""
+    parser.add_argument("--set", action="extend", nargs="+", metavar="SECTION.KEY=VALUE", help=help)
+
+
 def add_train(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "train",
@@ -20,13 +25,7 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("config", nargs="?", help="YAML config (see configs/); optional with --resume")
     p.add_argument("--out", required=True, help="model directory to create (or resume)")
-    p.add_argument(
-        "--set",
-        action="extend",
-        nargs="+",
-        metavar="SECTION.KEY=VALUE",
-        help="override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)",
-    )
+    add_set_option(p, "override config fields, e.g. --set train.max_steps=200 train.seed=2 (or repeat --set)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     p.add_argument(
         "--init-from",

@@ -145,7 +145,9 @@ def translate_corpus(
     done = complete_lines(out)
     if done > len(sources):
         raise ValueError(f"{out} has {done} lines, more than the {len(sources)} of {source}: not its translation")
-    if done:
+    if done == len(sources):
+        log.info("%s: all %d sentences translated already", out, done)
+    elif done:
         log.info("%s: %d of %d sentences translated already; continuing", out, done, len(sources))
     bar = tqdm(total=len(sources), initial=done, unit="sent", desc="teacher", disable=not progress or None)
     with open(out, "a", encoding="utf-8") as f:
