@@ -25,6 +25,7 @@ from nmt.inference.plan import MAX_BEAM
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = (
     "train",
+    "distill",
     "translate",
     "evaluate",
     "tune-length-penalty",
@@ -234,6 +235,12 @@ OTHERS = [
     ),
     case("serve --model {model} --max-sentences 0", 2, "max.sentences must be .*got 0"),
     case("export --model {model} --out {model}", 2, "--out {model} holds the model directory"),
+    case(
+        "distill --teacher {missing} --config {config} --out {new_dir}",
+        2,
+        "--teacher: model directory {missing} does not exist",
+    ),
+    case("distill --teacher {model} --config {config} --out {a_file}", 2, "--out {a_file} is a file"),
     case("export --model {model} --out {a_file}", 2, "{a_file} already exists: choose another --out"),
     case("attention --model {model} Ein --beam 0", 2, "--beam must be between 1 and"),
     case("attention --model {model} Ein --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N"),
