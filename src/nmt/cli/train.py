@@ -65,12 +65,6 @@ def config_path(args: argparse.Namespace) -> Path | str:
     return args.config
 
 
-def uses_cuda(device: str) -> bool:
-    import torch
-
-    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-
-
 def worker_command(args: argparse.Namespace) -> list[str]:
     """This same `nmt train` for each worker process (which loads the config again, and trains)."""
     command = [sys.executable, "-m", "nmt"] + (["-v"] if args.verbose else []) + ["train"]
@@ -83,6 +77,7 @@ def worker_command(args: argparse.Namespace) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ..config import load_config
+    from ..training.distributed import wants_cuda
     from ..training.launch import choose_layout, run_workers
     from ..training.run import train
 
@@ -92,7 +87,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     path = config_path(args)
     # The run's own config.yaml names every key: a missing one means it was cut short.
     config = load_config(path, args.set or [], complete=args.resume and args.config is None)
-    layout = choose_layout(config.train, on_cuda=uses_cuda(config.train.device))
+    layout = choose_layout(config.train, on_cuda=wants_cuda(config.train.device))
     if layout.processes > 1:
         logging.getLogger(__name__).info("%s", layout.describe(config.train.batch_tokens))
         return run_workers(worker_command(args), layout)

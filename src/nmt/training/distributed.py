@@ -27,6 +27,11 @@ SHARED_BATCH = "NMT_WORKERS_SHARE_BATCH"  # "1": each rank takes batch_tokens / 
 VALIDATION_THREADS = "NMT_VALIDATION_THREADS"  # rank 0 validates alone while the others wait: on every core
 
 
+def wants_cuda(device: str) -> bool:
+    """Whether train.device asks for CUDA ("cuda", "cuda:N", or "auto" on a machine with a GPU)."""
+    return device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+
+
 @dataclass
 class Distributed:
     """This process's place in the job: rank, world size and the device it trains on."""
@@ -49,7 +54,7 @@ class Distributed:
     def from_environment(cls, device: str = "auto") -> Distributed:
         """Join the process group that torchrun describes (RANK, WORLD_SIZE, LOCAL_RANK), if any."""
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
-        use_cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        use_cuda = wants_cuda(device)
         if use_cuda and not torch.cuda.is_available():
             raise RuntimeError(f"train.device={device} but CUDA is not available on this machine")
         if world_size == 1:
