@@ -153,10 +153,11 @@ INFERENCE = {
     "precision": {"choices", "int8_linear", "packed_linear"},
     "batch_search": {"plan", "precision"},
     "workers": {"batch_search", "plan", "precision"},
-    "torch_engine": {"batch_search", "plan", "precision", "workers"},
-    "export_ctranslate2": {"choices"},
-    "ctranslate2_engine": {"batch_search", "export_ctranslate2", "plan"},
-    "loading": {"ctranslate2_engine", "export_ctranslate2", "plan", "torch_engine"},
+    "shortlist": set(),
+    "torch_engine": {"batch_search", "plan", "precision", "shortlist", "workers"},
+    "export_ctranslate2": {"choices", "shortlist"},
+    "ctranslate2_engine": {"batch_search", "export_ctranslate2", "plan", "shortlist"},
+    "loading": {"ctranslate2_engine", "export_ctranslate2", "plan", "shortlist", "torch_engine"},
     "__init__": set(),
 }
 

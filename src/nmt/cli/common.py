@@ -131,6 +131,14 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         "first become processes once a run has decoded a while, or when `nmt serve` starts: faster, "
         "but each holds a copy of the model)",
     )
+    g.add_argument(
+        "--no-shortlist",
+        dest="shortlist",
+        action="store_false",
+        default=ENGINE_DEFAULTS.shortlist,
+        help="score the whole vocabulary at every step even where the model directory has a lexical "
+        "shortlist (`nmt shortlist`; by default greedy and beam search score its candidates only)",
+    )
     g.add_argument("--weights", default=ENGINE_DEFAULTS.weights, help="weights file instead of DIR/model.safetensors")
     g.add_argument("--device", default=ENGINE_DEFAULTS.device, help="auto | cpu | cuda[:N]")
     return parent

@@ -14,6 +14,7 @@ from .distill import add_distill
 from .models import add_model_commands
 from .pictures import add_picture_commands
 from .serve import add_serve
+from .shortlist import add_shortlist
 from .train import add_train
 from .translate import add_translate_commands
 
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_translate_commands(sub)
     add_data(sub)
     add_model_commands(sub)
+    add_shortlist(sub)
     add_serve(sub)
     add_picture_commands(sub)
     for command in sub.choices.values():  # to name an option in the words of a value's error (see describe_error)

@@ -80,6 +80,7 @@ def beam_search(
     limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
+    vocabulary: torch.Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch with beam search; return up to `n_best` hypotheses per sentence, best first.
 
@@ -93,7 +94,7 @@ def beam_search(
     live beams are finished without EOS and ranked with the penalty of their own length.
     The first step extends one beam per sentence (the empty prefix), so the k beams start
     distinct; the vocabulary needs at least 2 * beam_size tokens.
-    limits, use_cache and return_attention as in `greedy_search`. An empty batch gives [].
+    limits, use_cache, return_attention and vocabulary as in `greedy_search`. An empty batch gives [].
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
@@ -101,7 +102,7 @@ def beam_search(
     if batch == 0:
         return []
     # One row per sentence until the first step.
-    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention)
+    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary)
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each sentence
     room = torch.full((batch,), k, device=src.device)  # (active,) finished hypotheses still wanted

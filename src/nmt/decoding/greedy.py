@@ -35,6 +35,7 @@ def one_best_search(
     limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
+    vocabulary: torch.Tensor | None = None,
 ) -> list[Hypothesis]:
     """Extend one hypothesis per sentence with `pick` until EOS or the length limit.
 
@@ -45,7 +46,7 @@ def one_best_search(
     batch = src.size(0)
     if batch == 0:
         return []
-    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention)
+    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary)
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row
     total = torch.zeros(batch, device=src.device)  # (active,) log-prob so far
@@ -83,16 +84,24 @@ def greedy_search(
     limits: SearchLimits = SearchLimits(),
     use_cache: bool = True,
     return_attention: bool = False,
+    vocabulary: torch.Tensor | None = None,
 ) -> list[Hypothesis]:
     """Translate a batch by taking the argmax token at every step.
 
     model: a Transformer in eval mode. src: (batch, src_len) right-padded source ids.
     At most `limits.max_steps` steps are taken per sentence, EOS included. use_cache=False
     re-decodes the whole prefix each step: slower, same tokens; a reference for tests.
-    return_attention fills Hypothesis.attention. The start, end and padding ids are the
-    model's (`model.config`). Returns one Hypothesis per sentence, in input order (an empty
-    batch gives []); score == log_prob.
+    return_attention fills Hypothesis.attention. vocabulary: (k,) sorted target ids (the end id
+    among them) that the search is restricted to, a lexical shortlist (see SearchState.start).
+    The start, end and padding ids are the model's (`model.config`). Returns one Hypothesis per
+    sentence, in input order (an empty batch gives []); score == log_prob.
     """
     return one_best_search(
-        model, src, pick_argmax, limits=limits, use_cache=use_cache, return_attention=return_attention
+        model,
+        src,
+        pick_argmax,
+        limits=limits,
+        use_cache=use_cache,
+        return_attention=return_attention,
+        vocabulary=vocabulary,
     )

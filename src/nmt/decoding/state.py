@@ -8,6 +8,7 @@ prefixes, the KV cache, the encoder output and (optionally) the attention histor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -37,25 +38,52 @@ class SearchState:
     src_lengths: torch.Tensor  # (rows,) real source tokens of each row's sentence, to strip padding off attention
     collect_attention: bool = False
     attention: torch.Tensor | None = None  # (rows, layers, heads, steps, src_len) of the steps so far
+    # A shortlist: the sorted target ids the search may emit, and the output projection onto just
+    # those. Log-probs, tokens and eos_id are then positions in `vocabulary`; the prefix and the
+    # finished hypotheses hold the model's own ids.
+    vocabulary: torch.Tensor | None = None  # (k,)
+    output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
 
     @classmethod
     def start(
-        cls, model: Transformer, src: torch.Tensor, *, use_cache: bool = True, return_attention: bool = False
+        cls,
+        model: Transformer,
+        src: torch.Tensor,
+        *,
+        use_cache: bool = True,
+        return_attention: bool = False,
+        vocabulary: torch.Tensor | None = None,
     ) -> SearchState:
         """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
 
         Beam search grows this to `beam` rows per sentence after the first step, by `advance`.
-        The start and padding ids are the model's own (`model.config`).
+        The start and padding ids are the model's own (`model.config`). vocabulary: (k,) sorted
+        target ids, the end id among them, to which the search is restricted (a lexical
+        shortlist); the log-probs are then a distribution over those k tokens.
         """
         encoded = model.encode(src)
         cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence
         prefix = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long, device=src.device)
         src_lengths = (src != model.config.pad_id).sum(dim=1)
-        return cls(model, encoded, cache, prefix, src_lengths, return_attention)
+        output = None
+        if vocabulary is not None:
+            vocabulary = vocabulary[vocabulary != model.config.pad_id].to(src.device)
+            if not bool((vocabulary == model.config.eos_id).any()):
+                raise ValueError("a search vocabulary must hold the end token")
+            output = output_rows(model.output, vocabulary)
+        return cls(model, encoded, cache, prefix, src_lengths, return_attention, vocabulary=vocabulary, output=output)
 
     @property
     def eos_id(self) -> int:
-        return self.model.config.eos_id
+        """The end token, as the log-probs' columns number it."""
+        eos = self.model.config.eos_id
+        if self.vocabulary is None:
+            return eos
+        return int(torch.searchsorted(self.vocabulary, eos))
+
+    def model_ids(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Tokens as the log-probs' columns number them -> the model's ids."""
+        return tokens if self.vocabulary is None else self.vocabulary[tokens]
 
     def next_step(self) -> Step:
         """The next token's log-probabilities after each row's prefix, and this step's attention.
@@ -73,8 +101,11 @@ class SearchState:
             )
         else:
             out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
-        logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
-        logits[:, self.model.config.pad_id] = float("-inf")
+        if self.output is not None:  # the shortlist's columns only; padding is not among them
+            logits = self.output(out.states[:, -1]).float()  # (rows, k)
+        else:
+            logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
+            logits[:, self.model.config.pad_id] = float("-inf")
         attention = None
         if self.collect_attention:  # the last query's cross-attention, per layer
             attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
@@ -110,7 +141,7 @@ class SearchState:
             self.encoded = self.encoded.select(sentences)
             if self.cache is not None:
                 self.cache.select_sentences(sentences)
-        self.prefix = torch.cat([self.prefix, tokens.unsqueeze(1)], dim=1)  # (rows, steps + 2)
+        self.prefix = torch.cat([self.prefix, self.model_ids(tokens).unsqueeze(1)], dim=1)  # (rows, steps + 2)
 
     def finish(
         self,
@@ -127,7 +158,8 @@ class SearchState:
         rows, tokens, log_probs: (n,) each; log_probs are the totals including this step.
         A hypothesis whose token is EOS has ended; any other was cut off at the length limit.
         """
-        eos_id = self.eos_id
+        eos_id = self.model.config.eos_id
+        tokens = self.model_ids(tokens)
         sequences = torch.cat([self.prefix[rows, 1:], tokens.unsqueeze(1)], dim=1).tolist()  # drop BOS
         attention = None
         if step.attention is not None:
@@ -159,3 +191,17 @@ def log_softmax_in_place(logits: torch.Tensor) -> torch.Tensor:
     if logits.device.type != "cpu" or logits.requires_grad:
         return logits.log_softmax(dim=-1)
     return torch.log_softmax(logits, dim=-1, out=logits)
+
+
+def output_rows(layer: torch.nn.Module, ids: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The output projection onto rows `ids` of its weight only: (..., d_model) -> (..., len(ids)).
+
+    A layer that stores its weight in its own form (nmt.inference's int8 and packed layers) makes
+    the restricted layer itself (`select_outputs`); a plain nn.Linear's rows are gathered once here.
+    Either gives, column for column, the numbers of the whole projection.
+    """
+    if hasattr(layer, "select_outputs"):
+        return layer.select_outputs(ids)
+    weight = layer.weight[ids]  # (k, d_model), gathered once per batch rather than every step
+    bias = None if layer.bias is None else layer.bias[ids]
+    return lambda states: torch.nn.functional.linear(states, weight, bias)

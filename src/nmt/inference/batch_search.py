@@ -35,11 +35,14 @@ def search_batch(
     limits: SearchLimits,
     precision: str,
     batch_index: int = 0,
+    vocabulary: Sequence[int] | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best Hypotheses for one batch of source id lists (BOS/EOS included), in its order.
 
     batch_index: the batch's place in its call. Seeded sampling draws from a generator seeded by
     it, so a batch gets the same draws whichever worker runs it, and in whatever order.
+    vocabulary: the batch's shortlist candidates (sorted target ids), for greedy and beam search;
+    sampling draws from the whole vocabulary.
     """
     device = next(model.parameters()).device
     src = torch.nn.utils.rnn.pad_sequence(
@@ -61,8 +64,10 @@ def search_batch(
                 return_attention=attention,
             )
             return [[h] for h in found]
+        allowed = None if vocabulary is None else torch.as_tensor(vocabulary, dtype=torch.long, device=device)
         if request.beam == 1:
-            return [[h] for h in greedy_search(model, src, limits=limits, return_attention=attention)]
+            found = greedy_search(model, src, limits=limits, return_attention=attention, vocabulary=allowed)
+            return [[h] for h in found]
         return beam_search(
             model,
             src,
@@ -72,6 +77,7 @@ def search_batch(
             length_normalization=request.length_normalization,
             limits=limits,
             return_attention=attention,
+            vocabulary=allowed,
         )
 
 
@@ -83,7 +89,8 @@ class BatchJob:
     ids: list[Sequence[int]]  # source id lists, BOS/EOS included
     request: SearchRequest
     limits: SearchLimits
+    vocabulary: list[int] | None = None  # the batch's shortlist candidates, if the engine has a shortlist
 
     def run(self, model: Transformer, precision: str) -> list[list[Hypothesis]]:
         """`search_batch` of this job on `model`."""
-        return search_batch(model, self.ids, self.request, self.limits, precision, self.index)
+        return search_batch(model, self.ids, self.request, self.limits, precision, self.index, self.vocabulary)

@@ -34,6 +34,7 @@ from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
 from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
 from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, available_cores, batch_budget, cut_batches
+from .shortlist import VOCABULARY_MAP
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class CTranslate2Engine:
         device: str = "cpu",
         workers: int | None = None,
         threads: int | None = None,
+        shortlist: bool = True,
     ):
         ctranslate2 = require_ctranslate2()
         device, _, index = device.partition(":")  # "cuda:1" -> device "cuda", index 1
@@ -106,6 +108,8 @@ class CTranslate2Engine:
             intra_threads=self.threads,
         )
         self.decode, self.precision = decode, precision
+        # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
+        self.use_vmap = shortlist and (Path(ct2_dir) / VOCABULARY_MAP).is_file()
         self.device = torch.device(device, int(index) if index else None)
         self.src_vocab = vocabulary(src_tokenizer)
         self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
@@ -202,6 +206,7 @@ class CTranslate2Engine:
             return_end_token=True,
             min_decoding_length=0,
             max_input_length=0,
+            use_vmap=self.use_vmap,
         )
         # Sentences sorted by limit, cut into batches of the token budget, one asynchronous call each
         # (CTranslate2 spreads them over its workers) under the batch's largest limit; with several

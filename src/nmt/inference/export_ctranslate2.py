@@ -17,7 +17,9 @@ each layer's fields), which fixes how nmt's model maps onto CTranslate2's:
 - the output layer gets a bias of -1e4 on the padding id (added to the model's own output bias, if
   it has one), so CTranslate2, like nmt, never emits padding (nmt sets its log-probability to -inf);
 - the tokenizer's start token starts the decoder ([START], or an imported Marian model's <pad>), its
-  end token stops it; sources are given with the tokenizer's own special tokens.
+  end token stops it; sources are given with the tokenizer's own special tokens;
+- a lexical shortlist in the model directory (nmt.inference.shortlist) is written as CTranslate2's
+  vocabulary map (vmap.txt), which its engine then uses as nmt's uses the shortlist.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from ..model.embedding import sinusoidal_encoding
 from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config
 from ..tokenizer import SubwordTokenizer, load_tokenizers, save_tokenizers
 from .choices import QUANTIZATIONS
+from .shortlist import SHORTLIST, VOCABULARY_MAP, LexicalShortlist
 
 log = logging.getLogger(__name__)
 
@@ -168,13 +171,20 @@ def export_ctranslate2(
     read_run_config(model_dir)  # copied into the export: a bad one is refused now, not at translation
     model = load_model_dir(model_dir, weights=weights)
     src_tok, tgt_tok = load_tokenizers(model_dir)
+    shortlist = None
+    if (model_dir / SHORTLIST).is_file():  # refused now if it does not fit, not at translation
+        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
+        shortlist.check_fits(src_tok, tgt_tok, str(model_dir / SHORTLIST))
     spec = ctranslate2_spec(model, src_tok, tgt_tok)
     spec.validate()
     spec.optimize(quantization=quantization)
     with staged_directory(out_dir, replace=True) as staging:  # a failed export leaves no half directory
         spec.save(str(staging))
         save_tokenizers(src_tok, tgt_tok, staging)
-        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM):
+        if shortlist is not None:  # CTranslate2's form of it, which its engine reads (use_vmap)
+            text = shortlist.vocabulary_map(vocabulary(src_tok), vocabulary(tgt_tok))
+            (staging / VOCABULARY_MAP).write_text(text, encoding="utf-8")
+        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, SHORTLIST):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
     log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)

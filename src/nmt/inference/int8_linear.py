@@ -29,3 +29,14 @@ class Int8Linear(DynamicQuantizedLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return _LINEAR_DYNAMIC(x, self._packed_params._packed_params, True)
+
+    def select_outputs(self, ids: torch.Tensor) -> Int8Linear:
+        """This layer restricted to output rows `ids` (a lexical shortlist), packed once.
+
+        The rows keep their int8 values and their scale, and the input is quantised per row of the
+        call as before, so each output equals the whole layer's.
+        """
+        weight, bias = self.weight(), self.bias()  # (out, in) qint8; (out,) fp32 or None
+        rows = Int8Linear(self.in_features, ids.numel(), bias_=bias is not None, dtype=torch.qint8)
+        rows.set_weight_bias(weight.index_select(0, ids), None if bias is None else bias[ids])
+        return rows

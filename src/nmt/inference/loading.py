@@ -13,6 +13,7 @@ from ..model_dir import WEIGHTS
 from ..tokenizer import SubwordTokenizer, load_tokenizers
 from .export_ctranslate2 import is_ctranslate2_dir
 from .plan import ENGINE_DEFAULTS, Engine, EngineOptions
+from .shortlist import SHORTLIST, LexicalShortlist
 from .torch_engine import TorchEngine
 
 
@@ -32,7 +33,9 @@ def load_engine(
     nmt's engine loads the weights frozen (requires_grad False): they are for translation, and fp32
     packs its output projection on CPUs where that is faster (nmt.inference.packed_linear); to
     train from a model directory, use `load_model_dir` instead. Its precision defaults to fp32 on
-    CUDA too (bf16 decoding measured slower there: see nmt.inference.precision).
+    CUDA too (bf16 decoding measured slower there: see nmt.inference.precision). A lexical shortlist
+    in the directory is used unless options.shortlist is False (one that does not fit the
+    tokenizers is refused: ShortlistError).
     """
     model_dir = Path(model_dir)
     device = resolve_device(options.device)
@@ -50,6 +53,7 @@ def load_engine(
             device=device,
             workers=options.workers,
             threads=options.threads,
+            shortlist=options.shortlist,
         )
         return engine, src_tokenizer, tgt_tokenizer
     if is_ctranslate2_dir(model_dir) and options.weights is None and not (model_dir / WEIGHTS).exists():
@@ -58,7 +62,12 @@ def load_engine(
             "(--engine ctranslate2)"
         )
     model = load_model_dir(model_dir, weights=options.weights, device=device).requires_grad_(False)
-    return _torch_engine(model, decode, options), *load_tokenizers(model_dir)
+    src_tokenizer, tgt_tokenizer = load_tokenizers(model_dir)
+    shortlist = None
+    if options.shortlist and (model_dir / SHORTLIST).is_file():
+        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
+        shortlist.check_fits(src_tokenizer, tgt_tokenizer, str(model_dir / SHORTLIST))
+    return _torch_engine(model, decode, options, shortlist), src_tokenizer, tgt_tokenizer
 
 
 def engine_for_model(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
@@ -78,7 +87,9 @@ def engine_for_model(model: Transformer, decode: DecodeConfig, options: EngineOp
     return _torch_engine(model, decode, options)
 
 
-def _torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
+def _torch_engine(
+    model: Transformer, decode: DecodeConfig, options: EngineOptions, shortlist: LexicalShortlist | None = None
+) -> TorchEngine:
     return TorchEngine(
         model,
         decode,
@@ -86,6 +97,7 @@ def _torch_engine(model: Transformer, decode: DecodeConfig, options: EngineOptio
         workers=options.workers,
         threads=options.threads,
         processes=options.worker_processes,
+        shortlist=shortlist,
     )
 
 

@@ -66,6 +66,13 @@ class PackedLinear(nn.Module):
         y = torch.ops.mkldnn._linear_pointwise(rows, packed[1], self.bias, "none", [], "")
         return y.view(*x.shape[:-1], self.out_features)
 
+    def select_outputs(self, ids: torch.Tensor):
+        """This layer restricted to output rows `ids` (a lexical shortlist): a plain linear map on
+        the gathered rows (packing a weight for one batch would cost more than it saves)."""
+        weight = self.weight[ids]
+        bias = None if self.bias is None else self.bias[ids]
+        return lambda x: F.linear(x, weight, bias)
+
     def unpacked(self) -> nn.Linear:
         """A plain nn.Linear over the same parameters (e.g. to quantise it)."""
         linear = nn.Linear(self.in_features, self.out_features, bias=self.bias is not None, device="meta")

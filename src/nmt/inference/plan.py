@@ -112,6 +112,8 @@ class EngineOptions:
     worker_processes: nmt's engine runs the workers beyond the caller's as child processes (False:
     threads of this process, half the memory, a little slower). device: auto | cpu | cuda[:N].
     weights: a weights file instead of the directory's model.safetensors.
+    shortlist: restrict greedy and beam search to the candidates of the model directory's lexical
+    shortlist, where it has one (nmt.inference.shortlist); False scores the whole vocabulary.
     """
 
     RULES: ClassVar[dict[str, Rule]] = {
@@ -127,6 +129,7 @@ class EngineOptions:
     worker_processes: bool = True
     device: str = "auto"
     weights: str | Path | None = None
+    shortlist: bool = True
 
     def __post_init__(self) -> None:
         if self.device is not None and not isinstance(self.device, str):  # a torch.device

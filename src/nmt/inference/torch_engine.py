@@ -32,6 +32,7 @@ from .plan import (
     plan_workers,
 )
 from .precision import autocast_for, is_int8, prepare_for_inference
+from .shortlist import LexicalShortlist
 from .workers import Workers
 
 
@@ -43,6 +44,7 @@ class TorchEngine:
     processes: on CPU, run the workers beyond the caller's thread as child processes where the
     model allows it: frozen (requires_grad False, as `Translator.load` gives it), fp32 or int8.
     Otherwise, or with False, they are threads. When they start: see WorkerPolicy.
+    shortlist: greedy and beam search score only each batch's candidates (nmt.inference.shortlist).
     """
 
     name = "torch"
@@ -59,6 +61,7 @@ class TorchEngine:
         threads: int | None = None,
         processes: bool = True,
         policy: WorkerPolicy = DEFAULT_POLICY,
+        shortlist: LexicalShortlist | None = None,
     ):
         EngineOptions(workers=workers, threads=threads)  # the one check of the counts
         self._parameter_count = sum(p.numel() for p in model.parameters())  # before int8 packs the weights
@@ -75,6 +78,7 @@ class TorchEngine:
         self.model = prepare_for_inference(model, precision)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads
+        self.shortlist = shortlist
         self.runner = Workers(self.model, precision, process_weights, policy)
 
     @property
@@ -149,7 +153,13 @@ class TorchEngine:
             policy=self.policy,
         )
         limits = search_limits(self.decode)
-        jobs = [BatchJob(i, [ids[r] for r in rows], request, limits) for i, rows in enumerate(plan.batches)]
+        jobs = []
+        for i, rows in enumerate(plan.batches):
+            batch = [ids[r] for r in rows]
+            vocabulary = None
+            if self.shortlist is not None and request.sampling is None:
+                vocabulary = self.shortlist.candidates(batch).tolist()
+            jobs.append(BatchJob(i, batch, request, limits, vocabulary))
         found = self.runner.map(jobs, plan.workers, plan.threads, processes)
         results: list[list[Hypothesis]] = [[] for _ in ids]
         for rows, found_rows in zip(plan.batches, found, strict=True):
