@@ -157,7 +157,8 @@ INFERENCE = {
     "torch_engine": {"batch_search", "plan", "precision", "shortlist", "workers"},
     "export_ctranslate2": {"choices", "shortlist"},
     "ctranslate2_engine": {"batch_search", "export_ctranslate2", "plan", "shortlist"},
-    "loading": {"ctranslate2_engine", "export_ctranslate2", "plan", "shortlist", "torch_engine"},
+    "engine_choice": {"export_ctranslate2", "shortlist"},
+    "loading": {"ctranslate2_engine", "engine_choice", "export_ctranslate2", "plan", "shortlist", "torch_engine"},
     "__init__": set(),
 }
 

@@ -106,7 +106,7 @@ def test_length_penalty_option_is_the_alpha_the_search_ranks_with(tiny_model_dir
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
     src.write_text("Ein Mann.\nEin Hund.\n")
     ref.write_text("A man.\nA dog.\n")
-    model = ["--model", str(tiny_model_dir), "--beam", "2"]
+    model = ["--model", str(tiny_model_dir), "--beam", "2", "--engine", "torch"]
     assert (
         main(["translate", *model, "--input", str(src), "--output", str(tmp_path / "out"), "--length-penalty", "1.5"])
         == 0
@@ -192,7 +192,7 @@ def test_worker_threads_keeps_every_worker_a_thread_of_this_process(tiny_model_d
     from nmt.cli import build_parser, load_translator
     from nmt.inference.plan import available_cores
 
-    plain = ["translate", "--model", str(tiny_model_dir), "--workers", "2", "--threads", "1"]
+    plain = ["translate", "--model", str(tiny_model_dir), "--engine", "torch", "--workers", "2", "--threads", "1"]
     threads_only = load_translator(build_parser().parse_args([*plain, "--worker-threads"]))
     assert threads_only.engine.runner.start_processes(1) is None
     if available_cores() > 1:  # where processes can help, the default keeps the weights to start them

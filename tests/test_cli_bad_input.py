@@ -26,6 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 COMMANDS = (
     "train",
     "distill",
+    "shortlist",
+    "info",
     "translate",
     "evaluate",
     "tune-length-penalty",

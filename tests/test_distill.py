@@ -135,6 +135,7 @@ def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrid
     assert (out / "tokenizer.json").read_bytes() == (tiny_model_dir / "tokenizer.json").read_bytes()
     run = yaml.safe_load((out / "config.yaml").read_text())
     assert run["data"]["train_tgt"] == str(out.resolve() / "distilled" / "teacher.en")
+    assert (out / "shortlist.safetensors").is_file() and "shortlist written to" in result.stderr
     # Run again: the corpus is complete and the student's run resumes, at its last step already.
     checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
     again = nmt_distill(tiny_model_dir, out, sets)

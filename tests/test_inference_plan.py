@@ -68,7 +68,7 @@ def test_seeded_sampling_keeps_the_budget_s_batches_whatever_the_workers():
     "build, message",
     [
         (lambda: EngineOptions(workers=0), "workers must be >= 1 or null, got 0"),
-        (lambda: EngineOptions(engine="onnx"), "engine must be one of torch | ctranslate2, got 'onnx'"),
+        (lambda: EngineOptions(engine="onnx"), "engine must be one of auto | torch | ctranslate2, got 'onnx'"),
         (lambda: EngineOptions(precision="fp16"), "precision must be one of fp32 | int8 | bf16 or null"),
         (lambda: SearchRequest(beam=0), "beam must be between 1 and 256, got 0"),
         (lambda: SearchRequest(beam=2, n_best=3), "n_best (3) <= beam (2)"),

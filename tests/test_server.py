@@ -369,7 +369,7 @@ def test_nmt_serve_refuses_bad_settings_in_one_line(monkeypatch, capsys, options
 
 def test_nmt_serve_engine_options_reach_the_loader(monkeypatch):
     seen = serve_arguments(monkeypatch)
-    assert seen["engine"] == EngineOptions()  # serve() picks the workers
+    assert seen["engine"] == EngineOptions(engine="auto")  # serve() picks the engine and the workers
     seen = serve_arguments(monkeypatch, "--engine", "ctranslate2", "--precision", "int8", "--workers", "2")
     assert seen["engine"] == EngineOptions(engine="ctranslate2", precision="int8", workers=2)
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from pathlib import Path
 from typing import NoReturn
 
-from ..inference.choices import ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
+from ..inference.choices import COMMAND_LINE_ENGINE, ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
 from ..inference.plan import DEFAULT_POLICY, ENGINE_DEFAULTS, EngineOptions, check_beam
 
 
@@ -95,9 +96,11 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
     g.add_argument(
         "--engine",
         choices=ENGINES,
-        default=ENGINE_DEFAULTS.engine,
-        help="torch: nmt's own; ctranslate2: a directory from `nmt export --to ctranslate2`, or a "
-        "model directory converted at load (needs the ctranslate2 extra)",
+        default=COMMAND_LINE_ENGINE,
+        help="auto (the default): CTranslate2 on CPU where it is installed and can run the model (measured "
+        "faster; its export is kept in MODEL_DIR/ctranslate2), nmt's engine otherwise and for --alignments, "
+        "--sample and --glossary; torch: nmt's own; ctranslate2: a directory from `nmt export --to "
+        "ctranslate2`, or a model directory converted at load (needs the ctranslate2 extra)",
     )
     g.add_argument(
         "--precision",
@@ -144,10 +147,19 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
     return parent
 
 
+# What only nmt's engine does: asked for, `--engine auto` means the torch engine.
+TORCH_ONLY = (("alignments", "--alignments"), ("sample", "--sample"), ("glossary", "--glossary"))
+
+
 def engine_options(args: argparse.Namespace) -> EngineOptions:
     """The EngineOptions that the engine options on the command line describe."""
     check_device(args.device)
-    return EngineOptions(**{f.name: getattr(args, f.name) for f in dataclasses.fields(EngineOptions)})
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineOptions)}
+    asked = [option for dest, option in TORCH_ONLY if getattr(args, dest, None)]
+    if values["engine"] == "auto" and asked:
+        logging.getLogger(__name__).info("engine auto: nmt's engine (%s needs it)", ", ".join(asked))
+        values["engine"] = "torch"
+    return EngineOptions(**values)
 
 
 def scored_set_options(example: str) -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from .common import CommandError, require_model_dir
+from .shortlist import build_model_shortlist
 from .train import add_set_option, cmd_train
 
 STUDENT_CONFIG = "student.yaml"  # in the distilled folder: what `nmt train` workers load
@@ -34,6 +35,13 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--chunk", type=int, default=512, help="sentences translated and saved at a time (default: 512)")
     p.add_argument("--translate-only", action="store_true", help="stop once the distilled corpus is complete")
+    p.add_argument(
+        "--no-shortlist",
+        dest="shortlist",
+        action="store_false",
+        help="do not build the student's lexical shortlist (by default built from the distilled corpus once "
+        "the student has trained: `nmt shortlist`)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_distill)
 
@@ -64,7 +72,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     def translate(batch: list[str]) -> list[str]:
         if not teacher:
             logging.getLogger(__name__).info("the teacher translates %s with beam %d", plan.source, beam)
-            teacher.append(Translator.load(args.teacher))
+            teacher.append(Translator.load(args.teacher, engine="auto"))  # the fastest engine here
         return teacher[0].translate(batch, beam=beam)
 
     translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet)
@@ -86,4 +94,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         verbose=getattr(args, "verbose", False),
     )
-    return cmd_train(run)
+    status = cmd_train(run)
+    if status == 0 and args.shortlist:  # the student's own output vocabulary: the teacher's translations
+        path, summary = build_model_shortlist(out, str(plan.source), str(plan.distilled))
+        print(f"shortlist written to {path}: {summary}", file=sys.stderr)
+    return status

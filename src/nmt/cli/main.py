@@ -11,6 +11,7 @@ from ..config_checks import ConfigError
 from .common import CommandError, Parser
 from .data import add_data
 from .distill import add_distill
+from .info import add_info
 from .models import add_model_commands
 from .pictures import add_picture_commands
 from .serve import add_serve
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data(sub)
     add_model_commands(sub)
     add_shortlist(sub)
+    add_info(sub)
     add_serve(sub)
     add_picture_commands(sub)
     for command in sub.choices.values():  # to name an option in the words of a value's error (see describe_error)

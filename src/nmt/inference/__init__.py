@@ -9,6 +9,7 @@
     shortlist.py      a lexical shortlist: the candidate words a batch's search scores
     precision.py      fp32 / bf16 / int8 models (int8_linear.py, packed_linear.py: their layers)
     export_ctranslate2.py, ctranslate2_engine.py   the same model run by CTranslate2
+    engine_choice.py  `--engine auto`: the faster engine that can run a model, and its cached export
     loading.py        a model directory and EngineOptions -> an engine
 
 This package imports nothing at load, so `nmt --help` can read `choices` without torch.

@@ -1,7 +1,10 @@
 """The names and defaults a user chooses among at inference, owned here so that the CLI can show
 them in `--help` without importing torch (the modules that act on them import them from here)."""
 
-ENGINES = ("torch", "ctranslate2")  # nmt's own engine; CTranslate2 on the same weights
+# nmt's own engine; CTranslate2 on the same weights; auto: the faster one that can run the model
+# (nmt.inference.engine_choice), the command line's default
+ENGINES = ("auto", "torch", "ctranslate2")
+COMMAND_LINE_ENGINE = "auto"  # translate, evaluate, serve; the Python API's default is "torch" (EngineOptions)
 PRECISIONS = ("fp32", "int8", "bf16")  # what a model computes in (see nmt.inference.precision)
 QUANTIZATIONS = ("float32", "int8", "int16")  # how `nmt export --to ctranslate2` stores the weights
 LENGTH_PENALTIES = (0.6, 1.0, 1.5, 2.0, 2.5, 3.0)  # the GNMT alphas `nmt tune-length-penalty` tries

@@ -147,7 +147,9 @@ class CTranslate2Engine:
             return cls(model_dir, src_tokenizer, tgt_tokenizer, decode, **options)
         log.info("converting %s to CTranslate2 for this run (nmt export --to ctranslate2 does it once)", model_dir)
         with tempfile.TemporaryDirectory(prefix="nmt-ct2-") as tmp:  # CTranslate2 reads it all at load
-            out = export_ctranslate2(model_dir, Path(tmp) / "model", weights=weights)
+            out = export_ctranslate2(
+                model_dir, Path(tmp) / "model", weights=weights, shortlist=options.get("shortlist", True)
+            )
             return cls(out, src_tokenizer, tgt_tokenizer, decode, **options)
 
     def start(self, wait: bool = False) -> None:

@@ -150,11 +150,14 @@ def export_ctranslate2(
     quantization: str = "float32",
     weights: str | Path | None = None,
     force: bool = False,
+    shortlist: bool = True,
 ) -> Path:
     """Write `model_dir`'s model (or `weights`) as a CTranslate2 model directory `out_dir`; returns it.
 
     quantization: how the weights are stored (float32, int8, int16). The engine can still compute
     in another type at load time (--precision), e.g. quantise float32 weights to int8.
+    shortlist: write the model directory's lexical shortlist, if it has one, as a vocabulary map
+    (one that does not fit the tokenizers is refused); False leaves it out.
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
@@ -171,20 +174,20 @@ def export_ctranslate2(
     read_run_config(model_dir)  # copied into the export: a bad one is refused now, not at translation
     model = load_model_dir(model_dir, weights=weights)
     src_tok, tgt_tok = load_tokenizers(model_dir)
-    shortlist = None
-    if (model_dir / SHORTLIST).is_file():  # refused now if it does not fit, not at translation
-        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
-        shortlist.check_fits(src_tok, tgt_tok, str(model_dir / SHORTLIST))
+    candidates = None
+    if shortlist and (model_dir / SHORTLIST).is_file():  # refused now if it does not fit, not at translation
+        candidates = LexicalShortlist.load(model_dir / SHORTLIST)
+        candidates.check_fits(src_tok, tgt_tok, str(model_dir / SHORTLIST))
     spec = ctranslate2_spec(model, src_tok, tgt_tok)
     spec.validate()
     spec.optimize(quantization=quantization)
     with staged_directory(out_dir, replace=True) as staging:  # a failed export leaves no half directory
         spec.save(str(staging))
         save_tokenizers(src_tok, tgt_tok, staging)
-        if shortlist is not None:  # CTranslate2's form of it, which its engine reads (use_vmap)
-            text = shortlist.vocabulary_map(vocabulary(src_tok), vocabulary(tgt_tok))
+        if candidates is not None:  # CTranslate2's form of it, which its engine reads (use_vmap)
+            text = candidates.vocabulary_map(vocabulary(src_tok), vocabulary(tgt_tok))
             (staging / VOCABULARY_MAP).write_text(text, encoding="utf-8")
-        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, SHORTLIST):
+        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *([SHORTLIST] if candidates is not None else [])):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
     log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from pathlib import Path
 
 import torch
@@ -11,10 +13,13 @@ from ..config import DecodeConfig
 from ..model import Transformer
 from ..model_dir import WEIGHTS
 from ..tokenizer import SubwordTokenizer, load_tokenizers
+from .engine_choice import cached_export, choose_engine
 from .export_ctranslate2 import is_ctranslate2_dir
 from .plan import ENGINE_DEFAULTS, Engine, EngineOptions
 from .shortlist import SHORTLIST, LexicalShortlist
 from .torch_engine import TorchEngine
+
+log = logging.getLogger(__name__)
 
 
 def resolve_device(device: str) -> str:
@@ -39,6 +44,8 @@ def load_engine(
     """
     model_dir = Path(model_dir)
     device = resolve_device(options.device)
+    if options.engine == "auto":
+        model_dir, options = resolve_auto(model_dir, options, device)
     if options.engine == "ctranslate2":
         from .ctranslate2_engine import CTranslate2Engine  # noqa: PLC0415 - an optional extra
 
@@ -70,6 +77,19 @@ def load_engine(
     return _torch_engine(model, decode, options, shortlist), src_tokenizer, tgt_tokenizer
 
 
+def resolve_auto(model_dir: Path, options: EngineOptions, device: str) -> tuple[Path, EngineOptions]:
+    """The model directory and options that `--engine auto` stands for here, its choice logged in one
+    line: CTranslate2 runs the export cached in the model directory (made at the first load)."""
+    choice = choose_engine(model_dir, device, options.precision)
+    log.info(choice.line())
+    if choice.engine == "ctranslate2" and options.weights is None and not is_ctranslate2_dir(model_dir):
+        try:
+            model_dir = cached_export(model_dir, shortlist=options.shortlist)
+        except OSError as err:  # a read-only model directory: an export for this run only
+            log.info("cannot keep the CTranslate2 export in %s (%s): exporting for this run", model_dir, err)
+    return model_dir, dataclasses.replace(options, engine=choice.engine)
+
+
 def engine_for_model(model: Transformer, decode: DecodeConfig, options: EngineOptions) -> TorchEngine:
     """nmt's engine on a model already in memory, its device and weights as they are: options that
     choose those (engine, device, weights) belong to `load_engine` and are refused here."""
@@ -80,7 +100,7 @@ def engine_for_model(model: Transformer, decode: DecodeConfig, options: EngineOp
             ("device", options.device, ENGINE_DEFAULTS.device),
             ("weights", options.weights, None),
         )
-        if given != default
+        if given != default and not (name == "engine" and given == "auto")
     ]
     if misplaced:
         raise ValueError(f"a model in memory runs on nmt's engine as it is: {', '.join(misplaced)} apply to loading")

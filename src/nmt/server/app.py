@@ -52,6 +52,8 @@ from starlette.types import Receive
 
 from ..documents import Paragraph
 from ..glossary import Glossary
+from ..inference.engine_choice import choose_engine
+from ..inference.loading import resolve_device
 from ..markup import HtmlPage, page_text
 from ..model_dir import read_languages
 from ..translation_io import cut_sentences, gives_alignments
@@ -626,6 +628,17 @@ def serve(
         sock.close()
 
 
+def server_engine_options(model_dir: str | Path, engine: EngineOptions) -> EngineOptions:
+    """The engine options a server runs `model_dir` with: nmt's engine plans its workers per model
+    call; CTranslate2's keeps one worker here, two gained no requests/s (docs/benchmarks-log.md)."""
+    if engine.workers is not None:
+        return engine
+    name = engine.engine
+    if name == "auto":
+        name = choose_engine(model_dir, resolve_device(engine.device), engine.precision).engine
+    return dataclasses.replace(engine, workers=1) if name == "ctranslate2" else engine
+
+
 def serve_on(
     sock: socket.socket,
     host: str,
@@ -644,17 +657,16 @@ def serve_on(
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
     engine = engine or EngineOptions()
-    if engine.workers is None and engine.engine != "torch":
-        # nmt's engine plans its workers per model call; CTranslate2's keeps one worker here: two
-        # gained no requests/s (docs/benchmarks-log.md).
-        engine = dataclasses.replace(engine, workers=1)
     model_dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
     directions = [(str(d), *read_languages(d)) for d in model_dirs]
     model_routes([{"model": d, "src_lang": s, "tgt_lang": t} for d, s, t in directions])  # before any loads
     loaded = []
     for each_dir in model_dirs:
         translator = Translator.load(
-            each_dir, engine, length_penalty=length_penalty, length_normalization=length_normalization
+            each_dir,
+            server_engine_options(each_dir, engine),
+            length_penalty=length_penalty,
+            length_normalization=length_normalization,
         )
         if not loaded:  # a glossary is for one direction: the first model's (nmt's own API's)
             translator.glossary = glossary

@@ -1,0 +1,103 @@
+"""nmt info: what a model directory holds and how `--engine auto` will run it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .common import require_model_dir
+
+
+def add_info(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "info",
+        help="show a model directory: its model, vocabulary, decoding settings, shortlist and engine",
+        description="Print what MODEL_DIR holds (architecture and size, tokenizer, languages, decoding "
+        "settings, lexical shortlist, training record) and which engine `--engine auto` runs it on here, "
+        "and why. Reads files only: nothing is loaded or written.",
+    )
+    p.add_argument("model", metavar="MODEL_DIR", help="a model directory (or a CTranslate2 export)")
+    p.add_argument("--device", default="auto", help="the device to choose the engine for: auto | cpu | cuda[:N]")
+    p.add_argument("--precision", default=None, help="the precision to choose the engine for (default fp32)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_info)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ..inference.engine_choice import choose_engine, export_status
+    from ..inference.export_ctranslate2 import is_ctranslate2_dir
+    from ..inference.loading import resolve_device
+    from ..inference.shortlist import SHORTLIST, LexicalShortlist
+    from ..model_dir import MODEL_CONFIG, WEIGHTS, read_decode_config, read_languages, read_metrics
+    from .common import check_device
+
+    require_model_dir(args.model)
+    check_device(args.device)
+    model_dir = Path(args.model)
+    info: dict[str, object] = {"directory": str(model_dir)}
+    config = json.loads((model_dir / MODEL_CONFIG).read_text()) if (model_dir / MODEL_CONFIG).is_file() else {}
+    if config:
+        info["model"] = (
+            f"{config['encoder_layers']}+{config['decoder_layers']} layers, d_model {config['d_model']}, "
+            f"{config['num_heads']} heads, d_ff {config['d_ff']}, {config.get('norm_position', 'post')}-norm, "
+            f"{config.get('activation', 'relu')}"
+        )
+        info["vocabulary"] = f"{config['src_vocab_size']:,} source / {config['tgt_vocab_size']:,} target pieces"
+    if (model_dir / WEIGHTS).is_file():
+        info["weights"] = f"{parameter_count(model_dir / WEIGHTS):,} parameters stored, {mib(model_dir / WEIGHTS)}"
+    src, tgt = read_languages(model_dir)
+    if src or tgt:
+        info["languages"] = f"{src or '?'} -> {tgt or '?'}"
+    decode = read_decode_config(model_dir)
+    info["decoding"] = f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization})"
+    if (model_dir / SHORTLIST).is_file():
+        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
+        per_source = shortlist.table.size(1)
+        info["shortlist"] = (
+            f"yes: up to {per_source} candidates per source piece, {shortlist.always.numel()} for every sentence"
+        )
+    else:
+        info["shortlist"] = "none (`nmt shortlist` builds one)"
+    try:
+        records = read_metrics(model_dir)
+        valid = [r for r in records if r.get("kind") == "valid" and r.get("bleu") is not None]
+        if records:
+            trained = f"{max(r['step'] for r in records):,} steps"
+            if valid:
+                trained += f", best validation BLEU {max(r['bleu'] for r in valid):.2f}"
+            info["training"] = trained
+    except (OSError, ValueError):
+        pass
+    if not is_ctranslate2_dir(model_dir):
+        info["ctranslate2 export"] = export_status(model_dir)
+    info["engine auto"] = (
+        choose_engine(model_dir, resolve_device(args.device), args.precision).line().removeprefix("engine auto: ")
+    )
+    if args.json:
+        print(json.dumps(info))
+    else:
+        width = max(map(len, info))
+        for key, value in info.items():
+            print(f"{key:<{width}}  {value}")
+    sys.stdout.flush()
+    return 0
+
+
+def parameter_count(weights: Path) -> int:
+    """Parameters in a safetensors file, from its header (no tensor is read)."""
+    from safetensors import safe_open
+
+    total = 0
+    with safe_open(str(weights), framework="pt") as f:
+        for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
+            count = 1
+            for size in f.get_slice(name).get_shape():
+                count *= size
+            total += count
+    return total
+
+
+def mib(path: Path) -> str:
+    return f"{path.stat().st_size / 2**20:.1f} MiB"

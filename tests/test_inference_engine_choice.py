@@ -1,0 +1,99 @@
+"""--engine auto: which engine it picks and why, the export it keeps, and `nmt info`."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from nmt.inference import engine_choice
+from nmt.inference.engine_choice import CACHE_KEY, EXPORT_CACHE, cached_export, choose_engine, export_status
+from nmt.model_dir import MODEL_CONFIG, WEIGHTS
+
+pytest.importorskip("ctranslate2")
+
+
+@pytest.fixture
+def model_dir(tiny_model_dir, tmp_path):
+    copy = tmp_path / "model"  # without the export other tests' `--engine auto` may have left in it
+    shutil.copytree(tiny_model_dir, copy, ignore=shutil.ignore_patterns(EXPORT_CACHE))
+    return copy
+
+
+def test_auto_picks_ctranslate2_on_cpu_and_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
+    assert choose_engine(model_dir, "cpu", None).engine == "ctranslate2"
+    assert choose_engine(model_dir, "cpu", "int8").engine == "ctranslate2"
+    gpu = choose_engine(model_dir, "cuda:0", None)
+    assert gpu.engine == "torch" and "GPU" in gpu.reason
+    assert choose_engine(model_dir, "cpu", "bf16").engine == "torch"
+    config = json.loads((model_dir / MODEL_CONFIG).read_text())
+    (model_dir / MODEL_CONFIG).write_text(json.dumps({**config, "norm_position": "sandwich"}))
+    odd = choose_engine(model_dir, "cpu", None)
+    assert odd.engine == "torch" and "model.norm_position='sandwich'" in odd.reason
+    monkeypatch.setattr(engine_choice, "ctranslate2_installed", lambda: False)
+    missing = choose_engine(model_dir, "cpu", None)
+    assert missing.engine == "torch" and "pip install ctranslate2" in missing.line()
+
+
+def test_the_export_is_kept_and_made_again_only_when_the_weights_change(model_dir, monkeypatch):
+    assert "not made yet" in export_status(model_dir)
+    out = cached_export(model_dir)
+    assert out == model_dir / EXPORT_CACHE and (out / CACHE_KEY).is_file()
+    assert "made from the current weights" in export_status(model_dir)
+    calls = []
+    real = engine_choice.export_ctranslate2
+    monkeypatch.setattr(engine_choice, "export_ctranslate2", lambda *a, **k: calls.append(a) or real(*a, **k))
+    assert cached_export(model_dir) == out and calls == []  # the same weights: the same export
+    weights = model_dir / WEIGHTS
+    shutil.copy(model_dir / WEIGHTS, model_dir / "old.safetensors")
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(weights))
+    name = next(iter(tensors))
+    tensors[name] = tensors[name] + 1.0
+    save_file(tensors, str(weights))
+    assert "stale" in export_status(model_dir)
+    cached_export(model_dir)
+    assert len(calls) == 1 and "made from the current weights" in export_status(model_dir)
+
+
+def test_a_folder_in_the_exports_place_is_never_replaced(model_dir):
+    (model_dir / EXPORT_CACHE).mkdir()
+    (model_dir / EXPORT_CACHE / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="is not a CTranslate2 export"):
+        cached_export(model_dir)
+    assert (model_dir / EXPORT_CACHE / "notes.txt").read_text() == "mine"
+
+
+def run_nmt(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "nmt", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=300)
+
+
+def test_translate_says_which_engine_auto_chose_and_gives_the_torch_engines_output(model_dir):
+    text = "Ein Hund läuft.\nZwei Kinder spielen im Park.\n"
+    auto = run_nmt("translate", "--model", str(model_dir), "--device", "cpu", stdin=text)
+    assert auto.returncode == 0, auto.stderr
+    assert "engine auto: CTranslate2" in auto.stderr
+    assert (model_dir / EXPORT_CACHE / CACHE_KEY).is_file()
+    torch_run = run_nmt("translate", "--model", str(model_dir), "--engine", "torch", stdin=text)
+    assert auto.stdout == torch_run.stdout  # the same model, the same greedy/beam outputs
+    aligned = run_nmt("translate", "--model", str(model_dir), "--alignments", stdin=text)
+    assert aligned.returncode == 0, aligned.stderr
+    assert "engine auto: nmt's engine (--alignments needs it)" in aligned.stderr
+    assert all(" ||| " in line for line in aligned.stdout.splitlines())
+
+
+def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
+    done = run_nmt("info", str(model_dir), "--device", "cpu", "--json")
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    assert info["model"].startswith("2+2 layers, d_model 32")
+    assert info["engine auto"].startswith("CTranslate2")
+    assert info["shortlist"].startswith("none")
+    assert "not made yet" in info["ctranslate2 export"]
+    text = run_nmt("info", str(model_dir), "--device", "cpu")
+    assert text.returncode == 0 and "engine auto" in text.stdout
+    missing = run_nmt("info", str(model_dir / "nope"))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
