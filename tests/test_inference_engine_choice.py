@@ -11,8 +11,6 @@ from nmt.inference import engine_choice
 from nmt.inference.engine_choice import CACHE_KEY, EXPORT_CACHE, cached_export, choose_engine, export_status
 from nmt.model_dir import MODEL_CONFIG, WEIGHTS
 
-pytest.importorskip("ctranslate2")
-
 
 @pytest.fixture
 def model_dir(tiny_model_dir, tmp_path):
@@ -21,26 +19,33 @@ def model_dir(tiny_model_dir, tmp_path):
     return copy
 
 
-def test_auto_picks_ctranslate2_on_cpu_and_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
-    assert choose_engine(model_dir, "cpu", None).engine == "ctranslate2"
-    assert choose_engine(model_dir, "cpu", "int8").engine == "ctranslate2"
+def test_auto_picks_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
     gpu = choose_engine(model_dir, "cuda:0", None)
     assert gpu.engine == "torch" and "GPU" in gpu.reason
     assert choose_engine(model_dir, "cpu", "bf16").engine == "torch"
-    config = json.loads((model_dir / MODEL_CONFIG).read_text())
-    (model_dir / MODEL_CONFIG).write_text(json.dumps({**config, "norm_position": "sandwich"}))
-    odd = choose_engine(model_dir, "cpu", None)
-    assert odd.engine == "torch" and "model.norm_position='sandwich'" in odd.reason
+    other = choose_engine(model_dir, "cpu", None, weights=model_dir / WEIGHTS)
+    assert other.engine == "torch" and "--weights" in other.reason
     monkeypatch.setattr(engine_choice, "ctranslate2_installed", lambda: False)
     missing = choose_engine(model_dir, "cpu", None)
     assert missing.engine == "torch" and "pip install ctranslate2" in missing.line()
 
 
+def test_auto_picks_ctranslate2_on_cpu_for_a_model_it_can_run(model_dir):
+    pytest.importorskip("ctranslate2")
+    assert choose_engine(model_dir, "cpu", None).engine == "ctranslate2"
+    assert choose_engine(model_dir, "cpu", "int8").engine == "ctranslate2"
+    config = json.loads((model_dir / MODEL_CONFIG).read_text())
+    (model_dir / MODEL_CONFIG).write_text(json.dumps({**config, "norm_position": "sandwich"}))
+    odd = choose_engine(model_dir, "cpu", None)
+    assert odd.engine == "torch" and "model.norm_position='sandwich'" in odd.reason
+
+
 def test_the_export_is_kept_and_made_again_only_when_the_weights_change(model_dir, monkeypatch):
+    pytest.importorskip("ctranslate2")
     assert "not made yet" in export_status(model_dir)
     out = cached_export(model_dir)
     assert out == model_dir / EXPORT_CACHE and (out / CACHE_KEY).is_file()
-    assert "made from the current weights" in export_status(model_dir)
+    assert "made from the current files" in export_status(model_dir)
     calls = []
     real = engine_choice.export_ctranslate2
     monkeypatch.setattr(engine_choice, "export_ctranslate2", lambda *a, **k: calls.append(a) or real(*a, **k))
@@ -55,14 +60,40 @@ def test_the_export_is_kept_and_made_again_only_when_the_weights_change(model_di
     save_file(tensors, str(weights))
     assert "stale" in export_status(model_dir)
     cached_export(model_dir)
-    assert len(calls) == 1 and "made from the current weights" in export_status(model_dir)
+    assert len(calls) == 1 and "made from the current files" in export_status(model_dir)
+    metrics = model_dir / "metrics.jsonl"
+    metrics.write_text('{"step": 1}\n')  # a training log is not part of the model
+    cached_export(model_dir)
+    assert len(calls) == 1
+    config = model_dir / "config.yaml"  # e.g. `nmt tune-length-penalty --write`: the export's copy is stale
+    config.write_text(config.read_text().replace("length_penalty: 0.6", "length_penalty: 1.5"))
+    cached_export(model_dir)
+    assert len(calls) == 2 and "length_penalty: 1.5" in (out / "config.yaml").read_text()
+
+
+def test_an_export_without_the_vocabulary_map_is_made_again_when_the_shortlist_is_wanted(model_dir, monkeypatch):
+    pytest.importorskip("ctranslate2")
+    from nmt.inference.shortlist import SHORTLIST, VOCABULARY_MAP, build_model_shortlist
+
+    build_model_shortlist(model_dir, [("Ein Hund läuft.", "A dog runs.")] * 20)
+    out = cached_export(model_dir, shortlist=False)
+    assert not (out / VOCABULARY_MAP).exists() and (model_dir / SHORTLIST).is_file()
+    assert cached_export(model_dir, shortlist=False) == out  # still current for a run without it
+    cached_export(model_dir, shortlist=True)
+    assert (out / VOCABULARY_MAP).is_file()
+    made = (out / CACHE_KEY).stat().st_mtime_ns
+    cached_export(model_dir, shortlist=False)  # one with the map serves a run without it
+    assert (out / CACHE_KEY).stat().st_mtime_ns == made
 
 
 def test_a_folder_in_the_exports_place_is_never_replaced(model_dir):
+    pytest.importorskip("ctranslate2")
     (model_dir / EXPORT_CACHE).mkdir()
     (model_dir / EXPORT_CACHE / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="is not a CTranslate2 export"):
         cached_export(model_dir)
+    done = run_nmt("translate", "--model", str(model_dir), "--device", "cpu", stdin="Ein Hund.\n")
+    assert done.returncode == 2 and "is not a CTranslate2 export" in done.stderr.splitlines()[-1]
     assert (model_dir / EXPORT_CACHE / "notes.txt").read_text() == "mine"
 
 
@@ -72,12 +103,14 @@ def run_nmt(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
 
 
 def test_translate_says_which_engine_auto_chose_and_gives_the_torch_engines_output(model_dir):
+    pytest.importorskip("ctranslate2")
     text = "Ein Hund läuft.\nZwei Kinder spielen im Park.\n"
     auto = run_nmt("translate", "--model", str(model_dir), "--device", "cpu", stdin=text)
     assert auto.returncode == 0, auto.stderr
     assert "engine auto: CTranslate2" in auto.stderr
     assert (model_dir / EXPORT_CACHE / CACHE_KEY).is_file()
-    torch_run = run_nmt("translate", "--model", str(model_dir), "--engine", "torch", stdin=text)
+    torch_run = run_nmt("translate", "--model", str(model_dir), "--engine", "torch", "--device", "cpu", stdin=text)
+    assert torch_run.returncode == 0, torch_run.stderr
     assert auto.stdout == torch_run.stdout  # the same model, the same greedy/beam outputs
     aligned = run_nmt("translate", "--model", str(model_dir), "--alignments", stdin=text)
     assert aligned.returncode == 0, aligned.stderr
@@ -90,7 +123,8 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     assert done.returncode == 0, done.stderr
     info = json.loads(done.stdout)
     assert info["model"].startswith("2+2 layers, d_model 32")
-    assert info["engine auto"].startswith("CTranslate2")
+    installed = engine_choice.ctranslate2_installed()
+    assert info["engine auto"].startswith("CTranslate2" if installed else "nmt's engine")
     assert info["shortlist"].startswith("none")
     assert "not made yet" in info["ctranslate2 export"]
     text = run_nmt("info", str(model_dir), "--device", "cpu")

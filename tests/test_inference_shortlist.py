@@ -82,6 +82,23 @@ def test_the_file_round_trips_and_refuses_other_vocabularies_and_other_files(sho
     path.write_bytes(path.read_bytes()[:50])  # cut short
     with pytest.raises(ShortlistError, match=f"{path}: not a readable shortlist"):
         LexicalShortlist.load(path)
+    wrong = LexicalShortlist(
+        shortlist.table + 10_000, shortlist.always, True, "0" * 64, "0" * 64, shortlist.tgt_vocab_size
+    )
+    wrong.save(path)
+    with pytest.raises(ShortlistError, match="wrong shape, type or ids"):
+        LexicalShortlist.load(path)
+
+
+def test_a_large_corpus_is_estimated_on_a_seeded_sample_that_fits():
+    from nmt.inference.shortlist import sample_pairs
+
+    pairs = [([i % 7] * (1 + i % 5), [i % 11] * (1 + i % 3)) for i in range(400)]
+    cells = sum((len(s) + 1) * len(t) for s, t in pairs)
+    assert sample_pairs(pairs, cells) is pairs
+    sample = sample_pairs(pairs, cells // 3, seed=1)
+    assert sum((len(s) + 1) * len(t) for s, t in sample) <= cells // 3 and len(sample) > 50
+    assert sample == sample_pairs(pairs, cells // 3, seed=1) != sample_pairs(pairs, cells // 3, seed=2)
 
 
 def test_vocabulary_map_lists_each_source_piece_with_its_candidates(shortlist_and_tokenizers):
@@ -156,6 +173,28 @@ def test_a_restricted_search_is_the_search_of_a_model_that_gives_other_tokens_no
         assert a.log_prob == pytest.approx(b.log_prob, abs=1e-4)
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_each_sentence_searches_its_own_columns_of_the_batchs_vocabulary(search):
+    """A batch projects onto the union of its sentences' candidates but each sentence's row is masked
+    to its own: the result is what each sentence gets searched alone over its own candidates."""
+    model, src = plain_model(), source_batch()
+    own = [[EOS, 5, 7, 8, 11], [EOS, 5, 6, 9, 12, 13], [EOS, 7, 10, 14, 15]]
+    own = [own[i % 3] for i in range(src.size(0))]
+    union = torch.tensor(sorted(set().union(*map(set, own))))
+    allowed = torch.stack([torch.isin(union, torch.tensor(o)) for o in own])
+
+    def run(source, **kw):
+        if search == "greedy":
+            return greedy_search(model, source, limits=LIMITS, **kw)
+        return [h[0] for h in beam_search(model, source, beam_size=2, limits=LIMITS, **kw)]
+
+    together = run(src, vocabulary=union, allowed=allowed)
+    for i, hyp in enumerate(together):
+        (alone,) = run(src[i : i + 1], vocabulary=torch.tensor(own[i]))
+        assert hyp.tokens == alone.tokens and set(hyp.tokens) <= set(own[i])
+        assert hyp.log_prob == pytest.approx(alone.log_prob, abs=1e-4)
+
+
 def test_a_vocabulary_without_the_end_token_is_refused():
     with pytest.raises(ValueError, match="end token"):
         greedy_search(plain_model(), source_batch(), limits=LIMITS, vocabulary=torch.tensor([5, 6, 7]))
@@ -196,10 +235,13 @@ def test_nmt_shortlist_is_used_by_both_engines_unless_turned_off(tiny_model_dir,
     off = Translator.load(model_dir, workers=1, shortlist=False)
     assert on.engine.shortlist is not None and off.engine.shortlist is None
     sentences = de[:6]
-    for sentence in sentences:  # one at a time: each output's tokens are its own candidates
-        ids = on.encode_source(sentence)[0]
-        ((hyp,),) = on.engine.translate_ids([ids], SearchRequest(beam=1))
-        assert set(hyp.tokens) <= set(on.engine.shortlist.candidates([ids]).tolist())
+    ids = [on.encode_source(sentence)[0] for sentence in sentences]
+    for beam in (1, 3):  # a sentence's translation is the same alone and among others
+        together = on.engine.translate_ids(ids, SearchRequest(beam=beam))
+        for one, found in zip(ids, together, strict=True):
+            ((alone,),) = on.engine.translate_ids([one], SearchRequest(beam=beam))
+            assert found[0].tokens == alone.tokens
+            assert set(alone.tokens) <= set(on.engine.shortlist.candidates([one]).tolist())
 
     from nmt.inference.export_ctranslate2 import export_ctranslate2
 
@@ -209,7 +251,12 @@ def test_nmt_shortlist_is_used_by_both_engines_unless_turned_off(tiny_model_dir,
     with_map = Translator.load(ct2, engine="ctranslate2")
     without = Translator.load(ct2, engine="ctranslate2", shortlist=False)
     assert with_map.engine.use_vmap and not without.engine.use_vmap
-    assert len(with_map.translate(sentences)) == len(sentences)
+    for one in ids:  # alone, CTranslate2's candidates are the sentence's (and padding, never emitted)
+        ((hyp,),) = with_map.engine.translate_ids([one], SearchRequest(beam=1))
+        assert set(hyp.tokens) <= set(on.engine.shortlist.candidates([one]).tolist())
+    plain = [without.engine.translate_ids([one], SearchRequest(beam=1))[0][0].tokens for one in ids]
+    outside = [t for p in plain for t in p if t not in set(on.engine.shortlist.candidates(ids).tolist())]
+    assert outside  # without the map it does emit other pieces: the check above can fail
 
 
 def test_a_shortlist_of_another_vocabulary_is_refused_in_one_line(tiny_model_dir, tmp_path, shortlist_and_tokenizers):

@@ -99,7 +99,7 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         default=COMMAND_LINE_ENGINE,
         help="auto (the default): CTranslate2 on CPU where it is installed and can run the model (measured "
         "faster; its export is kept in MODEL_DIR/ctranslate2), nmt's engine otherwise and for --alignments, "
-        "--sample and --glossary; torch: nmt's own; ctranslate2: a directory from `nmt export --to "
+        "--sample, --glossary and --format html; torch: nmt's own; ctranslate2: a directory from `nmt export --to "
         "ctranslate2`, or a model directory converted at load (needs the ctranslate2 extra)",
     )
     g.add_argument(
@@ -156,6 +156,8 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     check_device(args.device)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineOptions)}
     asked = [option for dest, option in TORCH_ONLY if getattr(args, dest, None)]
+    if getattr(args, "format", None) == "html":  # tags placed by word alignments (attention)
+        asked.append("--format html")
     if values["engine"] == "auto" and asked:
         logging.getLogger(__name__).info("engine auto: nmt's engine (%s needs it)", ", ".join(asked))
         values["engine"] = "torch"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .common import CommandError, require_model_dir
-from .shortlist import build_model_shortlist
+from .shortlist import shortlist_from_corpus
 from .train import add_set_option, cmd_train
 
 STUDENT_CONFIG = "student.yaml"  # in the distilled folder: what `nmt train` workers load
@@ -19,9 +19,11 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         "distill",
         help="train a student on a teacher's translations (sequence-level knowledge distillation)",
         description="The teacher translates the training corpus that the student config names (with its "
-        "own beam and length penalty; resumable: run the same command again after a kill), then the "
-        "student trains on those translations with the teacher's tokenizer, into an ordinary model "
-        "directory. Run again, it continues whichever step was left unfinished.",
+        "own beam and length penalty, on the fastest engine here as `--engine auto` picks it, which may keep "
+        "a CTranslate2 export in the teacher's directory; resumable: run the same command again after a kill), "
+        "then the student trains on those translations with the teacher's tokenizer, into an ordinary model "
+        "directory, and its lexical shortlist is built from them. Run again, it continues whichever step was "
+        "left unfinished.",
     )
     p.add_argument("--teacher", required=True, metavar="MODEL_DIR", help="the trained model to learn from")
     p.add_argument("--config", required=True, help="the student's YAML config (its data section names the corpus)")
@@ -96,6 +98,6 @@ def cmd_distill(args: argparse.Namespace) -> int:
     )
     status = cmd_train(run)
     if status == 0 and args.shortlist:  # the student's own output vocabulary: the teacher's translations
-        path, summary = build_model_shortlist(out, str(plan.source), str(plan.distilled))
+        path, summary = shortlist_from_corpus(out, str(plan.source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
     return status

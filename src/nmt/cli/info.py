@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..inference.choices import PRECISIONS
 from .common import require_model_dir
 
 
@@ -16,11 +17,13 @@ def add_info(sub: argparse._SubParsersAction) -> None:
         help="show a model directory: its model, vocabulary, decoding settings, shortlist and engine",
         description="Print what MODEL_DIR holds (architecture and size, tokenizer, languages, decoding "
         "settings, lexical shortlist, training record) and which engine `--engine auto` runs it on here, "
-        "and why. Reads files only: nothing is loaded or written.",
+        "and why. Reads the directory's files (the weights' header only) and writes nothing.",
     )
     p.add_argument("model", metavar="MODEL_DIR", help="a model directory (or a CTranslate2 export)")
     p.add_argument("--device", default="auto", help="the device to choose the engine for: auto | cpu | cuda[:N]")
-    p.add_argument("--precision", default=None, help="the precision to choose the engine for (default fp32)")
+    p.add_argument(
+        "--precision", choices=PRECISIONS, default=None, help="the precision to choose the engine for (default fp32)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_info)
 
@@ -29,7 +32,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..inference.engine_choice import choose_engine, export_status
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
     from ..inference.loading import resolve_device
-    from ..inference.shortlist import SHORTLIST, LexicalShortlist
+    from ..inference.shortlist import SHORTLIST, LexicalShortlist, ShortlistError
     from ..model_dir import MODEL_CONFIG, WEIGHTS, read_decode_config, read_languages, read_metrics
     from .common import check_device
 
@@ -37,14 +40,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     check_device(args.device)
     model_dir = Path(args.model)
     info: dict[str, object] = {"directory": str(model_dir)}
-    config = json.loads((model_dir / MODEL_CONFIG).read_text()) if (model_dir / MODEL_CONFIG).is_file() else {}
-    if config:
+    try:
+        config = json.loads((model_dir / MODEL_CONFIG).read_text())
         info["model"] = (
             f"{config['encoder_layers']}+{config['decoder_layers']} layers, d_model {config['d_model']}, "
             f"{config['num_heads']} heads, d_ff {config['d_ff']}, {config.get('norm_position', 'post')}-norm, "
             f"{config.get('activation', 'relu')}"
         )
         info["vocabulary"] = f"{config['src_vocab_size']:,} source / {config['tgt_vocab_size']:,} target pieces"
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        info["model"] = f"{model_dir / MODEL_CONFIG} unreadable ({type(err).__name__}: {err})"
     if (model_dir / WEIGHTS).is_file():
         info["weights"] = f"{parameter_count(model_dir / WEIGHTS):,} parameters stored, {mib(model_dir / WEIGHTS)}"
     src, tgt = read_languages(model_dir)
@@ -53,11 +58,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     decode = read_decode_config(model_dir)
     info["decoding"] = f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization})"
     if (model_dir / SHORTLIST).is_file():
-        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
-        per_source = shortlist.table.size(1)
-        info["shortlist"] = (
-            f"yes: up to {per_source} candidates per source piece, {shortlist.always.numel()} for every sentence"
-        )
+        try:
+            shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
+            info["shortlist"] = (
+                f"yes: up to {shortlist.table.size(1)} candidates per source piece, "
+                f"{shortlist.always.numel()} for every sentence"
+            )
+        except ShortlistError as err:
+            info["shortlist"] = f"unusable: {err}"
     else:
         info["shortlist"] = "none (`nmt shortlist` builds one)"
     try:

@@ -17,11 +17,13 @@ PER_SOURCE, FREQUENT = 20, 100  # the defaults measured on Multi30k (docs/result
 def add_shortlist(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "shortlist",
-        help="build a lexical shortlist: decoding scores a few hundred candidate words, not the whole vocabulary",
+        help="build a lexical shortlist: decoding scores each sentence's candidate words, not the whole vocabulary",
         description="Estimate word translation probabilities (IBM Model 1) on the model's training pairs and "
         "store, in MODEL_DIR, each source piece's likeliest target pieces plus the most frequent target "
-        "pieces. Greedy and beam search then score only a batch's candidates (both engines; "
-        "--no-shortlist turns it off at translation). Replaces an earlier shortlist.",
+        "pieces. Greedy and beam search then score only those candidates (nmt's engine each sentence's own, "
+        "CTranslate2 the union over its batch; measured 13-19%% faster at 0.1-0.3 BLEU less on Multi30k, "
+        "docs/results.md; --no-shortlist turns it off at translation). Replaces an earlier shortlist. A large "
+        "corpus is estimated on a random sample of pairs (at most 20 million source x target cells, ~1 GB).",
     )
     p.add_argument("model", metavar="MODEL_DIR", help="the model directory (its tokenizers define the pieces)")
     p.add_argument("--src", help="training source file (default: the training corpus in the model's config.yaml)")
@@ -45,14 +47,14 @@ def cmd_shortlist(args: argparse.Namespace) -> int:
     for option, value in (("--per-source", args.per_source), ("--frequent", args.frequent)):
         if value < 1:
             raise CommandError(f"{option} must be >= 1, got {value}")
-    path, summary = build_model_shortlist(
+    path, summary = shortlist_from_corpus(
         Path(args.model), args.src, args.tgt, per_source=args.per_source, frequent=args.frequent
     )
     print(f"shortlist written to {path}: {summary}", file=sys.stderr)
     return 0
 
 
-def build_model_shortlist(
+def shortlist_from_corpus(
     model_dir: Path,
     src: str | None = None,
     tgt: str | None = None,

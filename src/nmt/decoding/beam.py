@@ -81,6 +81,7 @@ def beam_search(
     use_cache: bool = True,
     return_attention: bool = False,
     vocabulary: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Translate a batch with beam search; return up to `n_best` hypotheses per sentence, best first.
 
@@ -94,7 +95,7 @@ def beam_search(
     live beams are finished without EOS and ranked with the penalty of their own length.
     The first step extends one beam per sentence (the empty prefix), so the k beams start
     distinct; the vocabulary needs at least 2 * beam_size tokens.
-    limits, use_cache, return_attention and vocabulary as in `greedy_search`. An empty batch gives [].
+    limits, use_cache, return_attention, vocabulary and allowed as in `greedy_search`. An empty batch gives [].
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
@@ -102,7 +103,9 @@ def beam_search(
     if batch == 0:
         return []
     # One row per sentence until the first step.
-    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary)
+    state = SearchState.start(
+        model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary, allowed=allowed
+    )
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each sentence
     room = torch.full((batch,), k, device=src.device)  # (active,) finished hypotheses still wanted

@@ -36,6 +36,7 @@ def one_best_search(
     use_cache: bool = True,
     return_attention: bool = False,
     vocabulary: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> list[Hypothesis]:
     """Extend one hypothesis per sentence with `pick` until EOS or the length limit.
 
@@ -46,7 +47,9 @@ def one_best_search(
     batch = src.size(0)
     if batch == 0:
         return []
-    state = SearchState.start(model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary)
+    state = SearchState.start(
+        model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary, allowed=allowed
+    )
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row
     total = torch.zeros(batch, device=src.device)  # (active,) log-prob so far
@@ -85,6 +88,7 @@ def greedy_search(
     use_cache: bool = True,
     return_attention: bool = False,
     vocabulary: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> list[Hypothesis]:
     """Translate a batch by taking the argmax token at every step.
 
@@ -92,7 +96,8 @@ def greedy_search(
     At most `limits.max_steps` steps are taken per sentence, EOS included. use_cache=False
     re-decodes the whole prefix each step: slower, same tokens; a reference for tests.
     return_attention fills Hypothesis.attention. vocabulary: (k,) sorted target ids (the end id
-    among them) that the search is restricted to, a lexical shortlist (see SearchState.start).
+    among them) that the search is restricted to, a lexical shortlist, and allowed (batch, k) the
+    columns each sentence may emit (see SearchState.start).
     The start, end and padding ids are the model's (`model.config`). Returns one Hypothesis per
     sentence, in input order (an empty batch gives []); score == log_prob.
     """
@@ -104,4 +109,5 @@ def greedy_search(
         use_cache=use_cache,
         return_attention=return_attention,
         vocabulary=vocabulary,
+        allowed=allowed,
     )

@@ -43,6 +43,9 @@ class SearchState:
     # finished hypotheses hold the model's own ids.
     vocabulary: torch.Tensor | None = None  # (k,)
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
+    allowed: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may emit
+    end_column: int | None = None  # where the end token is among the k columns
+    banned: torch.Tensor | None = None  # (k,) bool: columns never emitted (the padding token's), if any
 
     @classmethod
     def start(
@@ -53,33 +56,45 @@ class SearchState:
         use_cache: bool = True,
         return_attention: bool = False,
         vocabulary: torch.Tensor | None = None,
+        allowed: torch.Tensor | None = None,
     ) -> SearchState:
         """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
 
         Beam search grows this to `beam` rows per sentence after the first step, by `advance`.
-        The start and padding ids are the model's own (`model.config`). vocabulary: (k,) sorted
-        target ids, the end id among them, to which the search is restricted (a lexical
-        shortlist); the log-probs are then a distribution over those k tokens.
+        The start and padding ids are the model's own (`model.config`). vocabulary: (k,) sorted,
+        distinct target ids, the end id among them, to which the search is restricted (a lexical
+        shortlist); the log-probs are then a distribution over those k tokens. allowed: (batch, k)
+        bool, the columns of `vocabulary` each sentence may emit (its own shortlist within the
+        batch's), so that a sentence's search does not depend on the others in its batch.
         """
         encoded = model.encode(src)
         cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence
         prefix = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long, device=src.device)
         src_lengths = (src != model.config.pad_id).sum(dim=1)
-        output = None
+        state = cls(model, encoded, cache, prefix, src_lengths, return_attention)
         if vocabulary is not None:
-            vocabulary = vocabulary[vocabulary != model.config.pad_id].to(src.device)
-            if not bool((vocabulary == model.config.eos_id).any()):
-                raise ValueError("a search vocabulary must hold the end token")
-            output = output_rows(model.output, vocabulary)
-        return cls(model, encoded, cache, prefix, src_lengths, return_attention, vocabulary=vocabulary, output=output)
+            state.restrict(vocabulary.to(src.device), None if allowed is None else allowed.to(src.device))
+        return state
+
+    def restrict(self, vocabulary: torch.Tensor, allowed: torch.Tensor | None) -> None:
+        """Search over `vocabulary`'s columns only (and each sentence over its `allowed` ones)."""
+        config = self.model.config
+        if vocabulary.dim() != 1 or not bool((vocabulary[1:] > vocabulary[:-1]).all()):
+            raise ValueError("a search vocabulary must be sorted, distinct ids")
+        end = torch.searchsorted(vocabulary, config.eos_id)
+        if int(end) >= vocabulary.numel() or int(vocabulary[end]) != config.eos_id:
+            raise ValueError("a search vocabulary must hold the end token")
+        if allowed is not None and allowed.shape != (self.prefix.size(0), vocabulary.numel()):
+            raise ValueError(f"allowed must be (sentences, {vocabulary.numel()}), not {tuple(allowed.shape)}")
+        self.vocabulary, self.allowed, self.end_column = vocabulary, allowed, int(end)
+        banned = vocabulary == config.pad_id
+        self.banned = banned if bool(banned.any()) else None
+        self.output = output_rows(self.model.output, vocabulary)
 
     @property
     def eos_id(self) -> int:
         """The end token, as the log-probs' columns number it."""
-        eos = self.model.config.eos_id
-        if self.vocabulary is None:
-            return eos
-        return int(torch.searchsorted(self.vocabulary, eos))
+        return self.model.config.eos_id if self.end_column is None else self.end_column
 
     def model_ids(self, tokens: torch.Tensor) -> torch.Tensor:
         """Tokens as the log-probs' columns number them -> the model's ids."""
@@ -101,8 +116,13 @@ class SearchState:
             )
         else:
             out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
-        if self.output is not None:  # the shortlist's columns only; padding is not among them
+        if self.output is not None:  # the shortlist's columns only
             logits = self.output(out.states[:, -1]).float()  # (rows, k)
+            if self.banned is not None:
+                logits[:, self.banned] = float("-inf")
+            if self.allowed is not None:  # each row to its own sentence's columns (beams are adjacent)
+                per_sentence = logits.size(0) // self.allowed.size(0)
+                logits.masked_fill_(~self.allowed.repeat_interleave(per_sentence, dim=0), float("-inf"))
         else:
             logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
             logits[:, self.model.config.pad_id] = float("-inf")
@@ -139,6 +159,8 @@ class SearchState:
                 self.cache.reorder(order)
         if sentences is not None:
             self.encoded = self.encoded.select(sentences)
+            if self.allowed is not None:
+                self.allowed = self.allowed[sentences]
             if self.cache is not None:
                 self.cache.select_sentences(sentences)
         self.prefix = torch.cat([self.prefix, self.model_ids(tokens).unsqueeze(1)], dim=1)  # (rows, steps + 2)

@@ -7,31 +7,36 @@ with the same outputs up to float rounding. So auto picks CTranslate2 where it c
 - nmt's engine on a GPU (CTranslate2's wheel links one CUDA version; nmt's runs on the GPU torch
   runs on), for bf16 (CTranslate2 has none on CPU), and when ctranslate2 is not installed;
 - nmt's engine for a model CTranslate2 cannot express (an activation or layer order it lacks);
+- nmt's engine for a weights file other than the directory's (`--weights`), which CTranslate2
+  would need converted at every run;
 - CTranslate2 otherwise, on an export cached in the model directory (`ctranslate2/`), made at the
-  first load and made again when the weights or the shortlist change.
+  first load and made again when the directory's files (weights, configs, tokenizers, shortlist),
+  nmt's exporter or the installed CTranslate2 change.
 
-What only nmt's engine does (attention weights for alignments and plots, sampling, glossaries) is
-asked for by the caller, which then names the torch engine (the CLI does so for --alignments,
---sample and --glossary).
+What only nmt's engine does (attention weights for alignments, HTML tag placement and plots,
+sampling, glossaries) is asked for by the caller, which then names the torch engine (the CLI does
+so for --alignments, --sample, --glossary and --format html).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import atomic_write_text
-from ..model_dir import MODEL_CONFIG, WEIGHTS
-from .export_ctranslate2 import ACTIVATIONS, export_ctranslate2, is_ctranslate2_dir
-from .shortlist import SHORTLIST
+from ..model_dir import METRICS, MODEL_CONFIG, WEIGHTS
+from .export_ctranslate2 import ACTIVATIONS, EXPORT_FORMAT, export_ctranslate2, is_ctranslate2_dir
+from .shortlist import SHORTLIST, VOCABULARY_MAP
 
 log = logging.getLogger(__name__)
 
 EXPORT_CACHE = "ctranslate2"  # the folder, in a model directory, of auto's CTranslate2 export
 CACHE_KEY = "made_from.json"  # in it: the checksums of the files it was made from
+LOCK = ".ctranslate2.lock"  # beside it: held while the export is checked and made
 
 
 @dataclass(frozen=True)
@@ -54,11 +59,16 @@ def ctranslate2_installed() -> bool:
     return True
 
 
-def choose_engine(model_dir: str | Path, device: str, precision: str | None) -> EngineChoice:
-    """The engine `--engine auto` runs `model_dir` on, on `device` ("cpu", "cuda:0", ...) in `precision`."""
+def choose_engine(
+    model_dir: str | Path, device: str, precision: str | None, weights: str | Path | None = None
+) -> EngineChoice:
+    """The engine `--engine auto` runs `model_dir` on, on `device` ("cpu", "cuda:0", ...) in `precision`
+    (and with a weights file other than the directory's, `weights`)."""
     model_dir = Path(model_dir)
     if is_ctranslate2_dir(model_dir) and not (model_dir / WEIGHTS).exists():
         return EngineChoice("ctranslate2", "the directory holds a CTranslate2 export")
+    if weights is not None:
+        return EngineChoice("torch", "--weights: nmt's engine reads the file as it is, CTranslate2 would convert it")
     if device.startswith("cuda"):
         return EngineChoice("torch", "on a GPU nmt's engine runs where torch runs")
     if precision == "bf16":
@@ -85,41 +95,99 @@ def unexportable(model_dir: Path) -> str | None:
     return None
 
 
-def sources_key(model_dir: Path, weights: Path) -> dict[str, str]:
-    """sha256 of each file an export is made from: the weights, the model config, the shortlist."""
+def sources_key(model_dir: Path, known: dict[str, dict] | None = None) -> dict[str, dict]:
+    """Size, modification time and sha256 of each file an export is made from: the model directory's
+    own files (weights, configs, tokenizers, shortlist), not its metrics or other weights files.
+
+    A file whose size and time equal those in `known` keeps its known checksum without being read
+    again (a 30-300 MB weights file would cost seconds at every load).
+    """
+    known = known or {}
     key = {}
-    for path in (weights, model_dir / MODEL_CONFIG, model_dir / SHORTLIST):
-        if path.is_file():
-            digest = hashlib.sha256()
-            with open(path, "rb") as f:
-                for block in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(block)
-            key[path.name] = digest.hexdigest()
+    for path in sorted(model_dir.iterdir()):
+        skipped = path.suffix == ".safetensors" and path.name not in (WEIGHTS, SHORTLIST)
+        if not path.is_file() or path.name.startswith(".") or path.name == METRICS or skipped:
+            continue
+        stat = path.stat()
+        seen = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+        before = known.get(path.name, {})
+        if {k: before.get(k) for k in seen} == seen and "sha256" in before:
+            key[path.name] = {**seen, "sha256": before["sha256"]}
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        key[path.name] = {**seen, "sha256": digest.hexdigest()}
     return key
+
+
+def versions() -> dict[str, str]:
+    """What else an export depends on: nmt's exporter and the CTranslate2 that reads it."""
+    import ctranslate2  # noqa: PLC0415 - an optional extra, installed where auto exports
+
+    return {"exporter": str(EXPORT_FORMAT), "ctranslate2": ctranslate2.__version__}
+
+
+def read_made_from(out: Path) -> dict:
+    try:
+        made = json.loads((out / CACHE_KEY).read_text())
+        return made if isinstance(made, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def is_current(out: Path, model_dir: Path, shortlist: bool) -> bool:
+    """Whether `out` is an export of `model_dir`'s present files by this exporter and CTranslate2
+    (with the vocabulary map, if `shortlist` asks for it)."""
+    made = read_made_from(out)
+    files = made.get("files") if isinstance(made.get("files"), dict) else {}
+    checksums = {name: f.get("sha256") for name, f in files.items() if isinstance(f, dict)}
+    now = {name: f["sha256"] for name, f in sources_key(model_dir, files).items()}
+    return (
+        is_ctranslate2_dir(out)
+        and checksums == now
+        and made.get("versions") == versions()
+        and (made.get("shortlist") is True or not shortlist)
+    )
+
+
+@contextlib.contextmanager
+def export_lock(model_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the model directory's export while it is checked and made, so two
+    processes starting at once make it once (where fcntl exists; elsewhere, each may make it)."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only
+    except ImportError:
+        yield
+        return
+    with open(model_dir / LOCK, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def cached_export(model_dir: str | Path, *, shortlist: bool = True) -> Path:
     """The model directory's CTranslate2 export, made (again) if missing or made from other files.
 
     shortlist False: an export without the vocabulary map will do (one made with it serves too).
-    Written whole or not at all (two processes making it at once each write their own, and the
-    last rename wins: both are the same export). Where the model directory is read-only, OSError.
+    Written whole or not at all, its record of what it was made from inside it. Where the model
+    directory is read-only, PermissionError or OSError(EROFS).
     """
     model_dir = Path(model_dir)
     out = model_dir / EXPORT_CACHE
-    files = sources_key(model_dir, model_dir / WEIGHTS)
-    try:
-        made = json.loads((out / CACHE_KEY).read_text())
-        if is_ctranslate2_dir(out) and made["files"] == files and (made["shortlist"] or not shortlist):
+    with export_lock(model_dir):
+        if is_current(out, model_dir, shortlist):
             return out
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    log.info("exporting %s to CTranslate2 once, into %s (made again when the weights change)", model_dir, out)
-    if out.exists() and not is_ctranslate2_dir(out):
-        raise FileExistsError(f"{out} exists and is not a CTranslate2 export: move it, or use --engine torch")
-    export_ctranslate2(model_dir, out, force=True, shortlist=shortlist)
-    made = {"files": files, "shortlist": shortlist}
-    atomic_write_text(out / CACHE_KEY, json.dumps(made, indent=1) + "\n")  # after the export is whole
+        if out.exists() and not is_ctranslate2_dir(out):
+            raise FileExistsError(f"{out} exists and is not a CTranslate2 export: move it, or use --engine torch")
+        log.info("exporting %s to CTranslate2 once, into %s (made again when its files change)", model_dir, out)
+        made = {"files": sources_key(model_dir), "versions": versions(), "shortlist": shortlist}
+        export_ctranslate2(
+            model_dir, out, force=True, shortlist=shortlist, extra_files={CACHE_KEY: json.dumps(made, indent=1)}
+        )
     return out
 
 
@@ -129,8 +197,7 @@ def export_status(model_dir: str | Path) -> str:
     out = model_dir / EXPORT_CACHE
     if not is_ctranslate2_dir(out):
         return "not made yet (auto makes it at the first CPU load)"
-    try:
-        current = json.loads((out / CACHE_KEY).read_text())["files"] == sources_key(model_dir, model_dir / WEIGHTS)
-    except (OSError, ValueError, KeyError, TypeError):
-        current = False
-    return f"{out}, made from the current weights" if current else f"{out}, stale (made again at the next load)"
+    if not is_current(out, model_dir, shortlist=False):
+        return f"{out}, stale (made again at the next load)"
+    with_map = "with" if (out / VOCABULARY_MAP).is_file() else "without"
+    return f"{out}, made from the current files, {with_map} the shortlist's vocabulary map"

@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 CT2_WEIGHTS = "model.bin"  # the file that marks a CTranslate2 model directory
 POSITIONS = 1024  # rows of the position table written: nmt caps sources at 256 tokens, outputs at 512
 PAD_BIAS = -1e4  # far below any logit, and still finite in float16
+# What an export's layout means; raised when export_ctranslate2 writes the same model differently,
+# so that exports kept by `--engine auto` (nmt.inference.engine_choice) are made again.
+EXPORT_FORMAT = 1
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # nmt's -> ctranslate2.specs.common_spec.Activation
 
 
@@ -151,13 +154,15 @@ def export_ctranslate2(
     weights: str | Path | None = None,
     force: bool = False,
     shortlist: bool = True,
+    extra_files: dict[str, str] | None = None,
 ) -> Path:
     """Write `model_dir`'s model (or `weights`) as a CTranslate2 model directory `out_dir`; returns it.
 
     quantization: how the weights are stored (float32, int8, int16). The engine can still compute
     in another type at load time (--precision), e.g. quantise float32 weights to int8.
     shortlist: write the model directory's lexical shortlist, if it has one, as a vocabulary map
-    (one that does not fit the tokenizers is refused); False leaves it out.
+    (one that does not fit the tokenizers is refused); False leaves it out. extra_files: name ->
+    text, written into the export before it appears.
     """
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"--quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
@@ -190,6 +195,8 @@ def export_ctranslate2(
         for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *([SHORTLIST] if candidates is not None else [])):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
+        for name, text in (extra_files or {}).items():
+            (staging / name).write_text(text, encoding="utf-8")
     log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)
     return out_dir
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 from pathlib import Path
 
@@ -80,12 +81,15 @@ def load_engine(
 def resolve_auto(model_dir: Path, options: EngineOptions, device: str) -> tuple[Path, EngineOptions]:
     """The model directory and options that `--engine auto` stands for here, its choice logged in one
     line: CTranslate2 runs the export cached in the model directory (made at the first load)."""
-    choice = choose_engine(model_dir, device, options.precision)
+    choice = choose_engine(model_dir, device, options.precision, options.weights)
     log.info(choice.line())
-    if choice.engine == "ctranslate2" and options.weights is None and not is_ctranslate2_dir(model_dir):
+    if choice.engine == "ctranslate2" and not is_ctranslate2_dir(model_dir):
         try:
             model_dir = cached_export(model_dir, shortlist=options.shortlist)
-        except OSError as err:  # a read-only model directory: an export for this run only
+        except OSError as err:
+            if not (isinstance(err, PermissionError) or err.errno == errno.EROFS):
+                raise
+            # a model directory this user cannot write: an export for this run only
             log.info("cannot keep the CTranslate2 export in %s (%s): exporting for this run", model_dir, err)
     return model_dir, dataclasses.replace(options, engine=choice.engine)
 

@@ -14,6 +14,8 @@ where that was measured (see `nmt.inference.precision.packed_output_is_faster`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -66,7 +68,7 @@ class PackedLinear(nn.Module):
         y = torch.ops.mkldnn._linear_pointwise(rows, packed[1], self.bias, "none", [], "")
         return y.view(*x.shape[:-1], self.out_features)
 
-    def select_outputs(self, ids: torch.Tensor):
+    def select_outputs(self, ids: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
         """This layer restricted to output rows `ids` (a lexical shortlist): a plain linear map on
         the gathered rows (packing a weight for one batch would cost more than it saves)."""
         weight = self.weight[ids]

@@ -1,14 +1,19 @@
 """A lexical shortlist: the few target pieces a sentence may translate into, so that each decoding
 step scores those instead of the whole vocabulary.
 
-    logits = h W_out^T          W_out: (vocab, d_model)  ->  W_out[candidates]: (~300-900, d_model)
+    logits = h W_out^T          W_out: (vocab, d_model)  ->  W_out[candidates]: (k, d_model)
 
 The output projection costs d_model x vocab multiply-adds per output token, and the softmax and
 the search read every one of its vocab scores: for a student with a shallow decoder that is a
 third or more of a decoding step. Most of the vocabulary cannot appear in a given sentence's
 translation, so the field's fast CPU systems (Marian's and Bergamot's lexical shortlists,
 CTranslate2's vocabulary map) project onto a per-batch candidate set: the likely translations
-of each source piece, plus the most frequent target pieces (articles, punctuation, ...).
+of each source piece, plus the most frequent target pieces (articles, punctuation, ...). A
+sentence gets ~100-500 candidates; a batch projects onto the union of its sentences' (a few
+thousand for a batch of a hundred sentences). nmt's engine then masks each sentence's row to its
+own candidates, so a translation does not depend on the sentences batched with it; CTranslate2's
+vocabulary map scores the whole union for every sentence of its batch. The log-probabilities a
+search ranks by are normalised over the candidates; `--scores` still scores over the vocabulary.
 
 Translation probabilities p(t|s) between source and target pieces come from IBM Model 1 (Brown
 et al., 1993), estimated by EM on the training pairs' subword ids: t(t|s) is the expected share
@@ -17,19 +22,23 @@ of target piece t explained by source piece s, over every alignment of each sent
     E-step:  c(s, t) += t(t|s) / sum_{s' in source + NULL} t(t|s')    for each (s, t) in a pair
     M-step:  t(t|s) = c(s, t) / sum_t' c(s, t')
 
-A few iterations over sparse (s, t) co-occurrences suffice (Model 1's likelihood is convex); no
-aligner is needed for a table of candidates. Each source piece keeps its `per_source` likeliest
-target pieces. With a joint vocabulary a sentence's own pieces are candidates too, so names and
-numbers can be copied.
+A few iterations over sparse (s, t) co-occurrences suffice (Model 1's log-likelihood is concave:
+EM climbs to its maximum from a uniform start); no aligner is needed for a table of candidates.
+Memory grows with the (source x target) grid cells of the pairs estimated on, so a large corpus
+is estimated on a random sample of pairs of at most `max_cells` cells (about 50 bytes each).
+Each source piece keeps its `per_source` likeliest target pieces. With a joint vocabulary a
+sentence's own pieces are candidates too, so names and numbers can be copied.
 
     shortlist = build_shortlist(pairs, src_tokenizer, tgt_tokenizer)   # pairs of id lists
     shortlist.save(model_dir / SHORTLIST)
-    ids = shortlist.candidates(batch_ids)       # sorted target ids the search may emit
+    ids = shortlist.candidates(batch_ids)       # sorted target ids a batch's search may emit
+    each = [shortlist.candidates([s]) for s in batch_ids]   # each sentence's own
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +53,10 @@ from ..tokenizer import SubwordTokenizer, load_tokenizers
 
 SHORTLIST = "shortlist.safetensors"  # in a model directory
 VOCABULARY_MAP = "vmap.txt"  # in a CTranslate2 export: the same shortlist, in CTranslate2's format
-NULL = "NULL"
+# (source + NULL) x target grid cells Model 1 is estimated on at most: ~1 GB (Multi30k's train has 7M)
+MAX_CELLS = 20_000_000
+
+log = logging.getLogger(__name__)
 
 
 class ShortlistError(ValueError):
@@ -82,13 +94,16 @@ class LexicalShortlist:
 
     def check_fits(self, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer, where: str) -> None:
         """Raise ShortlistError unless this shortlist was built for these tokenizers' vocabularies."""
-        mine = (self.src_fingerprint, self.tgt_fingerprint)
-        theirs = (vocabulary_fingerprint(src_tokenizer), vocabulary_fingerprint(tgt_tokenizer))
-        if mine != theirs:
-            raise ShortlistError(
-                f"{where} was built for another vocabulary (its target vocabulary sha256 {mine[1][:12]}, the "
-                f"model's {theirs[1][:12]}): build it again with `nmt shortlist`, or translate with --no-shortlist"
-            )
+        for side, mine, tokenizer in (
+            ("source", self.src_fingerprint, src_tokenizer),
+            ("target", self.tgt_fingerprint, tgt_tokenizer),
+        ):
+            theirs = vocabulary_fingerprint(tokenizer)
+            if mine != theirs:
+                raise ShortlistError(
+                    f"{where} was built for another vocabulary (its {side} vocabulary sha256 {mine[:12]}, the "
+                    f"model's {theirs[:12]}): build it again with `nmt shortlist`, or translate with --no-shortlist"
+                )
 
     def save(self, path: str | Path) -> None:
         """Write the shortlist as one safetensors file, atomically."""
@@ -120,22 +135,33 @@ class LexicalShortlist:
             )
         except (OSError, SafetensorError, KeyError, ValueError) as err:
             raise ShortlistError(f"{path}: not a readable shortlist ({type(err).__name__}: {err})") from None
-        if table.dim() != 2 or always.dim() != 1 or (table.numel() and int(table.max()) >= shortlist.tgt_vocab_size):
-            raise ShortlistError(f"{path}: not a shortlist (its tables have the wrong shape or ids)")
+        integers = (torch.int32, torch.int64)
+        shapes = table.dim() == 2 and always.dim() == 1 and table.dtype in integers and always.dtype in integers
+        vocab = shortlist.tgt_vocab_size
+        in_range = all(
+            t.numel() == 0 or (int(t.min()) >= low and int(t.max()) < vocab) for t, low in ((table, -1), (always, 0))
+        )
+        if not (shapes and in_range):
+            raise ShortlistError(f"{path}: not a shortlist (its tables have the wrong shape, type or ids)")
         return shortlist
 
     def vocabulary_map(self, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> str:
         """The shortlist in CTranslate2's vocabulary-map format: `source piece<TAB>target pieces`
         per line, and a line with an empty key for the pieces every sentence gets."""
-        lines = ["\t" + " ".join(tgt_pieces[i] for i in self.always.tolist())]
+
+        # CTranslate2 splits a line on its tab and each side on spaces (n-grams, candidates): a piece
+        # holding white space (or nothing) cannot be written, so it is left out (as key or candidate)
+        def writable(piece: str) -> bool:
+            return bool(piece) and not any(c.isspace() for c in piece)
+
+        lines = ["\t" + " ".join(tgt_pieces[i] for i in self.always.tolist() if writable(tgt_pieces[i]))]
         for s, row in enumerate(self.table.tolist()):
             targets = [t for t in row if t >= 0]
             if self.copy_source and s < self.tgt_vocab_size:
                 targets.append(s)
-            key = src_pieces[s]
-            # CTranslate2 splits a key on spaces (n-grams) and the line on its tab: such pieces cannot be keys
-            if targets and key and not any(c.isspace() for c in key):
-                lines.append(key + "\t" + " ".join(tgt_pieces[t] for t in targets))
+            targets = [tgt_pieces[t] for t in targets if writable(tgt_pieces[t])]
+            if targets and writable(src_pieces[s]):
+                lines.append(src_pieces[s] + "\t" + " ".join(targets))
         return "\n".join(lines) + "\n"
 
 
@@ -146,13 +172,17 @@ def model1_probabilities(
     *,
     iterations: int = 5,
     chunk: int = 2048,
+    max_cells: int = MAX_CELLS,
+    seed: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """IBM Model 1 translation probabilities t(t|s) of the (s, t) pairs that co-occur in `pairs`.
 
     pairs: (source ids, target ids) without specials. Source id `src_vocab` is NULL (a target
     piece explained by no source piece). Returns (src, tgt, prob): three (P,) tensors, one entry
-    per co-occurring pair of ids.
+    per co-occurring pair of ids. Where the pairs' grids hold more than `max_cells` cells, a
+    seeded random sample of the pairs that fits is estimated on.
     """
+    pairs = sample_pairs(pairs, max_cells, seed)
     keys, groups, offset = [], [], 0
     for start in range(0, len(pairs), chunk):  # the (source x target) grids, a chunk of sentences at a time
         block = pairs[start : start + chunk]
@@ -178,6 +208,29 @@ def model1_probabilities(
     return pair_src, pair_keys % tgt_vocab, prob
 
 
+def sample_pairs(
+    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], max_cells: int, seed: int = 0
+) -> Sequence[tuple[Sequence[int], Sequence[int]]]:
+    """`pairs`, or a seeded random sample of them whose (source + NULL) x target grids fit `max_cells`."""
+    cells = [(len(s) + 1) * len(t) for s, t in pairs]
+    if sum(cells) <= max_cells:
+        return pairs
+    order = torch.randperm(len(pairs), generator=torch.Generator().manual_seed(seed)).tolist()
+    kept, total = [], 0
+    for i in order:
+        if total + cells[i] > max_cells:
+            continue
+        kept.append(i)
+        total += cells[i]
+    log.info(
+        "word translation probabilities from %d of %d pairs (their grids fit %d cells)",
+        len(kept),
+        len(pairs),
+        max_cells,
+    )
+    return [pairs[i] for i in sorted(kept)]
+
+
 def _padded(rows: list[list[int]]) -> torch.Tensor:
     width = max((len(r) for r in rows), default=0)
     out = torch.full((len(rows), width), -1, dtype=torch.long)
@@ -191,10 +244,11 @@ def build_shortlist(
     src_tokenizer: SubwordTokenizer,
     tgt_tokenizer: SubwordTokenizer,
     *,
-    per_source: int = 50,
+    per_source: int = 20,
     frequent: int = 100,
     min_probability: float = 1e-3,
     iterations: int = 5,
+    max_cells: int = MAX_CELLS,
 ) -> LexicalShortlist:
     """A shortlist from training pairs of id lists (specials left out).
 
@@ -203,7 +257,9 @@ def build_shortlist(
     least `min_probability`).
     """
     src_vocab, tgt_vocab = src_tokenizer.vocab_size, tgt_tokenizer.vocab_size
-    pair_src, pair_tgt, prob = model1_probabilities(pairs, src_vocab, tgt_vocab, iterations=iterations)
+    pair_src, pair_tgt, prob = model1_probabilities(
+        pairs, src_vocab, tgt_vocab, iterations=iterations, max_cells=max_cells
+    )
     counts = torch.bincount(torch.tensor([t for _, ts in pairs for t in ts], dtype=torch.long), minlength=tgt_vocab)
     common = torch.argsort(counts, descending=True, stable=True)[:frequent]
     common = common[counts[common] > 0]
@@ -262,11 +318,12 @@ def build_model_shortlist(
 
 
 __all__ = [
-    "build_model_shortlist",
+    "MAX_CELLS",
     "SHORTLIST",
     "VOCABULARY_MAP",
     "LexicalShortlist",
     "ShortlistError",
+    "build_model_shortlist",
     "build_shortlist",
     "model1_probabilities",
     "vocabulary_fingerprint",

@@ -44,7 +44,7 @@ class TorchEngine:
     processes: on CPU, run the workers beyond the caller's thread as child processes where the
     model allows it: frozen (requires_grad False, as `Translator.load` gives it), fp32 or int8.
     Otherwise, or with False, they are threads. When they start: see WorkerPolicy.
-    shortlist: greedy and beam search score only each batch's candidates (nmt.inference.shortlist).
+    shortlist: greedy and beam search score only each sentence's candidates (nmt.inference.shortlist).
     """
 
     name = "torch"
@@ -156,10 +156,10 @@ class TorchEngine:
         jobs = []
         for i, rows in enumerate(plan.batches):
             batch = [ids[r] for r in rows]
-            vocabulary = None
+            candidates = None
             if self.shortlist is not None and request.sampling is None:
-                vocabulary = self.shortlist.candidates(batch).tolist()
-            jobs.append(BatchJob(i, batch, request, limits, vocabulary))
+                candidates = [self.shortlist.candidates([s]).tolist() for s in batch]
+            jobs.append(BatchJob(i, batch, request, limits, candidates))
         found = self.runner.map(jobs, plan.workers, plan.threads, processes)
         results: list[list[Hypothesis]] = [[] for _ in ids]
         for rows, found_rows in zip(plan.batches, found, strict=True):

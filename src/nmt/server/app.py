@@ -635,7 +635,7 @@ def server_engine_options(model_dir: str | Path, engine: EngineOptions) -> Engin
         return engine
     name = engine.engine
     if name == "auto":
-        name = choose_engine(model_dir, resolve_device(engine.device), engine.precision).engine
+        name = choose_engine(model_dir, resolve_device(engine.device), engine.precision, engine.weights).engine
     return dataclasses.replace(engine, workers=1) if name == "ctranslate2" else engine
 
 
