@@ -62,8 +62,7 @@ def main() -> None:
         "student auto (default)": student,
         "student nmt": Translator.load(args.student),
         "student nmt, no shortlist": Translator.load(args.student, shortlist=False),
-        "student nmt int8": Translator.load(args.student, precision="int8"),
-        "student nmt int8, no shortlist": Translator.load(args.student, precision="int8", shortlist=False),
+        "student nmt int8 (no shortlist with int8)": Translator.load(args.student, precision="int8"),
         "student ct2 int8": Translator.load(student_ct2, engine="ctranslate2", precision="int8"),
         "student ct2 int8, no shortlist": Translator.load(
             student_ct2, engine="ctranslate2", precision="int8", shortlist=False
@@ -108,7 +107,8 @@ def main() -> None:
                                          "--precision", "int8", "--beam", "5"], teacher_ct2),
             "student auto (default)": ([*nmt, "--model", args.student], Path(args.student) / "ctranslate2"),
             "student nmt": ([*nmt, "--model", args.student, "--engine", "torch"], Path(args.student)),
-            "student nmt int8": ([*nmt, "--model", args.student, "--engine", "torch", "--precision", "int8"],
+            "student nmt int8 (no shortlist with int8)": ([*nmt, "--model", args.student, "--engine", "torch",
+                                                           "--precision", "int8"],
                                  Path(args.student)),
             "student ct2 int8": ([*nmt, "--model", str(student_ct2), "--engine", "ctranslate2",
                                   "--precision", "int8"], student_ct2),

@@ -66,6 +66,19 @@ def test_candidates_are_the_rows_of_the_source_ids_plus_the_common_ones(shortlis
     assert shortlist.candidates(batch).tolist() == sorted(union)
 
 
+def test_a_batch_is_restricted_to_the_union_with_each_sentence_to_its_own(shortlist_and_tokenizers):
+    shortlist, src_tok, _, de = shortlist_and_tokenizers
+    batch = [src_tok.encode(s) for s in de[:5]]
+    union, allowed = shortlist.restrict(batch)
+    assert union.tolist() == shortlist.candidates(batch).tolist()
+    for row, ids in zip(allowed, batch, strict=True):
+        assert union[row].tolist() == shortlist.candidates([ids]).tolist()
+    own = min(int(row.sum()) for row in allowed)
+    _, loose = shortlist.restrict(batch, least=own + 1)  # too few for a beam: that sentence gets the union
+    assert bool(loose[allowed.sum(dim=1) == own].all()) and not bool(loose.all())
+    assert shortlist.restrict(batch, least=union.numel() + 1) == (None, None)
+
+
 def test_the_file_round_trips_and_refuses_other_vocabularies_and_other_files(shortlist_and_tokenizers, tmp_path):
     shortlist, src_tok, tgt_tok, de = shortlist_and_tokenizers
     path = tmp_path / SHORTLIST

@@ -43,7 +43,7 @@ class SearchState:
     # finished hypotheses hold the model's own ids.
     vocabulary: torch.Tensor | None = None  # (k,)
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
-    allowed: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may emit
+    refused: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may not emit
     end_column: int | None = None  # where the end token is among the k columns
     banned: torch.Tensor | None = None  # (k,) bool: columns never emitted (the padding token's), if any
 
@@ -86,7 +86,8 @@ class SearchState:
             raise ValueError("a search vocabulary must hold the end token")
         if allowed is not None and allowed.shape != (self.prefix.size(0), vocabulary.numel()):
             raise ValueError(f"allowed must be (sentences, {vocabulary.numel()}), not {tuple(allowed.shape)}")
-        self.vocabulary, self.allowed, self.end_column = vocabulary, allowed, int(end)
+        self.vocabulary, self.end_column = vocabulary, int(end)
+        self.refused = None if allowed is None or bool(allowed.all()) else ~allowed
         banned = vocabulary == config.pad_id
         self.banned = banned if bool(banned.any()) else None
         self.output = output_rows(self.model.output, vocabulary)
@@ -120,9 +121,10 @@ class SearchState:
             logits = self.output(out.states[:, -1]).float()  # (rows, k)
             if self.banned is not None:
                 logits[:, self.banned] = float("-inf")
-            if self.allowed is not None:  # each row to its own sentence's columns (beams are adjacent)
-                per_sentence = logits.size(0) // self.allowed.size(0)
-                logits.masked_fill_(~self.allowed.repeat_interleave(per_sentence, dim=0), float("-inf"))
+            if self.refused is not None:  # each row to its own sentence's columns (beams are adjacent)
+                per_sentence = logits.size(0) // self.refused.size(0)
+                refused = self.refused if per_sentence == 1 else self.refused.repeat_interleave(per_sentence, dim=0)
+                logits.masked_fill_(refused, float("-inf"))
         else:
             logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
             logits[:, self.model.config.pad_id] = float("-inf")
@@ -159,8 +161,8 @@ class SearchState:
                 self.cache.reorder(order)
         if sentences is not None:
             self.encoded = self.encoded.select(sentences)
-            if self.allowed is not None:
-                self.allowed = self.allowed[sentences]
+            if self.refused is not None:
+                self.refused = self.refused[sentences]
             if self.cache is not None:
                 self.cache.select_sentences(sentences)
         self.prefix = torch.cat([self.prefix, self.model_ids(tokens).unsqueeze(1)], dim=1)  # (rows, steps + 2)

@@ -35,14 +35,15 @@ def search_batch(
     limits: SearchLimits,
     precision: str,
     batch_index: int = 0,
-    candidates: Sequence[Sequence[int]] | None = None,
+    vocabulary: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """n-best Hypotheses for one batch of source id lists (BOS/EOS included), in its order.
 
     batch_index: the batch's place in its call. Seeded sampling draws from a generator seeded by
     it, so a batch gets the same draws whichever worker runs it, and in whatever order.
-    candidates: each sentence's shortlist candidates (sorted target ids), for greedy and beam
-    search (see `restricted_search`); sampling draws from the whole vocabulary.
+    vocabulary, allowed: the batch's shortlist (`LexicalShortlist.restrict`), for greedy and beam
+    search; sampling draws from the whole vocabulary.
     """
     device = next(model.parameters()).device
     src = torch.nn.utils.rnn.pad_sequence(
@@ -64,7 +65,9 @@ def search_batch(
                 return_attention=attention,
             )
             return [[h] for h in found]
-        vocabulary, allowed = restricted_search(candidates, 2 * request.beam, device)
+        if vocabulary is not None:
+            vocabulary = vocabulary.to(device)
+            allowed = None if allowed is None else allowed.to(device)
         if request.beam == 1:
             found = greedy_search(
                 model, src, limits=limits, return_attention=attention, vocabulary=vocabulary, allowed=allowed
@@ -84,30 +87,6 @@ def search_batch(
         )
 
 
-def restricted_search(
-    candidates: Sequence[Sequence[int]] | None, least: int, device: torch.device
-) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """The search vocabulary of a batch whose sentences have these shortlist candidates: the union
-    (k,), projected onto once per step, and (batch, k) which of it each sentence may emit.
-
-    Beam search ranks 2 x beam candidates per beam: a sentence with fewer candidates than `least`
-    may emit the whole union, and a union smaller than that means no restriction (None, None).
-    """
-    if candidates is None:
-        return None, None
-    union = sorted(set().union(*map(set, candidates)))
-    if len(union) < least:
-        return None, None
-    vocabulary = torch.tensor(union, dtype=torch.long)
-    allowed = torch.zeros(len(candidates), len(union), dtype=torch.bool)
-    for row, own in zip(allowed, candidates, strict=True):
-        if len(own) >= least:
-            row[torch.searchsorted(vocabulary, torch.as_tensor(own, dtype=torch.long))] = True
-        else:
-            row[:] = True
-    return vocabulary.to(device), allowed.to(device)
-
-
 @dataclass(frozen=True)
 class BatchJob:
     """One batch of a call, as a worker (thread or process) receives it."""
@@ -116,8 +95,11 @@ class BatchJob:
     ids: list[Sequence[int]]  # source id lists, BOS/EOS included
     request: SearchRequest
     limits: SearchLimits
-    candidates: list[list[int]] | None = None  # each sentence's shortlist candidates, if the engine has a shortlist
+    vocabulary: torch.Tensor | None = None  # (k,) the batch's shortlist candidates, if the engine has a shortlist
+    allowed: torch.Tensor | None = None  # (batch, k) bool: which of them each sentence may emit
 
     def run(self, model: Transformer, precision: str) -> list[list[Hypothesis]]:
         """`search_batch` of this job on `model`."""
-        return search_batch(model, self.ids, self.request, self.limits, precision, self.index, self.candidates)
+        return search_batch(
+            model, self.ids, self.request, self.limits, precision, self.index, self.vocabulary, self.allowed
+        )

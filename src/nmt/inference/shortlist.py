@@ -82,15 +82,43 @@ class LexicalShortlist:
 
     def candidates(self, sources: Sequence[Sequence[int]]) -> torch.Tensor:
         """The sorted target ids a batch of source id lists may translate into: (k,) int64."""
-        if not sources:
-            return self.always.long()
-        src = torch.tensor(sorted({i for s in sources for i in s}), dtype=torch.long)
-        src = src[(src >= 0) & (src < self.table.size(0))]
-        parts = [self.table[src].flatten(), self.always]
-        if self.copy_source:
-            parts.append(src[src < self.tgt_vocab_size].int())
-        found = torch.cat(parts)
-        return torch.unique(found[found >= 0]).long()  # sorted
+        return self.marks(sources).any(dim=0).nonzero().squeeze(1)
+
+    def restrict(
+        self, sources: Sequence[Sequence[int]], least: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor] | tuple[None, None]:
+        """A batch's search vocabulary: the union of its sentences' candidates (k,), projected onto once
+        per step, and (batch, k) bool, which of them each sentence may emit.
+
+        Beam search ranks 2 x beam tokens per beam: a sentence with fewer than `least` candidates
+        may emit the whole union, and a union smaller than that is no restriction (None, None).
+        """
+        marks = self.marks(sources)  # (batch, vocab)
+        union = marks.any(dim=0).nonzero().squeeze(1)  # (k,) sorted
+        if union.numel() < least:
+            return None, None
+        allowed = marks[:, union]  # (batch, k)
+        allowed[allowed.sum(dim=1) < least] = True
+        return union, allowed
+
+    def marks(self, sources: Sequence[Sequence[int]]) -> torch.Tensor:
+        """(batch, tgt_vocab) bool: each source id list's candidate target ids."""
+        vocab, outside = self.tgt_vocab_size, self.tgt_vocab_size  # a last column for "none"
+        src = torch.full((len(sources), max((len(s) for s in sources), default=0)), -1, dtype=torch.long)
+        for i, s in enumerate(sources):
+            src[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        known = (src >= 0) & (src < self.table.size(0))  # (batch, src_len)
+        rows = self.table[src.clamp(0, self.table.size(0) - 1)].long()  # (batch, src_len, per_source)
+        rows[~known] = -1
+        ids = rows.flatten(1)
+        ids[ids < 0] = outside
+        marks = torch.zeros(len(sources), vocab + 1, dtype=torch.bool)
+        marks.scatter_(1, ids, True)
+        marks[:, self.always.long()] = True
+        if self.copy_source:  # a joint vocabulary: the source's own pieces may be copied
+            copied = src.masked_fill(~known | (src >= vocab), outside)
+            marks.scatter_(1, copied, True)
+        return marks[:, :vocab]
 
     def check_fits(self, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer, where: str) -> None:
         """Raise ShortlistError unless this shortlist was built for these tokenizers' vocabularies."""
