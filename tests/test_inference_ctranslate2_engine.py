@@ -8,6 +8,7 @@ import torch
 
 from nmt.checkpoint import save_model_dir
 from nmt.config import ExperimentConfig
+from nmt.inference import ctranslate2_engine
 from nmt.inference.ctranslate2_engine import CTranslate2Engine, rerank
 from nmt.inference.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
 from nmt.model import ModelConfig, Transformer
@@ -155,6 +156,7 @@ def test_beams_that_reach_their_own_limit_in_a_longer_batch_are_searched_again_u
     monkeypatch.setattr(CTranslate2Engine, "_submit", spy)
     ct2 = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1)
     ct2.decode.batch_tokens = 100_000  # one batch for all
+    monkeypatch.setattr(ctranslate2_engine, "CPU_BATCH_TOKENS", 100_000)
     theirs = ct2.translate_detailed(sources, beam=3)
     ours = Translator.load(model_dir).translate_detailed(sources, beam=3)
     (first_rows, first_limit), *again = calls
@@ -267,3 +269,23 @@ def test_a_gpu_that_ctranslate2_cannot_use_is_refused_at_load_naming_the_way_out
     monkeypatch.setattr(ctranslate2, "Translator", WithoutCuda12)
     with pytest.raises(RuntimeError, match=r"libcublas.so.12.*--device cpu"):
         Translator.load(tiny_model_dir, engine="ctranslate2", device="cuda")
+
+
+def test_on_cpu_a_batch_holds_a_few_hundred_source_tokens(tmp_path, tiny_model_dir, sources, monkeypatch):
+    """Small batches: CTranslate2 runs a batch until its slowest sentence ends (see CPU_BATCH_TOKENS)."""
+    model_dir = model_dir_with(tmp_path, tiny_model_dir)
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    monkeypatch.setattr(ctranslate2_engine, "CPU_BATCH_TOKENS", 64)
+    sizes = []
+    submit = CTranslate2Engine._submit
+
+    def spy(self, ids, rows, max_len, options):
+        sizes.append((sum(len(ids[i]) for i in rows), len(rows)))
+        return submit(self, ids, rows, max_len, options)
+
+    monkeypatch.setattr(CTranslate2Engine, "_submit", spy)
+    ct2 = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1)
+    for beam, budget in ((1, 64), (3, 32)):
+        sizes.clear()
+        assert len(ct2.translate(sources, beam=beam)) == len(sources)
+        assert len(sizes) > 1 and all(tokens <= budget or rows == 1 for tokens, rows in sizes)

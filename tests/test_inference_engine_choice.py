@@ -25,6 +25,10 @@ def test_auto_picks_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
     assert choose_engine(model_dir, "cpu", "bf16").engine == "torch"
     other = choose_engine(model_dir, "cpu", None, weights=model_dir / WEIGHTS)
     assert other.engine == "torch" and "--weights" in other.reason
+    (model_dir / "imported_from.json").write_text('{"format": "marian"}')
+    imported = choose_engine(model_dir, "cpu", None)
+    assert imported.engine == "torch" and "imported Marian" in imported.reason
+    (model_dir / "imported_from.json").unlink()
     monkeypatch.setattr(engine_choice, "ctranslate2_installed", lambda: False)
     missing = choose_engine(model_dir, "cpu", None)
     assert missing.engine == "torch" and "pip install ctranslate2" in missing.line()

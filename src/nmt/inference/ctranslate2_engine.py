@@ -62,6 +62,13 @@ def rerank(
     return ranked[:n_best]
 
 
+# Source tokens in one CTranslate2 batch on CPU, greedy (beam search: half). Batches of 16-32
+# sentences translated Multi30k's test set 20-30% faster than nmt's token budget (about 100 or
+# more): a batch runs until its slowest sentence ends, and a small one also needs fewer vocabulary-
+# map candidates (docs/benchmarks-log.md, "CTranslate2's batch size on CPU").
+CPU_BATCH_TOKENS = 512
+
+
 class CTranslate2Engine:
     """Translates source id lists with a CTranslate2 model directory (see `export_ctranslate2`).
 
@@ -220,6 +227,8 @@ class CTranslate2Engine:
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
         min_batches = DEFAULT_POLICY.batches_per_worker * self.workers if self.workers > 1 else 1
         budget = batch_budget(self.decode.batch_tokens, request.beam, sum(lengths), min_batches)
+        if self.device.type == "cpu":
+            budget = min(budget, CPU_BATCH_TOKENS if request.beam == 1 else CPU_BATCH_TOKENS // 2)
         found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
         first = [self._submit(ids, rows, limit[rows[-1]], options) for rows in cut_batches(order, lengths, budget)]
         second, to_cut = [], []
