@@ -23,7 +23,8 @@ def add_shortlist(sub: argparse._SubParsersAction) -> None:
         "pieces. Greedy and beam search then score only those candidates (nmt's engine each sentence's own, "
         "CTranslate2 the union over its batch; a Multi30k student on CTranslate2 int8 measured 25-29% faster "
         "at -0.3 to +0.1 BLEU, docs/results.md; --no-shortlist turns it off at translation). Replaces an "
-        "earlier shortlist. A large corpus is estimated on a random sample of pairs (at most 20 million source x target cells, ~1 GB).",
+        "earlier shortlist. A large corpus is estimated on a random sample of pairs (at most 20 million "
+        "source x target cells, ~1 GB).",
     )
     p.add_argument("model", metavar="MODEL_DIR", help="the model directory (its tokenizers define the pieces)")
     p.add_argument("--src", help="training source file (default: the training corpus in the model's config.yaml)")
