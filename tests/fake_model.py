@@ -108,21 +108,17 @@ class EosBiased:
         return self.model.logits(states) + shift
 
 
+def tiny_config(**changes) -> ModelConfig:
+    """The tests' tiny Transformer: 2+2 layers, d_model 32, a 24-token vocabulary (and `changes`)."""
+    sizes = dict(src_vocab_size=24, tgt_vocab_size=24, encoder_layers=2, decoder_layers=2, d_model=32)
+    return ModelConfig(**sizes, num_heads=4, d_ff=64, dropout=0.0, **changes)
+
+
 def tiny_model(seed: int = 2, eos_bias: float = 2.5) -> EosBiased:
     """A seeded random 2+2-layer model; with these defaults and `source_batch(LENGTHS)` under
     LIMITS, some outputs end with EOS at different lengths and some hit the limit."""
     torch.manual_seed(seed)
-    config = ModelConfig(
-        src_vocab_size=24,
-        tgt_vocab_size=24,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=32,
-        num_heads=4,
-        d_ff=64,
-        dropout=0.0,
-    )
-    return EosBiased(Transformer(config).eval(), eos_bias)
+    return EosBiased(Transformer(tiny_config()).eval(), eos_bias)
 
 
 LENGTHS = [2, 3, 4, 5, 6, 7, 8, 9]  # source lengths of the standard test batch (2 = just BOS EOS)

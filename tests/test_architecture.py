@@ -153,7 +153,7 @@ INFERENCE = {
     "precision": {"choices", "int8_linear", "packed_linear"},
     "batch_search": {"plan", "precision"},
     "workers": {"batch_search", "plan", "precision"},
-    "shortlist": set(),
+    "shortlist": {"choices"},
     "torch_engine": {"batch_search", "plan", "precision", "shortlist", "workers"},
     "export_ctranslate2": {"choices", "shortlist"},
     "ctranslate2_engine": {"batch_search", "export_ctranslate2", "plan", "shortlist"},

@@ -41,7 +41,7 @@ def test_auto_picks_ctranslate2_on_cpu_for_a_model_it_can_run(model_dir):
     config = json.loads((model_dir / MODEL_CONFIG).read_text())
     (model_dir / MODEL_CONFIG).write_text(json.dumps({**config, "norm_position": "sandwich"}))
     odd = choose_engine(model_dir, "cpu", None)
-    assert odd.engine == "torch" and "model.norm_position='sandwich'" in odd.reason
+    assert odd.engine == "torch" and "norm_position" in odd.reason and "'sandwich'" in odd.reason
 
 
 def test_the_export_is_kept_and_made_again_only_when_the_weights_change(model_dir, monkeypatch):

@@ -18,10 +18,10 @@ from nmt.inference.shortlist import (
     build_shortlist,
     model1_probabilities,
 )
-from nmt.model import ModelConfig, Transformer
+from nmt.model import Transformer
 from nmt.tokenizer import load_tokenizers
 
-from fake_model import EOS, LIMITS, PAD, source_batch
+from fake_model import EOS, LIMITS, PAD, source_batch, tiny_config
 
 LOG_LINE = re.compile(r"^\d\d:\d\d:\d\d [A-Z]+ ")  # the format `nmt` gives its log lines
 
@@ -129,18 +129,7 @@ def test_vocabulary_map_lists_each_source_piece_with_its_candidates(shortlist_an
 def plain_model(seed: int = 2) -> Transformer:
     """A seeded 2+2-layer model with an output bias that makes some outputs end early."""
     torch.manual_seed(seed)
-    config = ModelConfig(
-        src_vocab_size=24,
-        tgt_vocab_size=24,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=32,
-        num_heads=4,
-        d_ff=64,
-        dropout=0.0,
-        output_bias=True,
-    )
-    model = Transformer(config).eval()
+    model = Transformer(tiny_config(output_bias=True)).eval()
     with torch.no_grad():
         model.output.bias.zero_()
         model.output.bias[EOS] = 2.5

@@ -7,11 +7,17 @@ POSIX), so a reader or a crash at any moment sees the old file or the new one, n
 A writer killed between the two steps leaves its temporary file behind. The temporary name
 carries the writer's host and process id (`.<name>.<host>-<pid>.<random>.tmp`), so
 `remove_stale_temp_files` can tell a dead writer's leftover from a live writer's work.
+
+Two processes that would make the same file (a download, a CTranslate2 export) take turns through
+`exclusive`, a lock file held with flock; `sha256_of` is what a file's checksum means here.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
+import hashlib
+import logging
 import os
 import re
 import shutil
@@ -22,6 +28,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
+
+log = logging.getLogger(__name__)
 
 _TEMP_NAME = re.compile(r"^\..+\.(?P<host>[^.]*)-(?P<pid>\d+)\.[^.]+\.tmp$")
 # A leftover from another host (a shared filesystem) cannot be checked for life: only its age tells.
@@ -47,6 +55,15 @@ def fsync_dir(folder: str | Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def sha256_of(path: str | Path) -> str:
+    """The hex sha256 of a file's bytes, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
@@ -157,3 +174,48 @@ def remove_stale_temp_files(folder: str | Path) -> list[Path]:
             path.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+@contextmanager
+def exclusive(lock_path: Path, *, waiting: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``lock_path`` for the ``with`` block; log ``waiting`` if it is taken.
+
+    The lock file is created if missing and deleted on the way out while
+    still locked. A waiter blocked on the old file then wakes up holding a
+    file no longer at ``lock_path``, one that a newcomer would not see (it
+    creates a new one): so a lock counts only while its file is the one at
+    ``lock_path``, otherwise we try again on what is there now. Not
+    re-entrant: a process that takes the same lock twice waits for itself.
+    """
+    logged = False
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not logged:
+                    log.info("%s", waiting)
+                    logged = True
+                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if its holder dies
+            if _same_file(fd, lock_path):
+                break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)
+        os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    """Whether the open file ``fd`` is the file now at ``path``."""
+    try:
+        at_path = path.stat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)

@@ -7,11 +7,11 @@ import logging
 import sys
 from pathlib import Path
 
+from ..inference.choices import SHORTLIST_FREQUENT as FREQUENT
+from ..inference.choices import SHORTLIST_PER_SOURCE as PER_SOURCE
 from .common import CommandError, require_model_dir
 
 log = logging.getLogger(__name__)
-
-PER_SOURCE, FREQUENT = 20, 100  # the defaults measured on Multi30k (docs/results.md)
 
 
 def add_shortlist(sub: argparse._SubParsersAction) -> None:

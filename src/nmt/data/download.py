@@ -32,8 +32,6 @@ never leaves the lock taken; the holder deletes the lock file as it finishes
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import http.client
 import logging
 import os
@@ -42,12 +40,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
+
+from ..files import exclusive, sha256_of
 
 __all__ = [
     "CorpusDownloadError",
@@ -84,15 +82,6 @@ class DownloadPolicy:
     def __post_init__(self) -> None:
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries}")
-
-
-def sha256_of(path: str | Path) -> str:
-    """The hex sha256 of a file's bytes, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def is_url(location: str) -> bool:
@@ -140,51 +129,6 @@ def download(
             fetch_verified(url, dest, sha256=sha256, size=size, policy=policy, hint=hint)
     except OSError as exc:  # network errors were handled below: this is the local disk
         raise CorpusDownloadError(f"could not download {url} into {dest}: {exc}") from None
-
-
-@contextmanager
-def exclusive(lock_path: Path, *, waiting: str) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path`` for the ``with`` block; log ``waiting`` if it is taken.
-
-    The lock file is created if missing and deleted on the way out while
-    still locked. A waiter blocked on the old file then wakes up holding a
-    file no longer at ``lock_path``, one that a newcomer would not see (it
-    creates a new one): so a lock counts only while its file is the one at
-    ``lock_path``, otherwise we try again on what is there now. Not
-    re-entrant: a process that takes the same lock twice waits for itself.
-    """
-    logged = False
-    while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if not logged:
-                    log.info("%s", waiting)
-                    logged = True
-                fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel if its holder dies
-            if _same_file(fd, lock_path):
-                break
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
-    try:
-        yield
-    finally:
-        lock_path.unlink(missing_ok=True)
-        os.close(fd)  # releases the lock
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    """Whether the open file ``fd`` is the file now at ``path``."""
-    try:
-        at_path = path.stat()
-    except FileNotFoundError:
-        return False
-    held = os.fstat(fd)
-    return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
 
 
 class _Interrupted(ConnectionError):

@@ -45,7 +45,6 @@ class SearchState:
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
     refused: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may not emit
     end_column: int | None = None  # where the end token is among the k columns
-    banned: torch.Tensor | None = None  # (k,) bool: columns never emitted (the padding token's), if any
 
     @classmethod
     def start(
@@ -87,9 +86,9 @@ class SearchState:
         if allowed is not None and allowed.shape != (self.prefix.size(0), vocabulary.numel()):
             raise ValueError(f"allowed must be (sentences, {vocabulary.numel()}), not {tuple(allowed.shape)}")
         self.vocabulary, self.end_column = vocabulary, int(end)
-        self.refused = None if allowed is None or bool(allowed.all()) else ~allowed
-        banned = vocabulary == config.pad_id
-        self.banned = banned if bool(banned.any()) else None
+        refused = vocabulary == config.pad_id  # (k,) padding is never a choice (see next_step)
+        refused = refused.expand(self.prefix.size(0), -1) if allowed is None else refused | ~allowed
+        self.refused = refused if bool(refused.any()) else None  # (sentences, k)
         self.output = output_rows(self.model.output, vocabulary)
 
     @property
@@ -119,8 +118,6 @@ class SearchState:
             out = self.model.decode(self.prefix, self.encoded, need_weights=self.collect_attention)
         if self.output is not None:  # the shortlist's columns only
             logits = self.output(out.states[:, -1]).float()  # (rows, k)
-            if self.banned is not None:
-                logits[:, self.banned] = float("-inf")
             if self.refused is not None:  # each row to its own sentence's columns (beams are adjacent)
                 per_sentence = logits.size(0) // self.refused.size(0)
                 refused = self.refused if per_sentence == 1 else self.refused.repeat_interleave(per_sentence, dim=0)
@@ -220,8 +217,8 @@ def log_softmax_in_place(logits: torch.Tensor) -> torch.Tensor:
 def output_rows(layer: torch.nn.Module, ids: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
     """The output projection onto rows `ids` of its weight only: (..., d_model) -> (..., len(ids)).
 
-    A layer that stores its weight in its own form (nmt.inference's int8 and packed layers) makes
-    the restricted layer itself (`select_outputs`); a plain nn.Linear's rows are gathered once here.
+    A layer that stores its weight in its own form (nmt.inference's int8 layer) makes the restricted
+    layer itself (`select_outputs`); any other's `weight` rows are gathered once here.
     Either gives, column for column, the numbers of the whole projection.
     """
     if hasattr(layer, "select_outputs"):

@@ -22,23 +22,22 @@ so for --alignments, --sample, --glossary and --format html).
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import exclusive, sha256_of
+from ..model import ModelConfig
 from ..model_dir import IMPORTED_FROM, METRICS, MODEL_CONFIG, WEIGHTS
-from .export_ctranslate2 import ACTIVATIONS, EXPORT_FORMAT, export_ctranslate2, is_ctranslate2_dir
+from .export_ctranslate2 import EXPORT_FORMAT, check_exportable, export_ctranslate2, is_ctranslate2_dir
 from .shortlist import SHORTLIST, VOCABULARY_MAP
 
 log = logging.getLogger(__name__)
 
 EXPORT_CACHE = "ctranslate2"  # the folder, in a model directory, of auto's CTranslate2 export
 CACHE_KEY = "made_from.json"  # in it: the checksums of the files it was made from
-LOCK = ".ctranslate2.lock"  # beside it: held while the export is checked and made
+LOCK = ".ctranslate2.lock"  # beside it: held while the export is checked and made (removed after)
 
 
 @dataclass(frozen=True)
@@ -90,14 +89,9 @@ def choose_engine(
 def unexportable(model_dir: Path) -> str | None:
     """Why CTranslate2 cannot express the model in `model_dir` (from its model.json), or None."""
     try:
-        config = json.loads((model_dir / MODEL_CONFIG).read_text())
+        check_exportable(ModelConfig.load(model_dir / MODEL_CONFIG))
     except (OSError, ValueError) as err:
-        return f"{model_dir / MODEL_CONFIG} is unreadable ({err})"
-    activation, norm = config.get("activation", "relu"), config.get("norm_position", "post")
-    if activation not in ACTIVATIONS:
-        return f"model.activation={activation!r}"
-    if norm not in ("post", "pre"):
-        return f"model.norm_position={norm!r}"
+        return str(err)
     return None
 
 
@@ -120,11 +114,7 @@ def sources_key(model_dir: Path, known: dict[str, dict] | None = None) -> dict[s
         if {k: before.get(k) for k in seen} == seen and "sha256" in before:
             key[path.name] = {**seen, "sha256": before["sha256"]}
             continue
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        key[path.name] = {**seen, "sha256": digest.hexdigest()}
+        key[path.name] = {**seen, "sha256": sha256_of(path)}
     return key
 
 
@@ -158,23 +148,6 @@ def is_current(out: Path, model_dir: Path, shortlist: bool) -> bool:
     )
 
 
-@contextlib.contextmanager
-def export_lock(model_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the model directory's export while it is checked and made, so two
-    processes starting at once make it once (where fcntl exists; elsewhere, each may make it)."""
-    try:
-        import fcntl  # noqa: PLC0415 - POSIX only
-    except ImportError:
-        yield
-        return
-    with open(model_dir / LOCK, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def cached_export(model_dir: str | Path, *, shortlist: bool = True) -> Path:
     """The model directory's CTranslate2 export, made (again) if missing or made from other files.
 
@@ -184,7 +157,7 @@ def cached_export(model_dir: str | Path, *, shortlist: bool = True) -> Path:
     """
     model_dir = Path(model_dir)
     out = model_dir / EXPORT_CACHE
-    with export_lock(model_dir):
+    with exclusive(model_dir / LOCK, waiting=f"waiting for another process to export {model_dir} to CTranslate2"):
         if is_current(out, model_dir, shortlist):
             return out
         if out.exists() and not is_ctranslate2_dir(out):

@@ -32,12 +32,12 @@ import torch
 
 from ..checkpoint import load_model_dir
 from ..files import staged_directory
-from ..model import Transformer
+from ..model import ModelConfig, Transformer
 from ..model.embedding import sinusoidal_encoding
 from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config
 from ..tokenizer import SubwordTokenizer, load_tokenizers, save_tokenizers
 from .choices import QUANTIZATIONS
-from .shortlist import SHORTLIST, VOCABULARY_MAP, LexicalShortlist
+from .shortlist import SHORTLIST, VOCABULARY_MAP, model_shortlist
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +67,8 @@ def vocabulary(tokenizer: SubwordTokenizer) -> list[str]:
     return tokenizer.lookup(list(range(tokenizer.vocab_size)))
 
 
-def check_exportable(model: Transformer) -> None:
+def check_exportable(c: ModelConfig) -> None:
     """Refuse, naming the model option, what CTranslate2's Transformer cannot express."""
-    c = model.config
     if c.activation not in ACTIVATIONS:
         raise ValueError(f"model.activation={c.activation!r} has no CTranslate2 equivalent ({', '.join(ACTIVATIONS)})")
     if c.norm_position not in ("post", "pre"):
@@ -81,7 +80,7 @@ def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: Sub
     require_ctranslate2()
     from ctranslate2.specs import common_spec, transformer_spec  # noqa: PLC0415
 
-    check_exportable(model)
+    check_exportable(model.config)
     c = model.config
     activation = getattr(common_spec.Activation, ACTIVATIONS[c.activation])
     spec = transformer_spec.TransformerSpec.from_config(
@@ -179,10 +178,8 @@ def export_ctranslate2(
     read_run_config(model_dir)  # copied into the export: a bad one is refused now, not at translation
     model = load_model_dir(model_dir, weights=weights)
     src_tok, tgt_tok = load_tokenizers(model_dir)
-    candidates = None
-    if shortlist and (model_dir / SHORTLIST).is_file():  # refused now if it does not fit, not at translation
-        candidates = LexicalShortlist.load(model_dir / SHORTLIST)
-        candidates.check_fits(src_tok, tgt_tok, str(model_dir / SHORTLIST))
+    # a shortlist that does not fit is refused now, not at translation
+    candidates = model_shortlist(model_dir, src_tok, tgt_tok) if shortlist else None
     spec = ctranslate2_spec(model, src_tok, tgt_tok)
     spec.validate()
     spec.optimize(quantization=quantization)

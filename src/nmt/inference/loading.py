@@ -17,7 +17,7 @@ from ..tokenizer import SubwordTokenizer, load_tokenizers
 from .engine_choice import cached_export, choose_engine
 from .export_ctranslate2 import is_ctranslate2_dir
 from .plan import ENGINE_DEFAULTS, Engine, EngineOptions
-from .shortlist import SHORTLIST, LexicalShortlist
+from .shortlist import LexicalShortlist, model_shortlist
 from .torch_engine import TorchEngine
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,7 @@ def load_engine(
         )
     model = load_model_dir(model_dir, weights=options.weights, device=device).requires_grad_(False)
     src_tokenizer, tgt_tokenizer = load_tokenizers(model_dir)
-    shortlist = None
-    if options.shortlist and (model_dir / SHORTLIST).is_file():
-        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
-        shortlist.check_fits(src_tokenizer, tgt_tokenizer, str(model_dir / SHORTLIST))
+    shortlist = model_shortlist(model_dir, src_tokenizer, tgt_tokenizer) if options.shortlist else None
     return _torch_engine(model, decode, options, shortlist), src_tokenizer, tgt_tokenizer
 
 

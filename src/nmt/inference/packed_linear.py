@@ -14,8 +14,6 @@ where that was measured (see `nmt.inference.precision.packed_output_is_faster`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -67,13 +65,6 @@ class PackedLinear(nn.Module):
         rows = x.reshape(-1, self.in_features).contiguous()  # (rows, in_features)
         y = torch.ops.mkldnn._linear_pointwise(rows, packed[1], self.bias, "none", [], "")
         return y.view(*x.shape[:-1], self.out_features)
-
-    def select_outputs(self, ids: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-        """This layer restricted to output rows `ids` (a lexical shortlist): a plain linear map on
-        the gathered rows (packing a weight for one batch would cost more than it saves)."""
-        weight = self.weight[ids]
-        bias = None if self.bias is None else self.bias[ids]
-        return lambda x: F.linear(x, weight, bias)
 
     def unpacked(self) -> nn.Linear:
         """A plain nn.Linear over the same parameters (e.g. to quantise it)."""

@@ -50,6 +50,7 @@ from safetensors.torch import load_file, save_file
 
 from ..files import atomic_write
 from ..tokenizer import SubwordTokenizer, load_tokenizers
+from .choices import SHORTLIST_FREQUENT, SHORTLIST_PER_SOURCE
 
 SHORTLIST = "shortlist.safetensors"  # in a model directory
 VOCABULARY_MAP = "vmap.txt"  # in a CTranslate2 export: the same shortlist, in CTranslate2's format
@@ -103,10 +104,8 @@ class LexicalShortlist:
 
     def marks(self, sources: Sequence[Sequence[int]]) -> torch.Tensor:
         """(batch, tgt_vocab) bool: each source id list's candidate target ids."""
-        vocab, outside = self.tgt_vocab_size, self.tgt_vocab_size  # a last column for "none"
-        src = torch.full((len(sources), max((len(s) for s in sources), default=0)), -1, dtype=torch.long)
-        for i, s in enumerate(sources):
-            src[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+        vocab = outside = self.tgt_vocab_size  # one column past the vocabulary stands for "none"
+        src = _padded([list(s) for s in sources])  # (batch, src_len), -1 padded
         known = (src >= 0) & (src < self.table.size(0))  # (batch, src_len)
         rows = self.table[src.clamp(0, self.table.size(0) - 1)].long()  # (batch, src_len, per_source)
         rows[~known] = -1
@@ -193,6 +192,19 @@ class LexicalShortlist:
         return "\n".join(lines) + "\n"
 
 
+def model_shortlist(
+    model_dir: Path, src_tokenizer: SubwordTokenizer, tgt_tokenizer: SubwordTokenizer
+) -> LexicalShortlist | None:
+    """The model directory's shortlist, checked against its tokenizers (ShortlistError if it does
+    not fit them), or None where it has none."""
+    path = model_dir / SHORTLIST
+    if not path.is_file():
+        return None
+    shortlist = LexicalShortlist.load(path)
+    shortlist.check_fits(src_tokenizer, tgt_tokenizer, str(path))
+    return shortlist
+
+
 def model1_probabilities(
     pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
     src_vocab: int,
@@ -272,8 +284,8 @@ def build_shortlist(
     src_tokenizer: SubwordTokenizer,
     tgt_tokenizer: SubwordTokenizer,
     *,
-    per_source: int = 20,
-    frequent: int = 100,
+    per_source: int = SHORTLIST_PER_SOURCE,
+    frequent: int = SHORTLIST_FREQUENT,
     min_probability: float = 1e-3,
     iterations: int = 5,
     max_cells: int = MAX_CELLS,
@@ -317,7 +329,11 @@ def build_shortlist(
 
 
 def build_model_shortlist(
-    model_dir: str | Path, pairs: Sequence[tuple[str, str]], *, per_source: int = 20, frequent: int = 100
+    model_dir: str | Path,
+    pairs: Sequence[tuple[str, str]],
+    *,
+    per_source: int = SHORTLIST_PER_SOURCE,
+    frequent: int = SHORTLIST_FREQUENT,
 ) -> tuple[Path, str]:
     """Build `model_dir`'s shortlist from training pairs of text, with its own tokenizers, and write it.
 
@@ -354,5 +370,6 @@ __all__ = [
     "build_model_shortlist",
     "build_shortlist",
     "model1_probabilities",
+    "model_shortlist",
     "vocabulary_fingerprint",
 ]
