@@ -54,3 +54,25 @@ def test_nothing_to_score_and_mismatched_lists():
     assert force_decode(model, [], []) == []
     with pytest.raises(ValueError, match="2 sources but 1 outputs"):
         force_decode(model, [[2, 3], [2, 3]], [[5]])
+
+
+def test_forced_scores_follow_the_search_s_minimum_length():
+    # Within the first min_len steps the search renormalised without the end token; teacher forcing
+    # with the same min_len must add up to the same log-prob (and without it, to less).
+    from nmt.decoding import SearchLimits
+
+    model, src = tiny_model(eos_bias=4.0), source_batch()
+    limits = SearchLimits(max_len_a=LIMITS.max_len_a, max_len_b=LIMITS.max_len_b, min_len=2)
+    hyps = greedy_search(model, src, limits=limits)
+    done = [ended(h.tokens, row) for h, row in zip(hyps, src, strict=True)]
+    outputs = [h.tokens for h in hyps]
+    scored = force_decode(model, _rows(src), outputs, ended=done, min_len=2)
+    raw = force_decode(model, _rows(src), outputs, ended=done)
+    for h, forced, plain in zip(hyps, scored, raw, strict=True):
+        assert sum(forced.token_log_probs) == pytest.approx(h.log_prob, abs=1e-4)
+        assert forced.token_log_probs[2:] == pytest.approx(plain.token_log_probs[2:], abs=1e-6)  # only steps 0, 1
+        assert all(f > p for f, p in zip(forced.token_log_probs[:2], plain.token_log_probs[:2], strict=True))
+    # An output shorter than min_len cannot have come from the search: it is scored as the model sees it.
+    (short,) = force_decode(model, _rows(src)[:1], [[]], min_len=2)
+    (unruled,) = force_decode(model, _rows(src)[:1], [[]])
+    assert short.token_log_probs == unruled.token_log_probs and short.token_log_probs[0] > float("-inf")

@@ -289,3 +289,29 @@ def test_on_cpu_a_batch_holds_a_few_hundred_source_tokens(tmp_path, tiny_model_d
         sizes.clear()
         assert len(ct2.translate(sources, beam=beam)) == len(sources)
         assert len(sizes) > 1 and all(tokens <= budget or rows == 1 for tokens, rows in sizes)
+
+
+def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_both_engines(
+    tmp_path, tiny_model_dir, sources
+):
+    """decode.min_len reaches CTranslate2 as min_decoding_length, and its teacher-forced scores (the
+    per-token probabilities, the cut at a sentence's own limit) are renormalised as nmt's search's."""
+    import math
+
+    from nmt.config import load_config
+
+    model_dir = model_dir_with(tmp_path, tiny_model_dir)
+    plain = Translator.load(model_dir).translate_detailed(sources, beam=1)
+    assert sum(len(t[0].tokens) < 50 for t in plain) > 10  # the rule has work to do
+    config = load_config(model_dir / "config.yaml")
+    config.decode.min_len = 50
+    config.save(model_dir / "config.yaml")
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    assert_same_translations(model_dir, sources, beam=1)
+    assert_same_translations(model_dir, sources, beam=3)
+    for engine in ("torch", "ctranslate2"):
+        where = model_dir if engine == "torch" else model_dir / "ct2"
+        found = Translator.load(where, engine=engine).translate_detailed(sources, beam=1, scores=True)
+        for t in (best[0] for best in found):
+            assert len(t.tokens) >= 50 or len(t.token_probs) == len(t.tokens)  # or cut at its limit
+            assert sum(math.log(p) for p in t.token_probs) == pytest.approx(t.log_prob, abs=1e-3)

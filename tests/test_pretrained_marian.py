@@ -401,7 +401,9 @@ def test_beam_5_is_transformers_beam_with_its_length_normalization(trained, corp
     model, tokenizer = hf_model(hf_dir)
     _, _, test = corpus
     src_tok, tgt_tok = load_tokenizers(nmt_dir)
-    decode = DecodeConfig(beam=5, length_penalty=1.0, length_normalization="average", max_len_a=0, max_len_b=MAX_NEW)
+    decode = DecodeConfig(
+        beam=5, length_penalty=1.0, length_normalization="average", max_len_a=0, max_len_b=MAX_NEW, min_len=0
+    )
     ours = Translator(load_model_dir(nmt_dir), src_tok, tgt_tok, decode=decode).translate(test, beam=5)
     with torch.no_grad():
         generated = model.generate(
@@ -423,6 +425,7 @@ def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, caps
     _, nmt_dir = trained
     decode = read_decode_config(nmt_dir)
     assert (decode.beam, decode.length_penalty, decode.length_normalization) == (4, 1.0, "average")
+    assert decode.min_len == 0  # transformers' min_length 0: an empty output stays possible, as there
     translator = Translator.load(nmt_dir, length_normalization="gnmt", length_penalty=0.6)
     assert translator.search_request().length_normalization == "gnmt" and translator.search_request().beam == 4
     source = tmp_path / "in.de"
@@ -430,6 +433,21 @@ def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, caps
     with pytest.raises(SystemExit) as exit_info:
         main(["translate", "--model", str(nmt_dir), "--input", str(source), "--length-normalization", "mean"])
     assert exit_info.value.code == 2 and "invalid choice: 'mean'" in capsys.readouterr().err
+
+
+def test_transformers_min_length_counts_the_start_token_and_older_imports_keep_none(trained, tmp_path):
+    from nmt.model_dir import read_decode_config
+    from nmt.pretrained.marian import decode_defaults
+
+    assert decode_defaults({"min_length": 3}, {})["min_len"] == 2  # at least 2 tokens after the start token
+    assert decode_defaults({}, {"min_length": 1})["min_len"] == 0 and decode_defaults({}, {})["min_len"] == 0
+    _, nmt_dir = trained
+    older = tmp_path / "older"
+    shutil.copytree(nmt_dir, older)
+    origin = json.loads((older / "imported_from.json").read_text(encoding="utf-8"))
+    del origin["decode"]["min_len"]  # written before nmt read min_length
+    (older / "imported_from.json").write_text(json.dumps(origin), encoding="utf-8")
+    assert read_decode_config(older).min_len == 0
 
 
 def test_the_server_routes_each_target_language_of_a_multi_target_model(shapes, corpus):

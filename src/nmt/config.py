@@ -203,6 +203,7 @@ class DecodeConfig:
     length_normalization: str = "gnmt"  # gnmt: the line above; average: len^alpha (transformers')
     max_len_a: float = 1.5  # output length limit: a * source_len + b
     max_len_b: int = 10  # output length limit: a * source_len + b
+    min_len: int = 1  # output tokens before the end token may come (see decoding.SearchLimits)
     batch_tokens: int = 8000  # source tokens per translation batch
 
     RULES: ClassVar[dict[str, Rule]] = {
@@ -211,6 +212,7 @@ class DecodeConfig:
         "length_normalization": one_of("gnmt", "average"),
         "max_len_a": at_least(0),
         "max_len_b": at_least(0),
+        "min_len": at_least(0),
         "batch_tokens": at_least(1),
     }
 
@@ -290,6 +292,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "model.position_layout",
         "model.output_bias",
         "decode.length_normalization",
+        "decode.min_len",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

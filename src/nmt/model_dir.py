@@ -68,6 +68,7 @@ def read_decode_config(model_dir: str | Path) -> DecodeConfig:
     if origin.is_file():
         try:
             decode = json.loads(origin.read_text(encoding="utf-8")).get("decode") or {}
+            decode.setdefault("min_len", 0)  # imported before nmt read transformers' min_length (0)
             return DecodeConfig(**decode)
         except (ValueError, TypeError, AttributeError) as err:  # JSON, unknown keys, bad values
             raise ValueError(f"{origin}: not a readable decode section ({err})") from None

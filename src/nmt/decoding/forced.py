@@ -7,8 +7,9 @@ output given at once, as in training: one batched forward pass, cheap next to th
 
     log p(y_j | y_<j, x) = log_softmax(logits)_j[y_j]      for j = 1 .. len(y), then the end token
 
-with the padding token's logit at -inf, as in the search, so that the scores add up to the
-search's own log-probability of the output.
+with the padding token's logit at -inf, as in the search, and the end token's too within the
+first `min_len` steps where the output went on (the search could not end there), so that the
+scores add up to the search's own log-probability of the output.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ def force_decode(
     *,
     ended: Sequence[bool] | None = None,
     need_attention: bool = False,
+    min_len: int = 0,
 ) -> list[ForcedScore]:
     """Score each output (ids without BOS/EOS) given its source (ids with the tokenizer's BOS/EOS).
 
     ended[i]: whether output i ended with the end token, so that its probability is scored too
-    (default: all did).
+    (default: all did). min_len: the search's `SearchLimits.min_len`.
     """
     if len(sources) != len(outputs):
         raise ValueError(f"{len(sources)} sources but {len(outputs)} outputs")
@@ -63,6 +65,11 @@ def force_decode(
     decoded = model.decode(tgt_in, encoded, need_weights=need_attention)
     logits = model.logits(decoded.states).float()  # (batch, steps, vocab)
     logits[..., config.pad_id] = float("-inf")  # as in the search (nmt.decoding.state): never a choice
+    if min_len > 0:  # where the search could not have ended: an output shorter than min_len did not come from it
+        lengths = torch.tensor([len(o) for o in outputs], device=device)
+        step = torch.arange(logits.size(1), device=device)
+        too_early = (step < min_len) & (step < lengths.unsqueeze(1))  # (batch, steps)
+        logits[..., config.eos_id].masked_fill_(too_early, float("-inf"))
     log_probs = torch.log_softmax(logits, dim=-1)
     chosen = log_probs.gather(-1, gold.unsqueeze(-1)).squeeze(-1)  # (batch, steps)
     attention = torch.stack(decoded.cross_weights, dim=1).float() if need_attention else None

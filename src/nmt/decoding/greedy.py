@@ -48,7 +48,13 @@ def one_best_search(
     if batch == 0:
         return []
     state = SearchState.start(
-        model, src, use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary, allowed=allowed
+        model,
+        src,
+        use_cache=use_cache,
+        return_attention=return_attention,
+        vocabulary=vocabulary,
+        allowed=allowed,
+        min_len=limits.min_len,
     )
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row

@@ -45,6 +45,7 @@ class SearchState:
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
     refused: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may not emit
     end_column: int | None = None  # where the end token is among the k columns
+    min_len: int = 0  # the end token is refused until the prefix holds this many output tokens
 
     @classmethod
     def start(
@@ -56,6 +57,7 @@ class SearchState:
         return_attention: bool = False,
         vocabulary: torch.Tensor | None = None,
         allowed: torch.Tensor | None = None,
+        min_len: int = 0,
     ) -> SearchState:
         """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
 
@@ -65,12 +67,13 @@ class SearchState:
         shortlist); the log-probs are then a distribution over those k tokens. allowed: (batch, k)
         bool, the columns of `vocabulary` each sentence may emit (its own shortlist within the
         batch's), so that a sentence's search does not depend on the others in its batch.
+        min_len: no row may end before it holds this many tokens (`SearchLimits.min_len`).
         """
         encoded = model.encode(src)
         cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence
         prefix = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long, device=src.device)
         src_lengths = (src != model.config.pad_id).sum(dim=1)
-        state = cls(model, encoded, cache, prefix, src_lengths, return_attention)
+        state = cls(model, encoded, cache, prefix, src_lengths, return_attention, min_len=min_len)
         if vocabulary is not None:
             state.restrict(vocabulary.to(src.device), None if allowed is None else allowed.to(src.device))
         return state
@@ -125,6 +128,8 @@ class SearchState:
         else:
             logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
             logits[:, self.model.config.pad_id] = float("-inf")
+        if self.prefix.size(1) <= self.min_len:  # too short to end: renormalised over the other tokens
+            logits[:, self.eos_id] = float("-inf")
         attention = None
         if self.collect_attention:  # the last query's cross-attention, per layer
             attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)

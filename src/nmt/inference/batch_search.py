@@ -24,7 +24,7 @@ SEED_STRIDE = 100_003
 
 def search_limits(decode: DecodeConfig) -> SearchLimits:
     """The output length limits a model directory's decode section asks for."""
-    return SearchLimits(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
+    return SearchLimits(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
 
 
 @torch.inference_mode()

@@ -7,6 +7,8 @@ What is kept the same as `TorchEngine`, so that both engines pick the same hypot
   counted: CTranslate2 takes one limit per call, so each batch runs under its largest limit,
   and the few sentences whose hypotheses reached their own, lower, limit are cut there (greedy:
   exact, see `_cut_at_limit`) or searched again under it (beam);
+- the minimum output length (its min_decoding_length refuses the end token before the softmax,
+  as nmt does);
 - the length penalty. CTranslate2 ranks by score / length^alpha; nmt by GNMT's
   score / ((5 + length) / 6)^alpha, length counting the end token. So CTranslate2 is asked for
   every finished beam (num_hypotheses = beam) with raw log-probability scores (length_penalty 0),
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -189,17 +192,36 @@ class CTranslate2Engine:
             return []
         ended = [True] * len(outputs) if ended is None else list(ended)
         target_pieces = {i: piece for piece, i in self.tgt_ids.items()}
-        scored = self.translator.score_batch(
+        scored = self._score_pieces(
             [[self.src_vocab[t] for t in source] for source in sources],
             [[target_pieces[t] for t in output] for output in outputs],
+        )
+        return [
+            ForcedScore(log_probs[: len(output) + (1 if end else 0)])
+            for output, end, log_probs in zip(outputs, ended, scored, strict=True)
+        ]
+
+    def _score_pieces(self, sources: list[list[str]], targets: list[list[str]]) -> list[list[float]]:
+        """Each target's token log-probs, then its end token's, as the search scores them.
+
+        Within the first decode.min_len steps the search chose among every token but the end token,
+        renormalised without it (nmt.decoding.SearchLimits.min_len); CTranslate2's score_batch
+        scores against them all. So where a target went on at such a step, the end token's own
+        log-prob there (scored as that prefix followed by an end) puts the difference back:
+        log p'(y_j) = log p(y_j) - log(1 - p(end)), as nmt.decoding.forced does it in one pass.
+        """
+        early = [(k, j) for k, target in enumerate(targets) for j in range(min(self.decode.min_len, len(target)))]
+        scored = self.translator.score_batch(
+            sources + [sources[k] for k, _ in early],
+            targets + [targets[k][:j] for k, j in early],
             max_batch_size=self.decode.batch_tokens,
             batch_type="tokens",
             max_input_length=0,
         )
-        return [
-            ForcedScore(list(result.log_probs[: len(output) + (1 if end else 0)]))
-            for output, end, result in zip(outputs, ended, scored, strict=True)
-        ]
+        log_probs = [list(result.log_probs) for result in scored[: len(targets)]]
+        for (k, j), result in zip(early, scored[len(targets) :], strict=True):
+            log_probs[k][j] -= math.log1p(-min(math.exp(result.log_probs[j]), 1 - 1e-7))  # float32's resolution
+        return log_probs
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
@@ -213,7 +235,7 @@ class CTranslate2Engine:
             length_penalty=0.0,
             return_scores=True,
             return_end_token=True,
-            min_decoding_length=0,
+            min_decoding_length=self.decode.min_len,  # the same rule as SearchLimits.min_len
             max_input_length=0,
             use_vmap=self.use_vmap,
         )
@@ -270,17 +292,15 @@ class CTranslate2Engine:
             return
         sources = [[self.src_vocab[t] for t in ids[i]] for i in rows]
         cut = [found[i][0][0][: limit[i]] for i in rows]  # no end token: it came after the limit
-        scored = self.translator.score_batch(
-            sources, cut, max_batch_size=self.decode.batch_tokens, batch_type="tokens", max_input_length=0
-        )
-        for i, tokens, result in zip(rows, cut, scored, strict=True):
-            found[i] = [(tokens, sum(result.log_probs[: len(tokens)]))]
+        for i, tokens, log_probs in zip(rows, cut, self._score_pieces(sources, cut), strict=True):
+            found[i] = [(tokens, sum(log_probs[: len(tokens)]))]
 
     def _submit(
         self, ids: Sequence[Sequence[int]], rows: list[int], max_len: int, options: dict
     ) -> tuple[list[int], int, list]:
         """Queue sentences `rows` as one batch of at most `max_len` steps: (rows, max_len, futures)."""
         tokens = [[self.src_vocab[t] for t in ids[i]] for i in rows]
+        options = dict(options, min_decoding_length=min(options["min_decoding_length"], max_len))  # never above
         futures = self.translator.translate_batch(tokens, max_decoding_length=max_len, asynchronous=True, **options)
         return rows, max_len, futures
 

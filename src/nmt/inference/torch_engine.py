@@ -126,6 +126,7 @@ class TorchEngine:
                     [outputs[i] for i in rows],
                     ended=[ended[i] for i in rows],
                     need_attention=need_attention,
+                    min_len=self.decode.min_len,
                 )
                 found.update(zip(rows, scored, strict=True))
         return [found[i] for i in range(len(sources))]
