@@ -121,3 +121,37 @@ def overrides(tiny_corpus, tmp_path, monkeypatch) -> list[str]:
         f"data.valid_tgt={tiny_corpus / 'val.en'}",
     ]
     return TINY_TRAINING + files
+
+
+# --- Marian models (tests/marian_models.py), shared by the import tests of both Marian formats ----------
+
+
+@pytest.fixture(scope="session")
+def marian_corpus(multi30k_dir):
+    """(700 German and 700 English training sentences, 150 German validation sentences)."""
+    raw = multi30k_dir / "data/task1/raw"
+    de, en = read_head(raw / "train.de.gz", 700), read_head(raw / "train.en.gz", 700)
+    test = read_head(raw / "val.de.gz", 150)
+    return de, en, test
+
+
+@pytest.fixture(scope="session")
+def spm_models(tmp_path_factory, marian_corpus):
+    from marian_models import train_spm
+
+    de, en, _ = marian_corpus
+    folder = tmp_path_factory.mktemp("spm")
+    return train_spm(de, folder / "src", 300), train_spm(en, folder / "tgt", 300)
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, spm_models, marian_corpus):
+    """(Hugging Face directory, imported nmt directory) of a Marian model trained for 200 steps."""
+    from nmt.pretrained.importing import import_marian
+
+    from marian_models import save_marian
+
+    de, en, _ = marian_corpus
+    folder = tmp_path_factory.mktemp("trained")
+    hf = save_marian(folder / "hf", *spm_models, train_on=(de[:600], en[:600]))
+    return hf, import_marian(hf, folder / "nmt")

@@ -155,3 +155,114 @@ def train(model, directory: Path, sources: list[str], targets: list[str], steps:
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+
+
+def save_marian_release(hf_dir: Path, out: Path, *, beam: int = 4, normalize: float = 1.0) -> Path:
+    """The Hugging Face Marian model in `hf_dir` written back in Marian's own release format.
+
+    transformers' conversion (convert_marian_to_pytorch) run backwards: every weight under its
+    Marian name, input-major (transposed), biases and norms as (1, n) rows, the embeddings and the
+    output bias without the <pad> that the conversion appended, the options in `special:model.yml`
+    (NUL-terminated), decoder.yml naming the files, one vocabulary .yml per side.
+    CTranslate2's own Marian converter reads the result, which checks the layout independently.
+    """
+    import numpy as np
+    import yaml
+    from transformers import MarianMTModel
+
+    model = MarianMTModel.from_pretrained(hf_dir).eval()
+    config = model.config
+    settings = json.loads((hf_dir / "tokenizer_config.json").read_text())
+    separate = bool(settings.get("separate_vocabs"))
+    out.mkdir(parents=True)
+    state = {name: t.detach().float().numpy() for name, t in model.state_dict().items()}
+
+    def row(vector):
+        return vector.reshape(1, -1)
+
+    arrays = {}
+    for side, depth, blocks in (
+        ("encoder", config.encoder_layers, {"self": "self_attn"}),
+        ("decoder", config.decoder_layers, {"self": "self_attn", "context": "encoder_attn"}),
+    ):
+        for i in range(depth):
+            ours, theirs = f"{side}_l{i + 1}", f"model.{side}.layers.{i}"
+            for block, attention in blocks.items():
+                for p, proj in {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "out_proj"}.items():
+                    arrays[f"{ours}_{block}_W{p}"] = state[f"{theirs}.{attention}.{proj}.weight"].T
+                    arrays[f"{ours}_{block}_b{p}"] = row(state[f"{theirs}.{attention}.{proj}.bias"])
+                arrays[f"{ours}_{block}_Wo_ln_scale"] = row(state[f"{theirs}.{attention}_layer_norm.weight"])
+                arrays[f"{ours}_{block}_Wo_ln_bias"] = row(state[f"{theirs}.{attention}_layer_norm.bias"])
+            for k in ("1", "2"):
+                arrays[f"{ours}_ffn_W{k}"] = state[f"{theirs}.fc{k}.weight"].T
+                arrays[f"{ours}_ffn_b{k}"] = row(state[f"{theirs}.fc{k}.bias"])
+            arrays[f"{ours}_ffn_ffn_ln_scale"] = row(state[f"{theirs}.final_layer_norm.weight"])
+            arrays[f"{ours}_ffn_ffn_ln_bias"] = row(state[f"{theirs}.final_layer_norm.bias"])
+    if separate:
+        arrays["encoder_Wemb"] = state["model.encoder.embed_tokens.weight"][:-1]
+        arrays["decoder_Wemb"] = state["model.decoder.embed_tokens.weight"][:-1]
+    else:
+        arrays["Wemb"] = state["model.shared.weight"][:-1]
+    arrays["decoder_ff_logit_out_b"] = state["final_logits_bias"][:, :-1]
+    options = {
+        "type": "transformer",
+        "enc-depth": config.encoder_layers,
+        "dec-depth": config.decoder_layers,
+        "dim-emb": config.d_model,
+        "transformer-heads": config.encoder_attention_heads,
+        "transformer-dim-ffn": config.encoder_ffn_dim,
+        "transformer-ffn-activation": config.activation_function,
+        "transformer-ffn-depth": 2,
+        "transformer-preprocess": "",
+        "transformer-postprocess": "dan",
+        "transformer-postprocess-emb": "d",
+        "transformer-decoder-autoreg": "self-attention",
+        "transformer-no-projection": False,
+        "transformer-train-position-embeddings": False,
+        "transformer-guided-alignment-layer": "last",
+        "transformer-dropout": 0.1,
+        "tied-embeddings-all": not separate,
+        "tied-embeddings-src": not separate,
+        "tied-embeddings": True,
+        "dim-vocabs": [config.vocab_size - 1, config.decoder_vocab_size - 1],
+        "right-left": False,
+        "layer-normalization": False,
+    }
+    text = yaml.safe_dump(options, sort_keys=False).encode("utf-8") + b"\0"
+    arrays["special:model.yml"] = np.frombuffer(text, dtype=np.int8)
+    np.savez(out / "model.npz", **arrays)
+
+    def vocab_yml(path: Path, name: str) -> str:
+        vocab = json.loads(path.read_text())
+        del vocab["<pad>"]
+        (out / name).write_text(yaml.safe_dump(vocab, allow_unicode=True, sort_keys=False), encoding="utf-8")
+        return name
+
+    if separate:
+        vocabs = [
+            vocab_yml(hf_dir / "vocab.json", "src.vocab.yml"),
+            vocab_yml(hf_dir / "target_vocab.json", "trg.vocab.yml"),
+        ]
+    else:
+        vocabs = [vocab_yml(hf_dir / "vocab.json", "vocab.yml")] * 2
+    decoder = {"models": ["model.npz"], "vocabs": vocabs, "beam-size": beam, "normalize": normalize}
+    (out / "decoder.yml").write_text(yaml.safe_dump(decoder, sort_keys=False), encoding="utf-8")
+    for name in ("source.spm", "target.spm"):
+        (out / name).write_bytes((hf_dir / name).read_bytes())
+    return out
+
+
+def assert_import_refused(broken: Path, message: str, capsys) -> None:
+    """`nmt import` of `broken` fails with one error line matching `message` that names the directory,
+    and leaves nothing beside it (no output directory, no staging directory)."""
+    import re
+
+    from nmt.cli import main
+
+    out = broken.parent / "out"
+    assert main(["import", "--from", "marian", str(broken), "--out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert re.search(message, err[0]), err[0]
+    assert str(broken) in err[0]
+    assert not out.exists() and [p.name for p in broken.parent.iterdir()] == [broken.name]

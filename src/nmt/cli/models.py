@@ -15,11 +15,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
     model = model_options()
     p = sub.add_parser(
         "import",
-        help="import a pretrained model (Marian / OPUS-MT, Hugging Face layout) as an nmt model directory",
+        help="import a pretrained model (Marian / OPUS-MT) as an nmt model directory",
         description="Read a Hugging Face MarianMTModel directory (config.json, model.safetensors or "
-        "pytorch_model.bin, source.spm, target.spm, vocab.json, tokenizer_config.json) and write an nmt "
-        "model directory that translate, evaluate, serve, export and --init-from take. Nothing is "
-        "written unless every file checks out. See docs/pretrained.md.",
+        "pytorch_model.bin, source.spm, target.spm, vocab.json, tokenizer_config.json), or a release in "
+        "Marian's own format (decoder.yml and the .npz and vocabulary .yml files it names, source.spm, "
+        "target.spm), and write an nmt model directory that translate, evaluate, serve, export and "
+        "--init-from take. Nothing is written unless every file checks out. See docs/pretrained.md.",
     )
     p.add_argument("--from", dest="source_format", choices=("marian",), required=True, help="the format of DIR")
     p.add_argument("directory", metavar="DIR", help="the directory to import")
@@ -80,7 +81,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ..pretrained.marian import import_marian
+    from ..pretrained.importing import import_marian
 
     out = import_marian(args.directory, args.out)
     print(f"imported into {out}; translate with: nmt translate --model {out}", file=sys.stderr)

@@ -30,11 +30,9 @@ from typing import Any
 
 import torch
 
-from ..checkpoint import apply_weights, save_model_dir
-from ..files import staged_directory
+from ..checkpoint import apply_weights
 from ..model import ModelConfig, Transformer
 from ..model.embedding import sinusoidal_encoding
-from ..model_dir import IMPORTED_FROM
 from ..sentencepiece_tokenizer import (
     SOURCE_MODEL,
     TARGET_MODEL,
@@ -43,7 +41,6 @@ from ..sentencepiece_tokenizer import (
     SentencePieceTokenizer,
     SpecialTokens,
     read_vocab,
-    save_sentencepiece_tokenizers,
 )
 
 log = logging.getLogger(__name__)
@@ -73,7 +70,7 @@ def read_json(path: Path) -> dict[str, Any]:
     return values
 
 
-def model_config(hf: dict[str, Any], path: Path) -> ModelConfig:
+def model_config(hf: dict[str, Any], path: Path, layer_norm_eps: float = LAYER_NORM_EPS) -> ModelConfig:
     """The ModelConfig of a transformers MarianConfig (as its config.json holds it)."""
 
     def field(name: str, default: Any = None) -> Any:
@@ -122,7 +119,7 @@ def model_config(hf: dict[str, Any], path: Path) -> ModelConfig:
             pad_id=field("pad_token_id"),
             bos_id=field("decoder_start_token_id", hf.get("pad_token_id")),
             eos_id=eos,
-            layer_norm_eps=LAYER_NORM_EPS,
+            layer_norm_eps=layer_norm_eps,
             scale_embeddings=bool(field("scale_embedding", False)),
             position_layout="halves",
             output_bias=True,
@@ -224,6 +221,17 @@ def nmt_state(tensors: dict[str, torch.Tensor], config: ModelConfig, path: Path)
     return state
 
 
+def build_model(tensors: dict[str, torch.Tensor], config: ModelConfig, path: Path) -> Transformer:
+    """nmt's Transformer holding transformers' Marian tensors (read from `path`), in eval mode."""
+    state = nmt_state(tensors, config, path)
+    model = Transformer(config)
+    try:
+        apply_weights(model, state, path)
+    except ValueError as err:
+        raise MarianFormatError(str(err)) from None
+    return model.eval()
+
+
 def check_positions(tensors: dict[str, torch.Tensor], config: ModelConfig, path: Path) -> None:
     """A saved position table must be Marian's sinusoid, the one nmt computes; learned positions are refused."""
     for side in ("encoder", "decoder"):
@@ -318,12 +326,7 @@ def read_marian(directory: str | Path) -> tuple[Transformer, SentencePieceTokeni
     config = model_config(hf, directory / CONFIG)
     src_tok, tgt_tok = read_tokenizers(directory, config)
     tensors, weights_path = read_marian_weights(directory)
-    state = nmt_state(tensors, config, weights_path)
-    model = Transformer(config)
-    try:
-        apply_weights(model, state, weights_path)
-    except ValueError as err:
-        raise MarianFormatError(str(err)) from None
+    model = build_model(tensors, config, weights_path)
     settings = read_json(directory / TOKENIZER_CONFIG) if (directory / TOKENIZER_CONFIG).is_file() else {}
     generation = read_json(directory / GENERATION_CONFIG) if (directory / GENERATION_CONFIG).is_file() else {}
     origin = {
@@ -335,17 +338,3 @@ def read_marian(directory: str | Path) -> tuple[Transformer, SentencePieceTokeni
         "decode": decode_defaults(generation, hf),
     }
     return model.eval(), src_tok, tgt_tok, origin
-
-
-def import_marian(directory: str | Path, out_dir: str | Path) -> Path:
-    """Write the Marian model in `directory` as an nmt model directory `out_dir` (which must not exist)."""
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        raise FileExistsError(f"--out {out_dir} already exists: choose a new directory")
-    model, src_tok, tgt_tok, origin = read_marian(directory)
-    with staged_directory(out_dir) as staging:
-        save_model_dir(model, staging)
-        save_sentencepiece_tokenizers(src_tok, tgt_tok, staging)
-        (staging / IMPORTED_FROM).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
-    log.info("imported %s into %s", directory, out_dir)
-    return out_dir

@@ -27,6 +27,7 @@ from .marian import CONFIG, SAFETENSORS, TOKENIZER_CONFIG, attention_modules, la
 
 log = logging.getLogger(__name__)
 
+TRANSFORMERS_LAYER_NORM_EPS = 1e-5  # fixed in transformers' Marian layers
 DEFAULT_MAX_POSITIONS = 512  # OPUS-MT's max_position_embeddings, where the import did not record one
 
 
@@ -109,6 +110,13 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
     origin_path = model_dir / IMPORTED_FROM
     origin = json.loads(origin_path.read_text(encoding="utf-8")) if origin_path.is_file() else {}
     max_positions = origin.get("max_position_embeddings") or DEFAULT_MAX_POSITIONS
+    if model.config.layer_norm_eps != TRANSFORMERS_LAYER_NORM_EPS:  # a model read from Marian's own release
+        log.info(
+            "layer-norm epsilon %g becomes transformers' %g (MarianConfig has no field for it; transformers' "
+            "own conversion from Marian does the same)",
+            model.config.layer_norm_eps,
+            TRANSFORMERS_LAYER_NORM_EPS,
+        )
     from safetensors.torch import save_file  # noqa: PLC0415
 
     with staged_directory(out_dir) as staging:

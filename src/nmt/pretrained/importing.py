@@ -1,0 +1,39 @@
+"""`nmt import`: a Marian model, in either of its formats, written as an nmt model directory.
+
+    nmt import --from marian opus-mt-de-en/ --out models/opus-de-en     # Hugging Face layout (marian.py)
+    nmt import --from marian opus-2020-02-26/ --out models/opus-de-en   # Marian's release (marian_npz.py)
+
+Both readers check every file before anything is written, and the directory appears whole or
+not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ..checkpoint import save_model_dir
+from ..files import staged_directory
+from ..model_dir import IMPORTED_FROM
+from ..sentencepiece_tokenizer import save_sentencepiece_tokenizers
+from .marian import read_marian
+from .marian_npz import is_marian_release, read_marian_release
+
+log = logging.getLogger(__name__)
+
+
+def import_marian(directory: str | Path, out_dir: str | Path) -> Path:
+    """Write the Marian model in `directory` as an nmt model directory `out_dir` (which must not exist):
+    a Hugging Face MarianMTModel directory, or Marian's own release (decoder.yml, .npz, vocabulary .yml)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise FileExistsError(f"--out {out_dir} already exists: choose a new directory")
+    read = read_marian_release if is_marian_release(directory) else read_marian
+    model, src_tok, tgt_tok, origin = read(directory)
+    with staged_directory(out_dir) as staging:
+        save_model_dir(model, staging)
+        save_sentencepiece_tokenizers(src_tok, tgt_tok, staging)
+        (staging / IMPORTED_FROM).write_text(json.dumps(origin, indent=2) + "\n", encoding="utf-8")
+    log.info("imported %s into %s", directory, out_dir)
+    return out_dir
