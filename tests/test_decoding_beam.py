@@ -155,3 +155,56 @@ def test_attention_follows_each_hypothesis_through_reordering():
             with torch.no_grad():
                 out = model.decode(tgt_in, model.encode(real), need_weights=True)
             assert torch.allclose(h.attention, torch.stack(out.cross_weights, dim=1)[0], atol=1e-5)
+
+
+# Beam 2. Step 1 ends the empty output (log 0.5 = -0.69); step 2 ends B (log 0.12 / 2 = -1.06) while
+# A A lives (log 0.21 = -1.56). With two finished, fairseq's rule stops and the empty output wins;
+# transformers' early_stopping=False sees A A at -1.56 / 2 = -0.78 above the worst finished (-1.06)
+# and goes on: step 3 ends A A EOS at log(0.21 * 0.95) / 3 = -0.54, the best of all. Then the best
+# live beam (A A A, log 0.0105 / 3 = -1.52) cannot beat the worst of the two best (-0.69): done.
+LATE_WINNER = {
+    (): {EOS: 0.5, A: 0.3, B: 0.2},
+    (A,): {A: 0.7, EOS: 0.3},
+    (B,): {EOS: 0.6, B: 0.4},
+    (A, A): {EOS: 0.95, A: 0.05},
+}
+LATE_OPTIONS = dict(beam_size=2, length_penalty=1.0, length_normalization="average")
+
+
+def test_without_early_stopping_a_longer_hypothesis_can_still_win():
+    model, src = ScriptedModel(LATE_WINNER), torch.tensor([[BOS, 7, EOS]])
+    (first,) = beam_search(model, src, **LATE_OPTIONS)[0]
+    assert first.tokens == [] and first.score == pytest.approx(math.log(0.5), abs=1e-6)
+    late = beam_search(model, src, n_best=2, early_stopping=False, **LATE_OPTIONS)[0]
+    assert late[0].tokens == [A, A] and late[0].score == pytest.approx(math.log(0.21 * 0.95) / 3, abs=1e-6)
+    assert late[1].tokens == []
+
+
+def test_without_early_stopping_the_search_stops_when_no_live_beam_can_win():
+    model, src = ScriptedModel(LATE_WINNER), torch.tensor([[BOS, 7, EOS]])
+    calls = 0
+    decode = model.decode
+
+    def counting(*args, **kwargs):
+        nonlocal calls
+        calls += 1
+        return decode(*args, **kwargs)
+
+    model.decode = counting
+    beam_search(model, src, limits=SearchLimits(max_len_a=0.0, max_len_b=20), early_stopping=False, **LATE_OPTIONS)
+    assert calls == 3  # not the 20 steps of the length limit
+
+
+def test_without_early_stopping_cached_batched_and_n_best_agree():
+    model, src = tiny_model(), source_batch()
+    options = dict(
+        beam_size=3, n_best=3, limits=LIMITS, length_penalty=1.0, length_normalization="average", early_stopping=False
+    )
+    batched = beam_search(model, src, **options)
+    uncached = beam_search(model, src, use_cache=False, **options)
+    assert [[h.tokens for h in hyps] for hyps in batched] == [[h.tokens for h in hyps] for hyps in uncached]
+    for i in range(src.size(0)):
+        row = src[i : i + 1, : int((src[i] != 0).sum())]
+        alone = beam_search(model, row, **options)[0]
+        assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
+        assert all(a.score == pytest.approx(b.score, abs=1e-5) for a, b in zip(alone, batched[i], strict=True))

@@ -377,21 +377,29 @@ class RenormalisedWithoutPad:
         return scores.log_softmax(dim=-1)
 
 
-def test_beam_5_is_transformers_beam_with_its_length_normalization(trained, corpus):
-    """transformers' beam search with early_stopping=True ranks as nmt's with length_normalization=average."""
+@pytest.mark.parametrize("early_stopping", [True, False])
+def test_beam_5_is_transformers_beam_with_its_length_normalization(early_stopping, trained, corpus):
+    """transformers' beam search ranks as nmt's with length_normalization=average, and stops as nmt's
+    with the same early_stopping (False: transformers' default)."""
     hf_dir, nmt_dir = trained
     model, tokenizer = hf_model(hf_dir)
     _, _, test = corpus
     src_tok, tgt_tok = load_tokenizers(nmt_dir)
     decode = DecodeConfig(
-        beam=5, length_penalty=1.0, length_normalization="average", max_len_a=0, max_len_b=MAX_NEW, min_len=0
+        beam=5,
+        length_penalty=1.0,
+        length_normalization="average",
+        max_len_a=0,
+        max_len_b=MAX_NEW,
+        min_len=0,
+        early_stopping=early_stopping,
     )
     ours = Translator(load_model_dir(nmt_dir), src_tok, tgt_tok, decode=decode).translate(test, beam=5)
     with torch.no_grad():
         generated = model.generate(
             **tokenizer(test, return_tensors="pt", padding=True),
             num_beams=5,
-            early_stopping=True,
+            early_stopping=early_stopping,
             length_penalty=1.0,
             max_new_tokens=MAX_NEW,
             forced_eos_token_id=None,
@@ -408,6 +416,7 @@ def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, caps
     decode = read_decode_config(nmt_dir)
     assert (decode.beam, decode.length_penalty, decode.length_normalization) == (4, 1.0, "average")
     assert decode.min_len == 0  # transformers' min_length 0: an empty output stays possible, as there
+    assert decode.early_stopping is False  # transformers' default stopping rule (OPUS-MT sets none)
     translator = Translator.load(nmt_dir, length_normalization="gnmt", length_penalty=0.6)
     assert translator.search_request().length_normalization == "gnmt" and translator.search_request().beam == 4
     source = tmp_path / "in.de"

@@ -201,6 +201,7 @@ class DecodeConfig:
     beam: int = 5  # beam size; 1 is greedy search
     length_penalty: float = 0.6  # GNMT alpha in ((5 + len) / 6)^alpha; 0 disables
     length_normalization: str = "gnmt"  # gnmt: the line above; average: len^alpha (transformers')
+    early_stopping: bool = True  # beam search ends a sentence at `beam` finished; false: transformers' default
     max_len_a: float = 1.5  # output length limit: a * source_len + b
     max_len_b: int = 10  # output length limit: a * source_len + b
     min_len: int = 1  # output tokens before the end token may come (see decoding.SearchLimits)
@@ -293,6 +294,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "model.output_bias",
         "decode.length_normalization",
         "decode.min_len",
+        "decode.early_stopping",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

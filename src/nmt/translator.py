@@ -471,6 +471,7 @@ class Translator:
             return_attention=return_attention,
             length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty,
             length_normalization=self.decode.length_normalization,
+            early_stopping=self.decode.early_stopping,
             sampling=sampling,
         )
         if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step

@@ -15,6 +15,7 @@ import torch
 
 from nmt.model import Transformer
 
+from . import penalties
 from .hypothesis import Hypothesis
 from .penalties import SearchLimits
 from .ranking import top_tokens
@@ -82,6 +83,7 @@ def beam_search(
     return_attention: bool = False,
     vocabulary: torch.Tensor | None = None,
     allowed: torch.Tensor | None = None,
+    early_stopping: bool = True,
 ) -> list[list[Hypothesis]]:
     """Translate a batch with beam search; return up to `n_best` hypotheses per sentence, best first.
 
@@ -90,9 +92,13 @@ def beam_search(
     ranked by log_prob / ((5 + length) / 6) ** alpha; 0.6 is the value Wu et al. (2016)
     found best; 0 ranks by plain log-prob. length_normalization "average" divides by
     length ** alpha instead (transformers' rule: with its early_stopping=True, the same search).
-    Stopping (fairseq's rule): a sentence is done once it has `beam_size` finished
-    hypotheses, or when it reaches its length limit (`limits.max_steps`); there its
-    live beams are finished without EOS and ranked with the penalty of their own length.
+    Stopping, early_stopping=True (fairseq's rule, and CTranslate2's, Marian's and transformers'
+    early_stopping=True): a sentence is done once it has `beam_size` finished hypotheses, or when
+    it reaches its length limit (`limits.max_steps`); there its live beams are finished without
+    EOS and ranked with the penalty of their own length. early_stopping=False (transformers'
+    default): finished hypotheses keep coming, the best `beam_size` kept, until the best live beam,
+    scored as if it ended at its current length, cannot beat the worst of them; at the length
+    limit the top `beam_size` candidates all finish (see `_bound_reached`).
     The first step extends one beam per sentence (the empty prefix), so the k beams start
     distinct; the vocabulary needs at least 2 * beam_size tokens.
     limits, use_cache, return_attention, vocabulary and allowed as in `greedy_search`. An empty batch gives [].
@@ -117,6 +123,7 @@ def beam_search(
     room = torch.full((batch,), k, device=src.device)  # (active,) finished hypotheses still wanted
     scores = torch.zeros(batch, 1, device=src.device)  # (active, beams): one beam, the empty prefix
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    best_finished = torch.full((batch, k), float("-inf"), device=src.device)  # early_stopping=False's pool
 
     for step in range(1, int(max_len.max()) + 1):
         beams = scores.size(1)  # 1 at the first step, then k: the k best first tokens are all distinct
@@ -128,8 +135,11 @@ def beam_search(
         cand_rows = cand_beams + beams * torch.arange(sentence.numel(), device=src.device).unsqueeze(1)
         is_eos = cand_tokens == state.eos_id
 
-        ended = ended_candidates(is_eos[:, :k], cand_scores[:, :k], room)  # (active, k)
-        room = room - ended.sum(dim=1)
+        if early_stopping:
+            ended = ended_candidates(is_eos[:, :k], cand_scores[:, :k], room)  # (active, k)
+            room = room - ended.sum(dim=1)
+        else:  # every reachable EOS among the top k ends; at the limit every top-k candidate does
+            ended = (is_eos[:, :k] | (max_len <= step).unsqueeze(1)) & cand_scores[:, :k].isfinite()
         _collect(
             finished,
             state,
@@ -145,21 +155,26 @@ def beam_search(
 
         live = live_positions(is_eos, k)  # (active, k)
         scores, rows, tokens = cand_scores.gather(1, live), cand_rows.gather(1, live), cand_tokens.gather(1, live)
-        capped = (max_len <= step) & (room > 0)  # at the limit and still short of hypotheses: take the live beams
-        _collect(
-            finished,
-            state,
-            now,
-            sentence,
-            capped.unsqueeze(1) & scores.isfinite(),
-            rows,
-            tokens,
-            scores,
-            alpha=length_penalty,
-            normalization=length_normalization,
-        )
-
-        done = (room <= 0) | (max_len <= step)  # (active,)
+        if early_stopping:
+            capped = (max_len <= step) & (room > 0)  # at the limit and still short of hypotheses: take the live beams
+            _collect(
+                finished,
+                state,
+                now,
+                sentence,
+                capped.unsqueeze(1) & scores.isfinite(),
+                rows,
+                tokens,
+                scores,
+                alpha=length_penalty,
+                normalization=length_normalization,
+            )
+            done = (room <= 0) | (max_len <= step)  # (active,)
+        else:
+            penalty = penalties.length_penalty(step, length_penalty, length_normalization)  # each has `step` tokens
+            ended_scores = torch.where(ended, cand_scores[:, :k] / penalty, float("-inf"))
+            best_finished = torch.cat([best_finished, ended_scores], dim=1).topk(k, dim=1).values
+            done = (max_len <= step) | _bound_reached(best_finished, scores[:, 0] / penalty)
         if not done.any():  # beams move only within their sentence: its encoder output stays put
             state.advance(now, tokens.view(-1), rows.view(-1))
             continue
@@ -168,7 +183,19 @@ def beam_search(
             break
         state.advance(now, tokens[keep].view(-1), rows[keep].view(-1), sentences=keep)  # finished sentences leave
         scores, sentence, room, max_len = scores[keep], sentence[keep], room[keep], max_len[keep]
+        best_finished = best_finished[keep]
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in finished]
+
+
+def _bound_reached(best_finished: torch.Tensor, best_live: torch.Tensor) -> torch.Tensor:
+    """transformers' early_stopping=False rule: (active,) whether a sentence is done.
+
+    best_finished: (active, k) the k best finished scores so far (-inf where fewer have finished);
+    best_live: (active,) the best live beam's log-prob under the penalty of its current length.
+    Done once k have finished and that beam does not beat the worst of them. A heuristic: with a
+    length penalty a live beam can still gain by growing, which this bound does not foresee.
+    """
+    return best_finished[:, -1].isfinite() & (best_live <= best_finished[:, -1])
 
 
 def _collect(

@@ -80,6 +80,7 @@ def search_batch(
             n_best=request.n_best,
             length_penalty=request.length_penalty,
             length_normalization=request.length_normalization,
+            early_stopping=request.early_stopping,
             limits=limits,
             return_attention=attention,
             vocabulary=vocabulary,

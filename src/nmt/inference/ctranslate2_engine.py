@@ -118,6 +118,12 @@ class CTranslate2Engine:
             intra_threads=self.threads,
         )
         self.decode, self.precision = decode, precision
+        if not decode.early_stopping:
+            log.warning(
+                "decode.early_stopping is false (transformers' stopping rule), which CTranslate2 does not have: "
+                "its beam search ends a sentence once `beam` hypotheses have finished, so beam outputs can "
+                "differ from nmt's engine (--engine torch)"
+            )
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
         self.use_vmap = shortlist and (Path(ct2_dir) / VOCABULARY_MAP).is_file()
         self.device = torch.device(device, int(index) if index else None)

@@ -88,6 +88,7 @@ class SearchRequest:
     n_best: int = 1
     length_penalty: float = 0.6  # GNMT alpha (beam search only): log-prob / ((5 + length) / 6)^alpha
     length_normalization: str = "gnmt"  # or "average": log-prob / length^alpha (transformers')
+    early_stopping: bool = True  # False: transformers' default stopping rule (nmt.decoding.beam_search)
     return_attention: bool = False
     sampling: Sampling | None = None  # set: one random draw per sentence instead of a search
 

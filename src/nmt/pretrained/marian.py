@@ -301,16 +301,19 @@ def read_vocab_checked(path: Path) -> dict[str, int]:
 
 def decode_defaults(generation: dict[str, Any], hf: dict[str, Any]) -> dict[str, Any]:
     """The model's own search, as transformers runs it by default: its beam (generation_config.json,
-    else config.json; OPUS-MT's is 4 or 6) and length penalty, with transformers' normalisation, and
-    its minimum length (transformers' min_length counts the decoder's start token: 0 by default)."""
+    else config.json; OPUS-MT's is 4 or 6) and length penalty, with transformers' normalisation, its
+    stopping rule (early_stopping, False by default) and its minimum length (transformers' min_length
+    counts the decoder's start token: 0 by default)."""
     beam = generation.get("num_beams") or hf.get("num_beams") or 1
     alpha = generation.get("length_penalty", hf.get("length_penalty", 1.0))
     min_length = generation.get("min_length", hf.get("min_length", 0)) or 0
+    early_stopping = generation.get("early_stopping", hf.get("early_stopping", False))
     return {
         "beam": int(beam),
         "length_penalty": float(alpha),
         "length_normalization": "average",
         "min_len": max(0, int(min_length) - 1),
+        "early_stopping": early_stopping is True,  # transformers' "never" is not nmt's: its heuristic stands in
     }
 
 

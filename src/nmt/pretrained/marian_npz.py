@@ -309,7 +309,14 @@ def read_marian_release(
 
 def decode_settings(decoder: dict[str, Any]) -> dict[str, Any]:
     """decoder.yml's search: its beam and length normalisation (`normalize`: log-prob / length^alpha,
-    Marian's default 0, the plain log-prob). Marian sets no minimum length."""
+    Marian's default 0, the plain log-prob). Marian sets no minimum length, and ends a sentence once
+    `beam` hypotheses have finished (nmt's early_stopping)."""
     beam = typed(decoder.get("beam-size", 12))
     alpha = typed(decoder.get("normalize", 0))
-    return {"beam": int(beam), "length_penalty": float(alpha), "length_normalization": "average", "min_len": 0}
+    return {
+        "beam": int(beam),
+        "length_penalty": float(alpha),
+        "length_normalization": "average",
+        "min_len": 0,
+        "early_stopping": True,
+    }
