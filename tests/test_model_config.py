@@ -13,6 +13,7 @@ def test_presets_have_the_documented_sizes():
         "big": (6, 1024, 16, 4096),
         "student-6-2": ((6, 2), 256, 4, 1024),
         "student-6-1": ((6, 1), 256, 4, 1024),
+        "student-6-2-narrow": ((6, 2), 192, 4, 768),
     }
     assert set(PRESETS) == set(expected)
     for name, (layers, d, heads, d_ff) in expected.items():

@@ -72,7 +72,7 @@ class DataConfig:
 class ModelSection:
     """A size preset plus optional overrides of its fields (null keeps the preset's value)."""
 
-    preset: str = "small"  # reference | small | base | big | student-6-2 | student-6-1 (nmt.model.config.PRESETS)
+    preset: str = "small"  # reference | small | base | big | student-6-2 | student-6-1 | student-6-2-narrow (PRESETS)
     encoder_layers: int | None = None  # override the preset's encoder depth
     decoder_layers: int | None = None  # override the preset's decoder depth
     d_model: int | None = None  # override the model width

@@ -160,4 +160,6 @@ PRESETS: dict[str, dict[str, Any]] = {
     # once per sentence, so depth moves to the encoder (deep encoder, shallow decoder: Kasai et al., 2021).
     "student-6-2": dict(encoder_layers=6, decoder_layers=2, d_model=256, num_heads=4, d_ff=1024, dropout=0.1),
     "student-6-1": dict(encoder_layers=6, decoder_layers=1, d_model=256, num_heads=4, d_ff=1024, dropout=0.1),
+    # Narrower: about 0.56x the layers' multiply-adds of student-6-2 and 0.75x the output projection's.
+    "student-6-2-narrow": dict(encoder_layers=6, decoder_layers=2, d_model=192, num_heads=4, d_ff=768, dropout=0.1),
 }
