@@ -56,7 +56,11 @@ def cmd_info(args: argparse.Namespace) -> int:
     if src or tgt:
         info["languages"] = f"{src or '?'} -> {tgt or '?'}"
     decode = read_decode_config(model_dir)
-    info["decoding"] = f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization})"
+    info["decoding"] = (
+        f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization}), "
+        f"at least {decode.min_len} token(s), "
+        + ("stops at `beam` finished" if decode.early_stopping else "transformers' stopping rule (early_stopping off)")
+    )
     if (model_dir / SHORTLIST).is_file():
         try:
             shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
