@@ -62,6 +62,7 @@ def save_marian(
     activation: str = "swish",
     scale_embedding: bool = True,
     separate_vocabs: bool = False,
+    tie_output: bool = True,
     language_codes: tuple[str, ...] = (),
     seed: int = 0,
     train_on: tuple[list[str], list[str]] | None = None,
@@ -98,6 +99,7 @@ def save_marian(
         activation_function=activation,
         scale_embedding=scale_embedding,
         share_encoder_decoder_embeddings=not separate_vocabs,
+        tie_word_embeddings=tie_output,
         pad_token_id=pad,
         decoder_start_token_id=pad,
         eos_token_id=0,
@@ -204,6 +206,9 @@ def save_marian_release(hf_dir: Path, out: Path, *, beam: int = 4, normalize: fl
     else:
         arrays["Wemb"] = state["model.shared.weight"][:-1]
     arrays["decoder_ff_logit_out_b"] = state["final_logits_bias"][:, :-1]
+    tied = config.tie_word_embeddings
+    if not tied:  # current Marian stores an output of its own as (vocab, d_model): "Wt"
+        arrays["decoder_ff_logit_out_Wt"] = state["lm_head.weight"][:-1]
     options = {
         "type": "transformer",
         "enc-depth": config.encoder_layers,
@@ -223,7 +228,7 @@ def save_marian_release(hf_dir: Path, out: Path, *, beam: int = 4, normalize: fl
         "transformer-dropout": 0.1,
         "tied-embeddings-all": not separate,
         "tied-embeddings-src": not separate,
-        "tied-embeddings": True,
+        "tied-embeddings": tied,
         "dim-vocabs": [config.vocab_size - 1, config.decoder_vocab_size - 1],
         "right-left": False,
         "layer-normalization": False,
@@ -266,3 +271,17 @@ def assert_import_refused(broken: Path, message: str, capsys) -> None:
     assert re.search(message, err[0]), err[0]
     assert str(broken) in err[0]
     assert not out.exists() and [p.name for p in broken.parent.iterdir()] == [broken.name]
+
+
+def marian_position_table(length: int, d_model: int):
+    """Marian's sinusoidal position table as its C++ computes it (inits::sinusoidalPositionEmbeddings),
+    in float32: log timescale step log(10000) / (d/2 - 1), all sins then all cos, from position 0."""
+    import numpy as np
+
+    half = d_model // 2
+    increment = np.float32(np.log(np.float32(10000.0)) / (np.float32(half) - np.float32(1.0)))
+    table = np.zeros((length, d_model), dtype=np.float32)
+    for p in range(length):
+        v = np.float32(p) * np.exp(np.arange(half, dtype=np.float32) * -increment)
+        table[p, :half], table[p, half : 2 * half] = np.sin(v), np.cos(v)
+    return table

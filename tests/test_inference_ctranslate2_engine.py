@@ -26,12 +26,13 @@ def sources(multi30k_dir):
     return read_head(multi30k_dir / "data/task1/raw/val.de.gz", 40)
 
 
-def model_dir_with(tmp_path, tiny_model_dir, **overrides):
+def model_dir_with(tmp_path, tiny_model_dir, end_bias=1.5, **overrides):
     """A random model of the given shape beside the tiny model's tokenizer, made to say [END] now and then.
 
     A random model almost never ends before the length limit; here the last LayerNorm's bias
-    raises the [END] logit by 1.5, so that hypotheses end at different lengths and the length
-    penalty, the end token's place in it and the two searches' stopping rules all come into play.
+    raises the [END] logit by `end_bias`, so that beam hypotheses end at different lengths and the
+    length penalty, the end token's place in it and the two searches' stopping rules all come into
+    play (greedy outputs still run to their limit at 1.5; at 4 most end within a few tokens).
     """
     src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
     save_tokenizers(src_tok, tgt_tok, tmp_path)
@@ -50,7 +51,7 @@ def model_dir_with(tmp_path, tiny_model_dir, **overrides):
     last_norm = model.decoder_norm if model.config.norm_position == "pre" else model.decoder_layers[-1].ff_residual.norm
     end = model.output.weight[EOS_ID].detach()
     with torch.no_grad():
-        last_norm.bias += 1.5 * end / end.norm() ** 2
+        last_norm.bias += end_bias * end / end.norm() ** 2
     save_model_dir(model, tmp_path)
     experiment = ExperimentConfig()
     experiment.decode.max_len_b = 5
@@ -300,11 +301,13 @@ def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_bot
 
     from nmt.config import load_config
 
-    model_dir = model_dir_with(tmp_path, tiny_model_dir)
-    plain = Translator.load(model_dir).translate_detailed(sources, beam=1)
-    assert sum(len(t[0].tokens) < 50 for t in plain) > 10  # the rule has work to do
+    model_dir = model_dir_with(tmp_path, tiny_model_dir, end_bias=4.0)  # some outputs end within 11-14 tokens
     config = load_config(model_dir / "config.yaml")
-    config.decode.min_len = 50
+    config.decode.min_len = 0
+    config.save(model_dir / "config.yaml")
+    plain = Translator.load(model_dir).translate_detailed(sources, beam=1)
+    assert sum(len(t[0].tokens) < 20 for t in plain) >= 5  # the rule has work to do
+    config.decode.min_len = 20
     config.save(model_dir / "config.yaml")
     export_ctranslate2(model_dir, model_dir / "ct2")
     assert_same_translations(model_dir, sources, beam=1)
@@ -313,5 +316,8 @@ def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_bot
         where = model_dir if engine == "torch" else model_dir / "ct2"
         found = Translator.load(where, engine=engine).translate_detailed(sources, beam=1, scores=True)
         for t in (best[0] for best in found):
-            assert len(t.tokens) >= 50 or len(t.token_probs) == len(t.tokens)  # or cut at its limit
+            assert len(t.tokens) >= 20
             assert sum(math.log(p) for p in t.token_probs) == pytest.approx(t.log_prob, abs=1e-3)
+        # the rule at work: sentences that ended before 20 tokens without it now end with </s> later
+        ended = [i for i, best in enumerate(found) if len(best[0].token_probs) == len(best[0].tokens) + 1]
+        assert sum(len(plain[i][0].tokens) < 20 for i in ended) >= 3

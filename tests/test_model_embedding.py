@@ -35,3 +35,13 @@ def test_token_embedding_is_scaled_by_sqrt_d_model():
     ids = torch.tensor([[1, 4]])
     assert torch.allclose(emb(ids)[0, 1], emb.weight[4] * 4.0)
     assert torch.count_nonzero(emb(torch.tensor([[0]]))) == 0  # padding row is zero
+
+
+def test_the_marian_layout_is_marian_s_own_table_and_differs_from_transformers():
+    from marian_models import marian_position_table
+
+    ours = sinusoidal_encoding(torch.arange(200), 512, layout="marian")
+    # Marian rounds p * exp(-i * step) in float32 (2e-5 off at position 190); nmt computes in float64.
+    assert torch.allclose(ours, torch.from_numpy(marian_position_table(200, 512)), atol=1e-4)
+    halves = sinusoidal_encoding(torch.arange(200), 512, layout="halves")  # transformers' Marian table
+    assert (ours - halves).abs()[50].max() > 0.05  # not a rounding difference

@@ -7,6 +7,7 @@ so that greedy search has varied outputs to agree on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -406,6 +407,9 @@ def test_beam_5_is_transformers_beam_with_its_length_normalization(early_stoppin
             logits_processor=transformers.LogitsProcessorList([RenormalisedWithoutPad(tokenizer.pad_token_id)]),
         )
     assert ours == tokenizer.batch_decode(generated, skip_special_tokens=True)
+    if not early_stopping:  # the rules part somewhere here, or this case would not test the heuristic
+        other = dataclasses.replace(decode, early_stopping=True)
+        assert ours != Translator(load_model_dir(nmt_dir), src_tok, tgt_tok, decode=other).translate(test, beam=5)
 
 
 def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, capsys):

@@ -1,9 +1,11 @@
-"""Marian's own release format (decoder.yml, model.npz, vocabulary .yml) imports as its Hugging Face
-conversion does, and computes what transformers and CTranslate2's Marian converter compute.
+"""Marian's own release format (decoder.yml, model.npz, vocabulary .yml) imports with the weights of
+its Hugging Face conversion, and computes what Marian computes: transformers and CTranslate2's
+Marian converter agree once given Marian's own position table (which their conversions replace).
 
 The releases are written here from the Hugging Face models of tests/marian_models.py
 (`save_marian_release`: transformers' conversion run backwards); CTranslate2's own reader of
-Marian models checks that layout independently of nmt's reader.
+Marian models checks that layout independently of nmt's reader, and `marian_position_table`
+follows Marian's C++.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from marian_models import assert_import_refused, save_marian, save_marian_release
+from marian_models import assert_import_refused, marian_position_table, save_marian, save_marian_release
 
 transformers = pytest.importorskip("transformers")
 
@@ -45,22 +47,28 @@ def greedy(model_dir, sentences):
     return Translator(load_model_dir(model_dir), src_tok, tgt_tok, decode=decode).translate(sentences, beam=1)
 
 
-def same_weights_but_layer_norm_eps(a, b):
+def same_weights_as_the_conversion(a, b):
+    """The release's import `a` holds the Hugging Face import `b`'s weights; only the two settings where
+    transformers' conversion departs from Marian differ."""
     ours, theirs = load_model_dir(a), load_model_dir(b)
-    assert ours.config.layer_norm_eps == 1e-6 and theirs.config.layer_norm_eps == 1e-5  # Marian's and transformers'
-    assert {**ours.config.__dict__, "layer_norm_eps": 0} == {**theirs.config.__dict__, "layer_norm_eps": 0}
+    assert (ours.config.layer_norm_eps, ours.config.position_layout) == (1e-6, "marian")  # Marian's own
+    assert (theirs.config.layer_norm_eps, theirs.config.position_layout) == (1e-5, "halves")  # transformers'
+    apart = {"layer_norm_eps": 0, "position_layout": ""}
+    assert {**ours.config.__dict__, **apart} == {**theirs.config.__dict__, **apart}
     mine, other = ours.state_dict(), theirs.state_dict()
-    # <pad>'s output bias: Marian has no <pad>, so the release gives it 0 (transformers' conversion
-    # does too); the test's Hugging Face model drew it at random. Never used: <pad> is never a choice.
+    # <pad>'s output row and bias: Marian has no <pad>, so the release gives them zeros (transformers'
+    # conversion does too); the test's Hugging Face model drew them at random. Never used: <pad> is
+    # never a choice.
     pad = ours.config.pad_id
-    assert mine["output.bias"][pad] == 0
-    mine["output.bias"][pad] = other["output.bias"][pad]
+    for name in ("output.bias", "output.weight"):
+        assert not mine[name][pad].any()
+        mine[name][pad] = other[name][pad]
     assert mine.keys() == other.keys() and all(torch.equal(mine[k], other[k]) for k in mine)
 
 
 def test_a_release_is_read_as_its_hugging_face_conversion(release):
     _, _, from_release, from_hf = release
-    same_weights_but_layer_norm_eps(from_release, from_hf)
+    same_weights_as_the_conversion(from_release, from_hf)
     release_src, release_tgt = load_tokenizers(from_release)
     hf_src, hf_tgt = load_tokenizers(from_hf)
     text = "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt."
@@ -69,12 +77,17 @@ def test_a_release_is_read_as_its_hugging_face_conversion(release):
 
 
 def test_greedy_output_is_transformers_and_ctranslate2_s_marian_converter_s(release, marian_corpus, tmp_path):
+    """Both given Marian's position table: transformers' model its embed_positions overwritten,
+    CTranslate2's converter through the archive's `Wpos`, which it takes in place of its own."""
     hf_dir, written, from_release, _ = release
     _, _, test = marian_corpus
     ours = greedy(from_release, test)
     model = transformers.MarianMTModel.from_pretrained(hf_dir).eval()
     tokenizer = transformers.MarianTokenizer.from_pretrained(hf_dir)
     with torch.no_grad():
+        for side in (model.model.encoder, model.model.decoder):
+            table = side.embed_positions.weight
+            table.copy_(torch.from_numpy(marian_position_table(table.size(0), table.size(1))))
         generated = model.generate(
             **tokenizer(test, return_tensors="pt", padding=True),
             num_beams=1,
@@ -88,23 +101,32 @@ def test_greedy_output_is_transformers_and_ctranslate2_s_marian_converter_s(rele
     ctranslate2 = pytest.importorskip("ctranslate2")
     converted = tmp_path / "ct2"
     vocabs = [str(written / name) for name in yaml.safe_load((written / "decoder.yml").read_text())["vocabs"]]
-    ctranslate2.converters.MarianConverter(str(written / "model.npz"), vocabs).convert(str(converted))
+    with np.load(written / "model.npz") as archive:
+        arrays = {name: archive[name] for name in archive.files}
+    arrays["Wpos"] = marian_position_table(256, int(arrays["Wemb"].shape[1]))
+    np.savez(tmp_path / "with_positions.npz", **arrays)
+    ctranslate2.converters.MarianConverter(str(tmp_path / "with_positions.npz"), vocabs).convert(str(converted))
     theirs = ctranslate2.Translator(str(converted), device="cpu", intra_threads=1)
     sources = [tokenizer.convert_ids_to_tokens(tokenizer(s)["input_ids"])[:-1] for s in test]  # it adds </s>
     results = theirs.translate_batch(sources, beam_size=1, max_decoding_length=MAX_NEW)
     assert ours == [tokenizer.convert_tokens_to_string(r.hypotheses[0]) for r in results]
 
 
-@pytest.mark.parametrize(
-    "options", [{"separate_vocabs": True}, {"activation": "relu", "layers": (3, 1)}], ids=["separate", "relu 3+1"]
-)
-def test_other_shapes_are_read_as_their_hugging_face_conversion(options, spm_models, marian_corpus, tmp_path):
-    hf_dir = save_marian(tmp_path / "hf", *spm_models, seed=3, **options)
+SHAPES = {
+    "separate vocabularies": {"separate_vocabs": True},
+    "separate, untied output": {"separate_vocabs": True, "tie_output": False},
+    "relu, 3+1 layers": {"activation": "relu", "layers": (3, 1)},
+}
+
+
+@pytest.mark.parametrize("name", list(SHAPES))
+def test_other_shapes_are_read_with_their_hugging_face_conversion_s_weights(name, spm_models, tmp_path):
+    hf_dir = save_marian(tmp_path / "hf", *spm_models, seed=3, **SHAPES[name])
     from_release = import_marian(save_marian_release(hf_dir, tmp_path / "release"), tmp_path / "a")
-    from_hf = import_marian(hf_dir, tmp_path / "b")
-    same_weights_but_layer_norm_eps(from_release, from_hf)
-    _, _, test = marian_corpus
-    assert greedy(from_release, test[:20]) == greedy(from_hf, test[:20])
+    same_weights_as_the_conversion(from_release, import_marian(hf_dir, tmp_path / "b"))
+    assert load_model_dir(from_release).config.sharing == (
+        "none" if "untied" in name else "tgt_out" if "separate" in name else "all"
+    )
 
 
 def test_a_release_exported_to_hugging_face_translates_as_the_original(release, marian_corpus, tmp_path, caplog):
@@ -113,7 +135,7 @@ def test_a_release_exported_to_hugging_face_translates_as_the_original(release, 
     out = tmp_path / "hf"
     with caplog.at_level("INFO"):
         assert main(["export", "--model", str(from_release), "--to", "huggingface", "--out", str(out)]) == 0
-    assert "layer-norm epsilon 1e-06 becomes transformers' 1e-05" in caplog.text
+    assert "Marian's own positions and layer-norm epsilon 1e-06 become transformers' table and 1e-05" in caplog.text
     inputs = transformers.MarianTokenizer.from_pretrained(hf_dir)(test[:40], return_tensors="pt", padding=True)
     with torch.no_grad():
         original, exported = (
@@ -126,7 +148,17 @@ def test_a_release_exported_to_hugging_face_translates_as_the_original(release, 
 def test_decoder_yml_s_search_settings_are_kept(release):
     _, _, from_release, _ = release
     decode = read_decode_config(from_release)
-    assert (decode.beam, decode.length_penalty, decode.length_normalization, decode.min_len) == (4, 1.0, "average", 0)
+    settings = (decode.beam, decode.length_penalty, decode.length_normalization, decode.min_len, decode.early_stopping)
+    assert settings == (4, 1.0, "average", 0, True)  # Marian ends a sentence once `beam` have finished
+
+
+def test_marian_s_own_search_defaults_where_decoder_yml_sets_none(release, tmp_path):
+    _, written, _, _ = release
+    bare = tmp_path / "bare"
+    shutil.copytree(written, bare)
+    edit_decoder(**{"beam-size": None, "normalize": None})(bare)
+    decode = read_decode_config(import_marian(bare, tmp_path / "nmt"))
+    assert (decode.beam, decode.length_penalty) == (12, 0.0)  # marian-decoder's defaults
 
 
 # --- refusals ---------------------------------------------------------------------------------------------
@@ -158,9 +190,11 @@ def add_array(name):
 
 
 def edit_decoder(**changes):
+    """A change to decoder.yml (None drops a setting)."""
+
     def apply(d):
-        decoder = yaml.safe_load((d / "decoder.yml").read_text())
-        (d / "decoder.yml").write_text(yaml.safe_dump({**decoder, **changes}))
+        decoder = {**yaml.safe_load((d / "decoder.yml").read_text()), **changes}
+        (d / "decoder.yml").write_text(yaml.safe_dump({k: v for k, v in decoder.items() if v is not None}))
 
     return apply
 
@@ -186,6 +220,10 @@ DAMAGES = {
     ),
     "gelu": (rewrite_options(**{"transformer-ffn-activation": "gelu"}), r"Marian's gelu is x \* sigmoid\(1.702 x\)"),
     "learned positions": (add_array("Wpos"), r"arrays nmt has no place for: Wpos"),
+    "shared embedding, untied output": (
+        add_array("decoder_ff_logit_out_Wt"),
+        r"one embedding \(Wemb\) for both sides but an output matrix of its own",
+    ),
     "ensemble": (edit_decoder(models=["model.npz", "model.npz"]), r"decoder.yml: models lists 2 \(an ensemble\)"),
     "vocabulary size": (
         drop_last_piece,
@@ -205,3 +243,15 @@ def test_unsupported_releases_are_one_line_and_nothing_is_written(name, release,
     apply, message = DAMAGES[name]
     apply(broken)
     assert_import_refused(broken, message, capsys)
+
+
+def test_nmt_s_ctranslate2_export_carries_marian_s_positions(release, marian_corpus, tmp_path):
+    pytest.importorskip("ctranslate2")
+    _, _, from_release, _ = release
+    _, _, test = marian_corpus
+    exported = tmp_path / "ct2"
+    assert main(["export", "--model", str(from_release), "--to", "ctranslate2", "--out", str(exported)]) == 0
+    decode = DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW, min_len=0)
+    translator = Translator.load(exported, engine="ctranslate2")
+    translator.decode = translator.engine.decode = decode
+    assert translator.translate(test, beam=1) == greedy(from_release, test)

@@ -88,7 +88,7 @@ class ModelSection:
     layer_norm_eps: float | None = None  # epsilon inside every LayerNorm (ModelConfig's default: 1e-6)
     # What an imported model (Marian) sets; nmt's own models keep ModelConfig's defaults.
     scale_embeddings: bool | None = None  # multiply embeddings by sqrt(d_model) (default: true)
-    position_layout: str | None = None  # interleaved (the paper) | halves (Marian)
+    position_layout: str | None = None  # interleaved (the paper) | halves (transformers' Marian) | marian
     output_bias: bool | None = None  # a learned bias on the output logits (default: false)
 
     RULES: ClassVar[dict[str, Rule]] = {"preset": one_of(*PRESETS)}  # ModelConfig checks the rest

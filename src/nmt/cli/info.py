@@ -58,7 +58,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     decode = read_decode_config(model_dir)
     info["decoding"] = (
         f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization}), "
-        f"at least {decode.min_len} token(s), "
+        f"min length {decode.min_len}, "
         + ("stops at `beam` finished" if decode.early_stopping else "transformers' stopping rule (early_stopping off)")
     )
     if (model_dir / SHORTLIST).is_file():

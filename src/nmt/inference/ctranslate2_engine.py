@@ -118,12 +118,7 @@ class CTranslate2Engine:
             intra_threads=self.threads,
         )
         self.decode, self.precision = decode, precision
-        if not decode.early_stopping:
-            log.warning(
-                "decode.early_stopping is false (transformers' stopping rule), which CTranslate2 does not have: "
-                "its beam search ends a sentence once `beam` hypotheses have finished, so beam outputs can "
-                "differ from nmt's engine (--engine torch)"
-            )
+        self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
         self.use_vmap = shortlist and (Path(ct2_dir) / VOCABULARY_MAP).is_file()
         self.device = torch.device(device, int(index) if index else None)
@@ -215,6 +210,8 @@ class CTranslate2Engine:
         scores against them all. So where a target went on at such a step, the end token's own
         log-prob there (scored as that prefix followed by an end) puts the difference back:
         log p'(y_j) = log p(y_j) - log(1 - p(end)), as nmt.decoding.forced does it in one pass.
+        Each such step costs a scoring row of its own (the source encoded again, a short target):
+        with the default min_len 1, twice the rows, half of them one token long.
         """
         early = [(k, j) for k, target in enumerate(targets) for j in range(min(self.decode.min_len, len(target)))]
         scored = self.translator.score_batch(
@@ -232,6 +229,13 @@ class CTranslate2Engine:
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
         refuses attention and sampling before they reach this engine (supports_attention/sampling)."""
+        if request.beam > 1 and not request.early_stopping and not self._warned_stopping:
+            self._warned_stopping = True
+            log.warning(
+                "decode.early_stopping is false (transformers' stopping rule), which CTranslate2 does not have: "
+                "its beam search ends a sentence once `beam` hypotheses have finished, so beam outputs can "
+                "differ from nmt's engine (--engine torch)"
+            )
         lengths = [len(s) for s in ids]
         limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
         alpha = request.length_penalty if request.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt

@@ -12,7 +12,7 @@ from typing import Any
 ACTIVATIONS = ("relu", "gelu", "swish")  # swish = x * sigmoid(x) (SiLU): the OPUS-MT models' activation
 NORM_POSITIONS = ("post", "pre")
 SHARING_MODES = ("none", "tgt_out", "all")
-POSITION_LAYOUTS = ("interleaved", "halves")
+POSITION_LAYOUTS = ("interleaved", "halves", "marian")
 
 
 @dataclass
@@ -44,7 +44,8 @@ class ModelConfig:
     # How a model imported from another toolkit lays out what the paper leaves open (nmt's own
     # models keep the defaults):
     scale_embeddings: bool = True  # multiply token embeddings by sqrt(d_model) (section 3.4)
-    # "interleaved": sin in even columns, cos in odd (the paper); "halves": all sins, then all cos (Marian)
+    # "interleaved": sin in even columns, cos in odd (the paper); "halves": all sins, then all cos
+    # (transformers' Marian models); "marian": halves with Marian's own frequencies (embedding.py)
     position_layout: str = "interleaved"
     output_bias: bool = False  # a learned bias on the output logits (Marian's final_logits_bias)
 

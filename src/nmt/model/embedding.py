@@ -42,14 +42,19 @@ def sinusoidal_encoding(
 
     positions: (len,) integer or float positions -> (len, d_model) float32.
     layout "halves" puts the same numbers as [sin(p / base^(2i/d)) for every i, then every cos]:
-    Marian's table, which its models were trained with.
+    the table transformers (and CTranslate2) give Marian models. "marian" is the table Marian
+    itself computes, and trained its models with (tensor2tensor's): halves again, but with the
+    frequencies base^(-i / (d/2 - 1)), so the last pair turns at exactly 1/base (at position 50 and
+    d_model 512, up to 0.07 from "halves").
     Computed in float64 so large positions stay accurate to 1e-6.
     """
     i2 = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)  # 2i
     inv_freq = base ** (-i2 / d_model)  # base^(-2i/d)
+    if layout == "marian":
+        inv_freq = base ** (-(i2 / 2) / max(d_model // 2 - 1, 1))  # base^(-i / (d/2 - 1))
     angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]  # (len, ceil(d/2))
     pe = torch.empty(positions.numel(), d_model, dtype=torch.float64, device=positions.device)
-    if layout == "halves":
+    if layout in ("halves", "marian"):
         half = angles.size(1)
         pe[:, :half] = torch.sin(angles)
         pe[:, half:] = torch.cos(angles[:, : d_model - half])

@@ -10,6 +10,8 @@ is the paper's post-norm model with a few choices nmt's ModelConfig names as opt
     activation        swish (OPUS-MT), gelu or relu
     scale_embeddings  config.scale_embedding (OPUS-MT: embeddings times sqrt(d_model))
     position_layout   "halves": sin(p / 10000^(2i/d)) for every i, then every cos, from position 0
+                      (transformers' table: Marian's own steps its frequencies by 1/(d/2 - 1),
+                      see marian_npz.py, which imports Marian's releases with that table)
     output_bias       final_logits_bias
     bos_id            decoder_start_token_id, which is the pad id: Marian starts decoding from <pad>
     layer_norm_eps    1e-5 (torch's default, which transformers uses)
@@ -70,7 +72,7 @@ def read_json(path: Path) -> dict[str, Any]:
     return values
 
 
-def model_config(hf: dict[str, Any], path: Path, layer_norm_eps: float = LAYER_NORM_EPS) -> ModelConfig:
+def model_config(hf: dict[str, Any], path: Path) -> ModelConfig:
     """The ModelConfig of a transformers MarianConfig (as its config.json holds it)."""
 
     def field(name: str, default: Any = None) -> Any:
@@ -119,7 +121,7 @@ def model_config(hf: dict[str, Any], path: Path, layer_norm_eps: float = LAYER_N
             pad_id=field("pad_token_id"),
             bos_id=field("decoder_start_token_id", hf.get("pad_token_id")),
             eos_id=eos,
-            layer_norm_eps=layer_norm_eps,
+            layer_norm_eps=LAYER_NORM_EPS,
             scale_embeddings=bool(field("scale_embedding", False)),
             position_layout="halves",
             output_bias=True,
@@ -241,7 +243,8 @@ def check_positions(tensors: dict[str, torch.Tensor], config: ModelConfig, path:
         ours = sinusoidal_encoding(torch.arange(table.size(0)), config.d_model, layout="halves")
         if table.shape != ours.shape or not torch.allclose(table.float(), ours, atol=1e-4):
             raise MarianFormatError(
-                f"{path}: model.{side}.embed_positions.weight is not Marian's sinusoidal table; nmt imports those only"
+                f"{path}: model.{side}.embed_positions.weight is not transformers' sinusoidal table for Marian; "
+                "nmt imports that one only"
             )
 
 
@@ -308,6 +311,8 @@ def decode_defaults(generation: dict[str, Any], hf: dict[str, Any]) -> dict[str,
     alpha = generation.get("length_penalty", hf.get("length_penalty", 1.0))
     min_length = generation.get("min_length", hf.get("min_length", 0)) or 0
     early_stopping = generation.get("early_stopping", hf.get("early_stopping", False))
+    if early_stopping == "never":
+        log.warning("early_stopping 'never' is read as False: nmt has transformers' default heuristic, not 'never'")
     return {
         "beam": int(beam),
         "length_penalty": float(alpha),

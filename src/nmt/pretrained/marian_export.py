@@ -42,7 +42,7 @@ def check_marian_shaped(model: Transformer, src_tok, model_dir: Path) -> None:
     differences = [
         f"{name}={getattr(c, name)!r} (Marian: {marian!r})"
         for name, marian in (("norm_position", "post"), ("position_layout", "halves"), ("output_bias", True))
-        if getattr(c, name) != marian
+        if getattr(c, name) != marian and (name, getattr(c, name)) != ("position_layout", "marian")
     ]
     if differences:
         raise ValueError(f"{model_dir}/model.json: MarianMTModel cannot hold {', '.join(differences)}")
@@ -110,10 +110,10 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
     origin_path = model_dir / IMPORTED_FROM
     origin = json.loads(origin_path.read_text(encoding="utf-8")) if origin_path.is_file() else {}
     max_positions = origin.get("max_position_embeddings") or DEFAULT_MAX_POSITIONS
-    if model.config.layer_norm_eps != TRANSFORMERS_LAYER_NORM_EPS:  # a model read from Marian's own release
+    if model.config.position_layout == "marian":  # a model read from Marian's own release
         log.info(
-            "layer-norm epsilon %g becomes transformers' %g (MarianConfig has no field for it; transformers' "
-            "own conversion from Marian does the same)",
+            "Marian's own positions and layer-norm epsilon %g become transformers' table and %g "
+            "(MarianConfig has no field for either; transformers' own conversion from Marian does the same)",
             model.config.layer_norm_eps,
             TRANSFORMERS_LAYER_NORM_EPS,
         )

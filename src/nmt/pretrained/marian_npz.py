@@ -19,24 +19,29 @@ own converter (convert_marian_to_pytorch) maps them:
     decoder_l3_context_*                                 -> model.decoder.layers.2.encoder_attn(_layer_norm)
     Wemb (shared) or encoder_Wemb / decoder_Wemb         -> the embeddings
     decoder_ff_logit_out_b (1, vocab)                    -> final_logits_bias
-    decoder_ff_logit_out_W (an untied output), if any    -> lm_head.weight, transposed
+    decoder_ff_logit_out_Wt (vocab, d_model), untied     -> lm_head.weight (older Marian: _W, (d_model, vocab))
 
 Marian has no padding token and starts decoding from a zero vector; as in transformers'
 conversion, a `<pad>` is appended to each vocabulary with a zero embedding row and a zero output
-bias, and decoding starts from it (a zero row scaled is still zero). What differs from the
-Hugging Face conversion is kept as Marian computes it: layer norms with epsilon 1e-6 (transformers
-uses 1e-5). Supported: post-norm Transformers (`--transformer-preprocess ''`,
-`--transformer-postprocess dan`), swish or relu, tied or untied embeddings, one model. Refused in
-one line naming the file and field: pre-norm, average-attention or SSRU decoders, learned positions,
-layer-normalised embeddings, Marian's gelu (x * sigmoid(1.702 x), which nmt does not compute),
-ensembles, a vocabulary whose size is not the weights'.
+bias, and decoding starts from it (a zero row scaled is still zero). Where transformers'
+conversion departs from what Marian computes, nmt keeps Marian's: layer norms with epsilon 1e-6
+(transformers: 1e-5), and Marian's own sinusoidal positions, whose frequencies step by
+log(10000) / (d/2 - 1) (transformers and CTranslate2 use the paper's log(10000) / (d/2); at
+position 50 the tables differ by up to 0.07): `position_layout: marian`.
+Supported: post-norm Transformers (`--transformer-preprocess ''`, `--transformer-postprocess dan`),
+swish or relu, tied or untied embeddings, one model. Refused in one line naming the file and
+field: pre-norm, average-attention or SSRU decoders, learned positions, layer-normalised
+embeddings, Marian's gelu (x * sigmoid(1.702 x), which nmt does not compute), ensembles, a
+vocabulary whose size is not the weights', one embedding shared by both sides with an untied output.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -46,10 +51,13 @@ from ..model import Transformer
 from ..sentencepiece_tokenizer import SOURCE_MODEL, TARGET_MODEL, SentencePieceTokenizer, SpecialTokens
 from .marian import MarianFormatError, build_model, model_config
 
+log = logging.getLogger(__name__)
+
 DECODER_YML = "decoder.yml"
 CONFIG_KEY = "special:model.yml"
 PAD = "<pad>"
 LAYER_NORM_EPS = 1e-6  # Marian's transformer layer norm (transformers' conversion uses 1e-5)
+POSITION_LAYOUT = "marian"  # Marian's own sinusoid (transformers' conversion uses "halves")
 ACTIVATIONS = ("swish", "relu")
 
 # Marian -> transformers, per layer (the q/k/v/o projections take _W and _b; norms _ln_scale / _ln_bias).
@@ -90,10 +98,10 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return values
 
 
-def typed(value: Any) -> Any:
+def yaml_value(value: Any) -> Any:
     """A BaseLoader string as Marian means it: true/false, an int, a float, else the text."""
     if isinstance(value, list):
-        return [typed(v) for v in value]
+        return [yaml_value(v) for v in value]
     if not isinstance(value, str):
         return value
     if value in ("true", "false"):
@@ -106,8 +114,17 @@ def typed(value: Any) -> Any:
     return value
 
 
-def release_files(directory: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
-    """(weights, source vocabulary, target vocabulary, decoder.yml's settings) named by decoder.yml."""
+class ReleaseFiles(NamedTuple):
+    """What decoder.yml names: the weights, the two vocabularies, and its own search settings."""
+
+    weights: Path
+    source_vocab: Path
+    target_vocab: Path
+    decoder: dict[str, Any]
+
+
+def release_files(directory: Path) -> ReleaseFiles:
+    """The files decoder.yml names, and its settings."""
     decoder = read_yaml(directory / DECODER_YML)
     models, vocabs = decoder.get("models"), decoder.get("vocabs")
     if not isinstance(models, list) or not models:
@@ -116,7 +133,7 @@ def release_files(directory: Path) -> tuple[Path, Path, Path, dict[str, Any]]:
         raise MarianFormatError(f"{directory / DECODER_YML}: models lists {len(models)} (an ensemble); nmt takes one")
     if not isinstance(vocabs, list) or len(vocabs) != 2:
         raise MarianFormatError(f"{directory / DECODER_YML}: field vocabs must list a source and a target vocabulary")
-    return directory / models[0], directory / vocabs[0], directory / vocabs[1], decoder
+    return ReleaseFiles(directory / models[0], directory / vocabs[0], directory / vocabs[1], decoder)
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:
@@ -141,7 +158,7 @@ def training_config(arrays: dict[str, np.ndarray], path: Path) -> dict[str, Any]
         raise MarianFormatError(f"{path}: {CONFIG_KEY} is not valid YAML ({' '.join(str(err).split())})") from None
     if not isinstance(values, dict):
         raise MarianFormatError(f"{path}: {CONFIG_KEY} is not a YAML mapping")
-    return {name: typed(value) for name, value in values.items()}
+    return {name: yaml_value(value) for name, value in values.items()}
 
 
 def check_architecture(options: dict[str, Any], path: Path) -> None:
@@ -156,7 +173,7 @@ def check_architecture(options: dict[str, Any], path: Path) -> None:
             f"{where}: transformer-postprocess-emb is {options['transformer-postprocess-emb']!r}; "
             "nmt does not layer-normalise embeddings ('d' or '')"
         )
-    activation = options.get("transformer-ffn-activation")
+    activation = options.setdefault("transformer-ffn-activation", "swish")  # Marian's default
     if activation not in ACTIVATIONS:
         raise MarianFormatError(
             f"{where}: transformer-ffn-activation {activation!r} is not supported (nmt imports {', '.join(ACTIVATIONS)}"
@@ -230,9 +247,17 @@ def huggingface_tensors(arrays: dict[str, np.ndarray], options: dict[str, Any], 
                 raise MarianFormatError(f"{path}: array Wemb (or {side}_Wemb) is missing")
             used.add(f"{side}_Wemb")
             tensors[f"model.{side}.embed_tokens.weight"] = with_pad_row(arrays[f"{side}_Wemb"])
-    if "decoder_ff_logit_out_W" in arrays:  # an output matrix of its own, stored (d_model, vocab)
+    if "decoder_ff_logit_out_Wt" in arrays:  # an output matrix of its own, stored (vocab, d_model)
+        used.add("decoder_ff_logit_out_Wt")
+        tensors["lm_head.weight"] = with_pad_row(arrays["decoder_ff_logit_out_Wt"])
+    elif "decoder_ff_logit_out_W" in arrays:  # the same from older Marian, stored (d_model, vocab)
         used.add("decoder_ff_logit_out_W")
         tensors["lm_head.weight"] = with_pad_row(arrays["decoder_ff_logit_out_W"].T)
+    if "lm_head.weight" in tensors and "model.shared.weight" in tensors:
+        raise MarianFormatError(
+            f"{path}: one embedding (Wemb) for both sides but an output matrix of its own "
+            "(decoder_ff_logit_out_W[t]); nmt ties the output to the embedding there"
+        )
     if "decoder_ff_logit_out_b" not in arrays:
         raise MarianFormatError(f"{path}: array decoder_ff_logit_out_b is missing")
     used.add("decoder_ff_logit_out_b")
@@ -260,7 +285,7 @@ def read_marian_release(
         vocab[PAD] = len(vocab)
     tensors = huggingface_tensors(arrays, options, weights)
     for side, vocab, path in (("encoder", src_vocab, src_vocab_path), ("decoder", tgt_vocab, tgt_vocab_path)):
-        rows = tensors.get(f"model.{side}.embed_tokens.weight", tensors.get("model.shared.weight"))
+        rows = tensors[f"model.{side}.embed_tokens.weight" if "Wemb" not in arrays else "model.shared.weight"]
         if rows.size(0) != len(vocab):
             raise MarianFormatError(
                 f"{path}: the vocabulary has {len(vocab) - 1} pieces but the weights' {side} embedding has "
@@ -288,7 +313,10 @@ def read_marian_release(
         "scale_embedding": True,  # Marian's Transformer always scales embeddings by sqrt(d_model)
         "dropout": float(options.get("transformer-dropout", 0.1)),
     }
-    model = build_model(tensors, model_config(hf, weights, layer_norm_eps=LAYER_NORM_EPS), weights)
+    config = dataclasses.replace(
+        model_config(hf, weights), layer_norm_eps=LAYER_NORM_EPS, position_layout=POSITION_LAYOUT
+    )
+    model = build_model(tensors, config, weights)
     special = SpecialTokens(separate_vocabs=not shared)
     try:
         src_tok = SentencePieceTokenizer(directory / SOURCE_MODEL, src_vocab, "source", special)
@@ -302,20 +330,25 @@ def read_marian_release(
         "source_lang": None,
         "target_lang": None,
         "max_position_embeddings": None,
-        "decode": decode_settings(decoder),
+        "decode": decode_settings(decoder, directory / DECODER_YML),
     }
     return model, src_tok, tgt_tok, origin
 
 
-def decode_settings(decoder: dict[str, Any]) -> dict[str, Any]:
+def decode_settings(decoder: dict[str, Any], path: Path) -> dict[str, Any]:
     """decoder.yml's search: its beam and length normalisation (`normalize`: log-prob / length^alpha,
     Marian's default 0, the plain log-prob). Marian sets no minimum length, and ends a sentence once
     `beam` hypotheses have finished (nmt's early_stopping)."""
-    beam = typed(decoder.get("beam-size", 12))
-    alpha = typed(decoder.get("normalize", 0))
+    try:
+        beam, alpha = int(decoder.get("beam-size", 12)), float(decoder.get("normalize", 0))
+        word_penalty = float(decoder.get("word-penalty", 0))
+    except (TypeError, ValueError) as err:
+        raise MarianFormatError(f"{path}: beam-size, normalize or word-penalty is not a number ({err})") from None
+    if word_penalty:
+        log.warning("%s: word-penalty %g is not applied: nmt's search has no per-word bonus", path, word_penalty)
     return {
-        "beam": int(beam),
-        "length_penalty": float(alpha),
+        "beam": beam,
+        "length_penalty": alpha,
         "length_normalization": "average",
         "min_len": 0,
         "early_stopping": True,
