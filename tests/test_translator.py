@@ -88,6 +88,16 @@ def test_a_length_penalty_given_at_load_is_every_calls_default(tiny_model_dir, t
         Translator.load(tiny_model_dir, device="cpu", length_penalty=-1)
 
 
+def test_the_minimum_length_and_the_stopping_rule_given_at_load_replace_the_directory_s(tiny_model_dir, translator):
+    assert (translator.decode.min_len, translator.decode.early_stopping) == (1, True)  # the directory's
+    loaded = Translator.load(tiny_model_dir, device="cpu", min_len=4, early_stopping=False)
+    assert (loaded.decode.min_len, loaded.decode.early_stopping) == (4, False)
+    assert loaded.search_request(beam=3).early_stopping is False  # what reaches the search
+    assert all(len(best[0].tokens) >= 4 for best in loaded.translate_detailed(SENTENCES, beam=3))
+    with pytest.raises(ValueError, match=r"decode.min_len must be >= 0, got -1"):
+        Translator.load(tiny_model_dir, device="cpu", min_len=-1)
+
+
 def test_missing_model_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Translator.load(tmp_path / "nope")

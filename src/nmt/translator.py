@@ -141,6 +141,8 @@ class Translator:
         *,
         length_penalty: float | None = None,
         length_normalization: str | None = None,
+        min_len: int | None = None,
+        early_stopping: bool | None = None,
         **engine_options,
     ) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
@@ -150,6 +152,7 @@ class Translator:
         length_penalty: the GNMT alpha every call uses unless it names its own (default: the
         directory's decode.length_penalty; choose one with `nmt tune-length-penalty`).
         length_normalization: "gnmt" or "average" (transformers'), default the directory's.
+        min_len, early_stopping: the directory's decode.min_len and decode.early_stopping, replaced.
         """
         options = merge_options(options, engine_options)
         model_dir = Path(model_dir)
@@ -162,6 +165,10 @@ class Translator:
             decode = dataclasses.replace(decode, length_penalty=length_penalty)
         if length_normalization is not None:
             decode = dataclasses.replace(decode, length_normalization=length_normalization)
+        if min_len is not None:  # replace() checks it: decode.min_len must be >= 0
+            decode = dataclasses.replace(decode, min_len=min_len)
+        if early_stopping is not None:
+            decode = dataclasses.replace(decode, early_stopping=early_stopping)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
         return cls(
             engine,

@@ -67,7 +67,7 @@ def beam_options() -> argparse.ArgumentParser:
 
 
 def length_penalty_options() -> argparse.ArgumentParser:
-    """The length penalty, for the commands that translate with beam search."""
+    """How beam search ranks and stops, for the commands that translate with it."""
     parent = Parser(add_help=False)
     parent.add_argument(
         "--length-penalty",
@@ -85,6 +85,23 @@ def length_penalty_options() -> argparse.ArgumentParser:
         help="how beam search ranks finished hypotheses: gnmt, log-prob / ((5 + length) / 6)^alpha, or "
         "average, log-prob / length^alpha (transformers'; an imported Marian model's default) "
         "(default: the model's decode.length_normalization)",
+    )
+    parent.add_argument(
+        "--min-len",
+        type=int,
+        default=None,
+        metavar="N",
+        help="output tokens a sentence must have before the end token may come (default: the model's "
+        "decode.min_len: 1 for nmt's own models, so that no real sentence is translated to nothing; "
+        "transformers' min_length - 1, usually 0, for an imported one)",
+    )
+    parent.add_argument(
+        "--early-stopping",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="beam search ends a sentence once `beam` hypotheses have finished (fairseq, CTranslate2, "
+        "Marian); --no-early-stopping: transformers' default rule, which goes on while a live beam could "
+        "still win (default: the model's decode.early_stopping)",
     )
     return parent
 
@@ -190,4 +207,6 @@ def load_translator(args: argparse.Namespace):
         engine_options(args),
         length_penalty=getattr(args, "length_penalty", None),
         length_normalization=getattr(args, "length_normalization", None),
+        min_len=getattr(args, "min_len", None),
+        early_stopping=getattr(args, "early_stopping", None),
     )

@@ -142,6 +142,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         engine=engine_options(args),
         length_penalty=args.length_penalty,
         length_normalization=args.length_normalization,
+        min_len=args.min_len,
+        early_stopping=args.early_stopping,
         batching=batching,
         access=access,
         connections=connections,

@@ -594,6 +594,8 @@ def serve(
     engine: EngineOptions | None = None,
     length_penalty: float | None = None,
     length_normalization: str | None = None,
+    min_len: int | None = None,
+    early_stopping: bool | None = None,
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
@@ -604,9 +606,9 @@ def serve(
 
     model_dir: one directory, or several (one per direction; nmt's own API and the page use the
     first, LibreTranslate's API routes by language). engine: how the models run (EngineOptions);
-    length_penalty and length_normalization: how beam search ranks for every request (default:
-    each model's decode settings). glossary: terms every translation of the first model must use
-    (nmt.glossary).
+    length_penalty, length_normalization, min_len and early_stopping: how beam search ranks and
+    stops for every request (default: each model's decode settings). glossary: terms every
+    translation of the first model must use (nmt.glossary).
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -618,6 +620,8 @@ def serve(
             engine=engine,
             length_penalty=length_penalty,
             length_normalization=length_normalization,
+            min_len=min_len,
+            early_stopping=early_stopping,
             batching=batching,
             access=access,
             connections=connections,
@@ -653,6 +657,8 @@ def serve_on(
     connections: ConnectionOptions | None,
     admission: Admission | None = None,
     glossary: Glossary | None = None,
+    min_len: int | None = None,
+    early_stopping: bool | None = None,
 ) -> None:
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
@@ -667,6 +673,8 @@ def serve_on(
             server_engine_options(each_dir, engine),
             length_penalty=length_penalty,
             length_normalization=length_normalization,
+            min_len=min_len,
+            early_stopping=early_stopping,
         )
         if not loaded:  # a glossary is for one direction: the first model's (nmt's own API's)
             translator.glossary = glossary
