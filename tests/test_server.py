@@ -115,6 +115,7 @@ def test_health_reports_model_languages_and_readiness(client, translator, tiny_m
     assert health["parameters"] == sum(p.numel() for p in translator.model.parameters())
     assert (health["src_lang"], health["tgt_lang"]) == ("de", "en")
     assert health["length_penalty"] == translator.decode.length_penalty == 0.6
+    assert (health["min_len"], health["early_stopping"]) == (1, True)
     assert health["limits"]["max_beam"] == 4
 
 
@@ -406,6 +407,13 @@ def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch,
 def test_nmt_serve_length_penalty_reaches_the_loader(monkeypatch):
     assert serve_arguments(monkeypatch)["length_penalty"] is None  # the model's decode.length_penalty
     assert serve_arguments(monkeypatch, "--length-penalty", "2.5")["length_penalty"] == 2.5
+
+
+def test_nmt_serve_minimum_length_and_stopping_rule_reach_the_loader(monkeypatch):
+    seen = serve_arguments(monkeypatch)
+    assert (seen["min_len"], seen["early_stopping"]) == (None, None)  # the model's decode settings
+    seen = serve_arguments(monkeypatch, "--min-len", "0", "--no-early-stopping")
+    assert (seen["min_len"], seen["early_stopping"]) == (0, False)
 
 
 def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, translator):

@@ -103,6 +103,8 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "engine": translator.engine.name,
         "precision": translator.engine.precision,
         "length_penalty": translator.decode.length_penalty,
+        "min_len": translator.decode.min_len,
+        "early_stopping": translator.decode.early_stopping,
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
         # a multi-target model: the languages of its >>xx<< tokens, each a direction of its own
