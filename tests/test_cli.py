@@ -120,12 +120,18 @@ def test_length_penalty_option_is_the_alpha_the_search_ranks_with(tiny_model_dir
     assert (chosen["length_penalty"], default["length_penalty"]) == (0.0, 0.6)
 
 
-def test_tune_length_penalty_prints_each_alpha_and_writes_the_best(tiny_model_dir, tmp_path, capsys):
+def tuning_command(command, tiny_model_dir, tmp_path):
+    """(a copy of the tiny model, the arguments of `command` on it with a two-line validation set)."""
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
     src.write_text("Ein Mann.\nEin Hund.\n")
     ref.write_text("A man.\nA dog.\n")
-    args = ["tune-length-penalty", "--model", str(model_dir), "--src", str(src), "--ref", str(ref), "--beam", "2"]
+    return model_dir, [command, "--model", str(model_dir), "--src", str(src), "--ref", str(ref)]
+
+
+def test_tune_length_penalty_prints_each_alpha_and_writes_the_best(tiny_model_dir, tmp_path, capsys):
+    model_dir, args = tuning_command("tune-length-penalty", tiny_model_dir, tmp_path)
+    args += ["--beam", "2"]
     assert main([*args, "--alphas", "0,2.5"]) == 0
     *lines, best = capsys.readouterr().out.splitlines()
     bleu = {line.split()[1]: float(line.split()[3]) for line in lines}  # "alpha 0  BLEU 12.34 ..."
@@ -133,6 +139,21 @@ def test_tune_length_penalty_prints_each_alpha_and_writes_the_best(tiny_model_di
     assert read_decode_config(model_dir).length_penalty == 0.6  # not written without --write
     assert main([*args, "--alphas", "2.5", "--write"]) == 0
     assert read_decode_config(model_dir).length_penalty == 2.5
+
+
+def test_tune_precision_prints_both_and_writes_the_choice(tiny_model_dir, tmp_path, capsys):
+    model_dir, args = tuning_command("tune-precision", tiny_model_dir, tmp_path)
+    args += ["--beam", "1"]
+    assert main(args) == 0
+    fp32, int8, choice = capsys.readouterr().out.splitlines()
+    assert (
+        fp32.startswith("fp32  BLEU") and int8.startswith("int8  BLEU") and choice in ("choice: fp32", "choice: int8")
+    )
+    assert read_decode_config(model_dir).precision is None  # not written without --write
+    assert main([*args, "--tolerance", "100", "--write"]) == 0
+    chosen = capsys.readouterr().out.splitlines()[-1].split()[-1]
+    assert read_decode_config(model_dir).precision == (None if chosen == "fp32" else chosen)
+    assert main([*args, "--tolerance", "-1"]) == 2
 
 
 def test_evaluate_pretokenized_scores_the_texts_own_tokens(tiny_model_dir, tmp_path, capsys):

@@ -31,6 +31,7 @@ COMMANDS = (
     "translate",
     "evaluate",
     "tune-length-penalty",
+    "tune-precision",
     "data",
     "export",
     "import",

@@ -2,6 +2,7 @@
 corpus; a teacher that does not fit refused before any translation; a student trained on it."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from nmt.config import load_config
+from nmt.model_dir import read_decode_config
 from nmt.training.distill import complete_lines, plan_distillation, translate_corpus
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
@@ -136,6 +138,10 @@ def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrid
     run = yaml.safe_load((out / "config.yaml").read_text())
     assert run["data"]["train_tgt"] == str(out.resolve() / "distilled" / "teacher.en")
     assert (out / "shortlist.safetensors").is_file() and "shortlist written to" in result.stderr
+    # int8 or fp32, measured on the validation set, written as the student's default
+    choice = re.search(r"precision: (fp32|int8) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 BLEU", result.stderr)
+    assert choice, result.stderr[-2000:]
+    assert read_decode_config(out).precision == (None if choice.group(1) == "fp32" else "int8")
     # Run again: the corpus is complete and the student's run resumes, at its last step already.
     checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
     again = nmt_distill(tiny_model_dir, out, sets)

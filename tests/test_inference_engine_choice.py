@@ -130,7 +130,7 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     installed = engine_choice.ctranslate2_installed()
     assert info["engine auto"].startswith("CTranslate2" if installed else "nmt's engine")
     assert info["shortlist"].startswith("none")
-    assert info["decoding"].endswith("min length 1, stops at `beam` finished")  # the defaults
+    assert info["decoding"].endswith("min length 1, stops at `beam` finished, fp32 on CPU")  # the defaults
     assert "not made yet" in info["ctranslate2 export"]
     text = run_nmt("info", str(model_dir), "--device", "cpu")
     assert text.returncode == 0 and "engine auto" in text.stdout

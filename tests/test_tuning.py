@@ -6,7 +6,17 @@ import pytest
 from nmt.evaluation import Scores, score_translations
 from nmt.model_dir import RUN_CONFIG, read_decode_config
 from nmt.translator import Translator
-from nmt.tuning import PenaltyTrial, best_trial, length_ratio, try_length_penalties, write_length_penalty
+from nmt.tuning import (
+    PenaltyTrial,
+    PrecisionTrial,
+    best_trial,
+    chosen_precision,
+    length_ratio,
+    try_length_penalties,
+    try_precisions,
+    write_length_penalty,
+    write_precision,
+)
 
 SOURCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind.", "Eine Frau mit einem Hut."]
 REFERENCES = ["A man rides a bike.", "Two dogs play in the snow.", "A child.", "A woman with a hat."]
@@ -53,3 +63,54 @@ def test_a_model_without_config_gets_the_defaults_and_the_alpha(tiny_model_dir, 
     (model_dir / RUN_CONFIG).unlink()
     write_length_penalty(model_dir, 1.5)
     assert read_decode_config(model_dir).length_penalty == 1.5
+
+
+def scores(bleu: float) -> Scores:
+    return Scores(bleu=bleu, bleu_lowercase=bleu, chrf=0.0, bleu_signature="", chrf_signature="", sentences=1)
+
+
+def test_int8_is_chosen_only_where_it_is_faster_and_within_the_tolerance():
+    def trials(fp32_bleu, int8_bleu, fp32_s=2.0, int8_s=1.0):
+        return [PrecisionTrial("fp32", scores(fp32_bleu), fp32_s), PrecisionTrial("int8", scores(int8_bleu), int8_s)]
+
+    assert chosen_precision(trials(35.3, 35.1)) == "int8"  # 0.2 lower, faster
+    assert chosen_precision(trials(35.3, 34.9)) == "fp32"  # 0.4 lower
+    assert chosen_precision(trials(35.3, 35.5, int8_s=2.5)) == "fp32"  # better but slower here
+    assert chosen_precision(trials(35.3, 34.9), tolerance=0.5) == "int8"
+
+
+def test_each_precision_trial_is_that_precision_s_translation(tiny_model_dir):
+    found = try_precisions(tiny_model_dir, SOURCES, REFERENCES, engine="torch", beam=1)
+    assert [t.precision for t in found] == ["fp32", "int8"] and all(t.seconds > 0 for t in found)
+    for t in found:
+        translator = Translator.load(tiny_model_dir, engine="torch", precision=t.precision, device="cpu")
+        assert t.scores == score_translations(translator.translate(SOURCES, beam=1), REFERENCES)
+
+
+def test_a_written_precision_is_the_default_on_cpu_and_a_named_one_wins(tiny_model_dir, tmp_path):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    assert read_decode_config(model_dir).precision is None  # fp32
+    write_precision(model_dir, "int8")
+    assert read_decode_config(model_dir).precision == "int8"
+    assert Translator.load(model_dir, engine="torch", device="cpu").engine.precision == "int8"
+    assert Translator.load(model_dir, engine="torch", device="cpu", precision="fp32").engine.precision == "fp32"
+    write_precision(model_dir, "fp32")
+    assert read_decode_config(model_dir).precision is None
+
+
+def test_an_imported_model_s_decode_settings_are_written_where_they_are_read(tiny_model_dir, tmp_path):
+    """An imported model keeps its search in imported_from.json: a written alpha or precision goes
+    there, not into a new config.yaml of the library's defaults (which would replace its beam)."""
+    import json
+
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    (model_dir / RUN_CONFIG).unlink()
+    origin = {"format": "marian", "decode": {"beam": 4, "length_penalty": 1.0, "length_normalization": "average"}}
+    (model_dir / "imported_from.json").write_text(json.dumps(origin))
+    write_length_penalty(model_dir, 2.0)
+    write_precision(model_dir, "int8")
+    assert not (model_dir / RUN_CONFIG).exists()
+    decode = read_decode_config(model_dir)
+    assert (decode.beam, decode.length_penalty, decode.length_normalization) == (4, 2.0, "average")
+    assert decode.precision == "int8"
+    assert json.loads((model_dir / "imported_from.json").read_text())["format"] == "marian"

@@ -202,6 +202,7 @@ class DecodeConfig:
     length_penalty: float = 0.6  # GNMT alpha in ((5 + len) / 6)^alpha; 0 disables
     length_normalization: str = "gnmt"  # gnmt: the line above; average: len^alpha (transformers')
     early_stopping: bool = True  # beam search ends a sentence at `beam` finished; false: transformers' default
+    precision: str | None = None  # on CPU, when a run names none: fp32 (null) or int8 (`nmt tune-precision`)
     max_len_a: float = 1.5  # output length limit: a * source_len + b
     max_len_b: int = 10  # output length limit: a * source_len + b
     min_len: int = 1  # output tokens before the end token may come (see decoding.SearchLimits)
@@ -214,6 +215,7 @@ class DecodeConfig:
         "max_len_a": at_least(0),
         "max_len_b": at_least(0),
         "min_len": at_least(0),
+        "precision": one_of("fp32", "int8"),
         "batch_tokens": at_least(1),
     }
 
@@ -295,6 +297,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "decode.length_normalization",
         "decode.min_len",
         "decode.early_stopping",
+        "decode.precision",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

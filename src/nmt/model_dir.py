@@ -75,6 +75,24 @@ def read_decode_config(model_dir: str | Path) -> DecodeConfig:
     return DecodeConfig()
 
 
+def write_decode_settings(model_dir: str | Path, **fields: Any) -> Path:
+    """Make `fields` (e.g. length_penalty=2.0) the model directory's decode settings, where
+    `read_decode_config` reads them: config.yaml, an imported model's imported_from.json, or (a
+    directory with neither) a new config.yaml of the library's defaults. Returns the file written."""
+    model_dir = Path(model_dir)
+    config = read_run_config(model_dir)
+    origin = model_dir / IMPORTED_FROM
+    if config is None and origin.is_file():
+        values = json.loads(origin.read_text(encoding="utf-8"))
+        decode = dataclasses.asdict(dataclasses.replace(read_decode_config(model_dir), **fields))  # checked
+        atomic_write_text(origin, json.dumps({**values, "decode": decode}, indent=2) + "\n")
+        return origin
+    config = config or ExperimentConfig()
+    config.decode = dataclasses.replace(config.decode, **fields)
+    config.save(model_dir / RUN_CONFIG)
+    return model_dir / RUN_CONFIG
+
+
 def read_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
     """(source, target) language codes of a model directory: its config's, or an imported model's
     origin's; None where it does not say."""

@@ -1,4 +1,4 @@
-"""Choosing beam search's length penalty on held-out data.
+"""Choosing decode settings on held-out data: beam search's length penalty, and int8 or fp32.
 
 Beam search ranks a finished hypothesis by log_prob / ((5 + length) / 6)^alpha (GNMT's penalty,
 nmt.decoding.penalties). Wu et al.'s alpha 0.6 is every model's default, but how short a
@@ -8,19 +8,23 @@ validation set (docs/results.md). So alpha is chosen per model: translate a vali
 with each candidate, keep the one with the best cased BLEU. Never choose it on the test set, and
 do not take the gain for granted there: on the 20-minute en→de model val's choice (2.0) gained
 2.05 BLEU on val and lost 0.24 on test, whose output was already longer at 0.6.
+
+int8 runs a model's linear layers 1.5-5x faster on CPU (docs/results.md) at a cost in BLEU that
+depends on the model: so it is measured too, on the same held-out set, and int8 becomes the
+model's default only where it is faster here and within INT8_TOLERANCE BLEU of fp32.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import ExperimentConfig
 from .evaluation import Scores, score_translations
-from .inference.choices import LENGTH_PENALTIES
+from .inference.choices import INT8_TOLERANCE, LENGTH_PENALTIES
 from .inference.plan import check_length_penalty
-from .model_dir import RUN_CONFIG, read_run_config
+from .model_dir import write_decode_settings
 from .translator import Translator
 
 DEFAULT_ALPHAS = LENGTH_PENALTIES
@@ -85,13 +89,56 @@ def best_trial(trials: Sequence[PenaltyTrial]) -> PenaltyTrial:
 
 
 def write_length_penalty(model_dir: str | Path, alpha: float) -> Path:
-    """Make `alpha` the model directory's decode.length_penalty (in its config.yaml); returns the file.
+    """Make `alpha` the model directory's decode.length_penalty; returns the file written (its
+    config.yaml, or an imported model's imported_from.json: see model_dir.write_decode_settings)."""
+    return write_decode_settings(model_dir, length_penalty=alpha)
 
-    A directory without a config.yaml gets one with the library's defaults and this alpha, which
-    is what it decoded with before, apart from the alpha.
-    """
-    config = read_run_config(model_dir) or ExperimentConfig()
-    config.decode.length_penalty = alpha
-    path = Path(model_dir) / RUN_CONFIG
-    config.save(path)
-    return path
+
+# --- int8 or fp32 -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrecisionTrial:
+    """One precision's result on the held-out set."""
+
+    precision: str
+    scores: Scores
+    seconds: float  # translating the set, the model already loaded
+
+
+def try_precisions(
+    model_dir: str | Path,
+    sources: Sequence[str],
+    references: Sequence[str],
+    *,
+    engine: str = "auto",
+    beam: int | None = None,
+    pretokenized: bool = False,
+) -> list[PrecisionTrial]:
+    """Translate `sources` on CPU in fp32, then int8 (the model's own search, or `beam`), and score each."""
+    trials = []
+    for precision in ("fp32", "int8"):
+        translator = Translator.load(model_dir, engine=engine, precision=precision, device="cpu")
+        try:
+            start = time.perf_counter()
+            hypotheses = translator.translate(list(sources), beam=beam, pretokenized=pretokenized)
+            seconds = time.perf_counter() - start
+        finally:
+            translator.close()
+        scores = score_translations(hypotheses, list(references), pretokenized=pretokenized)
+        trials.append(PrecisionTrial(precision, scores, seconds))
+    return trials
+
+
+def chosen_precision(trials: Sequence[PrecisionTrial], tolerance: float = INT8_TOLERANCE) -> str:
+    """int8 where it was faster and its cased BLEU at most `tolerance` below fp32's; else fp32."""
+    by_name = {t.precision: t for t in trials}
+    fp32, int8 = by_name["fp32"], by_name["int8"]
+    if int8.seconds < fp32.seconds and int8.scores.bleu >= fp32.scores.bleu - tolerance:
+        return "int8"
+    return "fp32"
+
+
+def write_precision(model_dir: str | Path, precision: str) -> Path:
+    """Make `precision` the model directory's decode.precision (fp32 is written as null: the default)."""
+    return write_decode_settings(model_dir, precision=None if precision == "fp32" else precision)

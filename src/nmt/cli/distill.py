@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from ..inference.choices import INT8_TOLERANCE
 from .common import CommandError, require_model_dir
 from .shortlist import shortlist_from_corpus
 from .train import add_set_option, cmd_train
@@ -22,8 +23,9 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         "own beam and length penalty, on the fastest engine here as `--engine auto` picks it, which may keep "
         "a CTranslate2 export in the teacher's directory; resumable: run the same command again after a kill), "
         "then the student trains on those translations with the teacher's tokenizer, into an ordinary model "
-        "directory, and its lexical shortlist is built from them. Run again, it continues whichever step was "
-        "left unfinished.",
+        "directory, and its lexical shortlist is built from them; last, int8 becomes its default precision on "
+        "CPU where it translates the validation set faster and as well (`nmt tune-precision`). Run again, it "
+        "continues whichever step was left unfinished.",
     )
     p.add_argument("--teacher", required=True, metavar="MODEL_DIR", help="the trained model to learn from")
     p.add_argument("--config", required=True, help="the student's YAML config (its data section names the corpus)")
@@ -43,6 +45,14 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         action="store_false",
         help="do not build the student's lexical shortlist (by default built from the distilled corpus once "
         "the student has trained: `nmt shortlist`)",
+    )
+    p.add_argument(
+        "--no-int8",
+        dest="choose_precision",
+        action="store_false",
+        help="keep fp32 as the student's default precision (by default the student translates the validation "
+        "set in fp32 and int8, and int8 becomes its default on CPU where it was faster and at most "
+        f"{INT8_TOLERANCE:g} BLEU lower: `nmt tune-precision`)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_distill)
@@ -100,4 +110,22 @@ def cmd_distill(args: argparse.Namespace) -> int:
     if status == 0 and args.shortlist:  # the student's own output vocabulary: the teacher's translations
         path, summary = shortlist_from_corpus(out, str(plan.source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
+    if status == 0 and args.choose_precision:
+        choose_student_precision(out, plan.student_config())
     return status
+
+
+def choose_student_precision(student: Path, config) -> None:
+    """Translate the student config's validation set in fp32 and int8 and write the choice
+    (nmt.tuning.chosen_precision) as the student's decode.precision, saying both scores."""
+    from ..training.datasets import split_files, validation_is_pretokenized
+    from ..tuning import chosen_precision, try_precisions, write_precision
+
+    files = split_files(config.data, "valid")
+    pairs = list(files.pairs())
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    trials = try_precisions(student, sources, references, pretokenized=validation_is_pretokenized(config.data))
+    choice = chosen_precision(trials)
+    write_precision(student, choice)
+    measured = ", ".join(f"{t.precision} BLEU {t.scores.bleu:.2f} in {t.seconds:.2f} s" for t in trials)
+    print(f"precision: {choice} on CPU ({measured} on {files.src})", file=sys.stderr)

@@ -60,6 +60,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization}), "
         f"min length {decode.min_len}, "
         + ("stops at `beam` finished" if decode.early_stopping else "transformers' stopping rule (early_stopping off)")
+        + f", {decode.precision or 'fp32'} on CPU"
     )
     if (model_dir / SHORTLIST).is_file():
         try:

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..inference.choices import CHUNK_LINES, LENGTH_PENALTIES
+from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
 from ..inference.plan import Sampling
 from .common import (
     CommandError,
@@ -115,6 +115,20 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
     )
     p.set_defaults(func=cmd_tune_length_penalty)
+
+    p = sub.add_parser(
+        "tune-precision",
+        help="make int8 a model's default on CPU where it is faster and as good, on a validation set",
+        parents=[model, beam, scored_set_options("multi30k:val:de-en")],
+        description="Translate a validation set on CPU in fp32 and in int8 (the fastest engine here, as "
+        f"--engine auto picks it), print BLEU, chrF and time of each, and choose int8 where it was faster "
+        f"and its cased BLEU at most --tolerance below fp32's (default {INT8_TOLERANCE:g}). --write makes the "
+        "choice the model's decode.precision, which translate, evaluate and serve then use on CPU unless "
+        "given --precision. Choose on a validation set, never on the test set you report.",
+    )
+    p.add_argument("--tolerance", type=float, default=INT8_TOLERANCE, help="BLEU int8 may lose (default %(default)s)")
+    p.add_argument("--write", action="store_true", help="make the choice the model's decode.precision")
+    p.set_defaults(func=cmd_tune_precision)
 
 
 # --- translate ----------------------------------------------------------------------------------
@@ -340,4 +354,27 @@ def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
         print(
             f"use it with --length-penalty {best.alpha:g}, or --write to make it the model's default", file=sys.stderr
         )
+    return 0
+
+
+# --- tune-precision -----------------------------------------------------------------------------
+def cmd_tune_precision(args: argparse.Namespace) -> int:
+    from ..inference.plan import check_beam
+    from ..tuning import chosen_precision, try_precisions, write_precision
+
+    if not args.tolerance >= 0:
+        raise CommandError(f"--tolerance must be >= 0, got {args.tolerance}")
+    if args.beam is not None:
+        check_beam(args.beam)
+    _, sources, references, pretokenized = read_test_set(args)
+    trials = try_precisions(args.model, sources, references, beam=args.beam, pretokenized=pretokenized)
+    for t in trials:
+        print(f"{t.precision:<5} BLEU {t.scores.bleu:6.2f}  chrF {t.scores.chrf:6.2f}  {t.seconds:6.2f} s", flush=True)
+    choice = chosen_precision(trials, args.tolerance)
+    print(f"choice: {choice}")
+    if args.write:
+        path = write_precision(args.model, choice)
+        print(f"wrote decode.precision: {choice} to {path}", file=sys.stderr)
+    else:
+        print(f"--write makes {choice} the model's decode.precision", file=sys.stderr)
     return 0

@@ -39,12 +39,17 @@ def load_engine(
     nmt's engine loads the weights frozen (requires_grad False): they are for translation, and fp32
     packs its output projection on CPUs where that is faster (nmt.inference.packed_linear); to
     train from a model directory, use `load_model_dir` instead. Its precision defaults to fp32 on
-    CUDA too (bf16 decoding measured slower there: see nmt.inference.precision). A lexical shortlist
+    CUDA too (bf16 decoding measured slower there: see nmt.inference.precision). On CPU a run that
+    names no precision takes the model's decode.precision (int8 where `nmt tune-precision` chose it).
+    A lexical shortlist
     in the directory is used unless options.shortlist is False (one that does not fit the
     tokenizers is refused: ShortlistError).
     """
     model_dir = Path(model_dir)
     device = resolve_device(options.device)
+    if options.precision is None and decode.precision is not None and device == "cpu":
+        log.info("precision %s: the model's decode.precision (`--precision fp32` to override)", decode.precision)
+        options = dataclasses.replace(options, precision=decode.precision)
     if options.engine == "auto":
         model_dir, options = resolve_auto(model_dir, options, device)
     if options.engine == "ctranslate2":

@@ -94,6 +94,11 @@ def check_input_files(data: DataConfig) -> None:
             raise PermissionError(f"data.{key}: {path} is not readable")
 
 
+def validation_is_pretokenized(data: DataConfig) -> bool:
+    """Whether the validation text is a tokenised corpus's own (scored with tokenize=none)."""
+    return data.corpus is not None and data.valid_src is None and is_pretokenized(data.corpus)
+
+
 def split_files(data: DataConfig, split: str) -> CorpusFiles:
     """The files of `split` ("train" or "valid"): explicit paths win over the named corpus."""
     src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
@@ -217,7 +222,13 @@ def load_training_data(
     valid = encode_split(valid_files, src_tok, tgt_tok, model_dir)
     valid_pairs = list(valid_files.pairs())
     resample = bpe_dropout_resampler(train_files, kept, *dropping) if dropping is not None else None
-    pretokenized = data.corpus is not None and data.valid_src is None and is_pretokenized(data.corpus)
     return TrainingData(
-        src_tok, tgt_tok, train, valid, [s for s, _ in valid_pairs], [t for _, t in valid_pairs], resample, pretokenized
+        src_tok,
+        tgt_tok,
+        train,
+        valid,
+        [s for s, _ in valid_pairs],
+        [t for _, t in valid_pairs],
+        resample,
+        validation_is_pretokenized(data),
     )
