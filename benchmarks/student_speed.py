@@ -5,9 +5,10 @@
 
 The race of issue 40: the teacher runs the way a CTranslate2 user would run it (int8, beam 5,
 one single-threaded translator per core, sorted token batches; nmt's tokenizer only for the
-pieces), the student the way `nmt translate` runs it by default (engine auto: CTranslate2 fp32 on
-CPU where it is installed, with the student's lexical shortlist as its vocabulary map; its own
-beam), and variants of both. Every setting
+pieces), the student the way `nmt translate` runs it by default (engine auto: CTranslate2 on CPU
+where it is installed, in the student's decode.precision, int8 where `nmt distill` chose it, else
+fp32; with the student's lexical shortlist as its vocabulary map; its own beam), and variants of
+both. Every setting
 translates the same 1,000 sentences in alternating rounds with the models loaded and worker
 processes ready; the median time of each is reported with its cased sacreBLEU, and with
 --memory the peak resident memory of `nmt translate` (summed over worker processes) and the
@@ -60,8 +61,8 @@ def main() -> None:
     student = Translator.load(args.student, engine="auto")  # what `nmt translate` runs
     translators = {
         "student auto (default)": student,
-        "student nmt": Translator.load(args.student),
-        "student nmt, no shortlist": Translator.load(args.student, shortlist=False),
+        "student nmt fp32": Translator.load(args.student, precision="fp32"),
+        "student nmt fp32, no shortlist": Translator.load(args.student, precision="fp32", shortlist=False),
         "student nmt int8 (no shortlist with int8)": Translator.load(args.student, precision="int8"),
         "student ct2 int8": Translator.load(student_ct2, engine="ctranslate2", precision="int8"),
         "student ct2 int8, no shortlist": Translator.load(
@@ -106,7 +107,8 @@ def main() -> None:
             "teacher ct2 int8 beam 5": ([*nmt, "--model", str(teacher_ct2), "--engine", "ctranslate2",
                                          "--precision", "int8", "--beam", "5"], teacher_ct2),
             "student auto (default)": ([*nmt, "--model", args.student], Path(args.student) / "ctranslate2"),
-            "student nmt": ([*nmt, "--model", args.student, "--engine", "torch"], Path(args.student)),
+            "student nmt fp32": ([*nmt, "--model", args.student, "--engine", "torch", "--precision", "fp32"],
+                                 Path(args.student)),
             "student nmt int8 (no shortlist with int8)": ([*nmt, "--model", args.student, "--engine", "torch",
                                                            "--precision", "int8"],
                                  Path(args.student)),
@@ -120,7 +122,7 @@ def main() -> None:
         print(json.dumps(result))
     else:
         for key, value in result.items():
-            print(f"{key:32s} {value}")
+            print(f"{key:34s} {value}")
 
 
 if __name__ == "__main__":
