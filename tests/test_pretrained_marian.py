@@ -246,6 +246,9 @@ def test_ctranslate2_export_is_ctranslate2_s_own_conversion(trained, corpus, tmp
 
     exported = tmp_path / "exported"
     assert main(["export", "--model", str(nmt_dir), "--to", "ctranslate2", "--out", str(exported)]) == 0
+    # laid out as CTranslate2 lays out a Marian model: no <pad> (the decoder starts from zeros)
+    vocabulary = [json.loads((d / "shared_vocabulary.json").read_text()) for d in (exported, theirs_dir)]
+    assert vocabulary[0] == vocabulary[1] and "<pad>" not in vocabulary[0]
     limits = DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW, min_len=0)
     for engine_dir in (exported, nmt_dir):  # nmt's CTranslate2 engine, then nmt's own engine
         translator = Translator.load(engine_dir, engine="ctranslate2" if engine_dir == exported else "torch")

@@ -16,8 +16,11 @@ each layer's fields), which fixes how nmt's model maps onto CTranslate2's:
 - post-norm (the paper's) or pre-norm with a final LayerNorm per stack, nmt's LayerNorm epsilon;
 - the output layer gets a bias of -1e4 on the padding id (added to the model's own output bias, if
   it has one), so CTranslate2, like nmt, never emits padding (nmt sets its log-probability to -inf);
-- the tokenizer's start token starts the decoder ([START], or an imported Marian model's <pad>), its
-  end token stops it; sources are given with the tokenizer's own special tokens;
+- the tokenizer's start token starts the decoder ([START]), its end token stops it; sources are
+  given with the tokenizer's own special tokens. A model that starts from a zero padding row, as
+  Marian's do (the last id, both the start and the padding token: `starts_from_zero_row`), is
+  written as CTranslate2's own Marian converter writes it: the decoder starts from a zero vector
+  and the padding row leaves the vocabularies, embeddings and output layer;
 - a lexical shortlist in the model directory (nmt.inference.shortlist) is written as CTranslate2's
   vocabulary map (vmap.txt), which its engine then uses as nmt's uses the shortlist.
 """
@@ -46,7 +49,7 @@ POSITIONS = 1024  # rows of the position table written: nmt caps sources at 256 
 PAD_BIAS = -1e4  # far below any logit, and still finite in float16
 # What an export's layout means; raised when export_ctranslate2 writes the same model differently,
 # so that exports kept by `--engine auto` (nmt.inference.engine_choice) are made again.
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # nmt's -> ctranslate2.specs.common_spec.Activation
 
 
@@ -73,6 +76,14 @@ def check_exportable(c: ModelConfig) -> None:
         raise ValueError(f"model.activation={c.activation!r} has no CTranslate2 equivalent ({', '.join(ACTIVATIONS)})")
     if c.norm_position not in ("post", "pre"):
         raise ValueError(f"model.norm_position={c.norm_position!r} has no CTranslate2 equivalent (post, pre)")
+
+
+def starts_from_zero_row(model: Transformer) -> bool:
+    """Whether the decoder starts from the padding token, the last id, whose embedding is zeros
+    (an imported Marian model: Marian itself starts from a zero vector and has no padding token)."""
+    c = model.config
+    last = c.tgt_vocab_size - 1
+    return c.bos_id == c.pad_id == last and not bool(model.tgt_embed.weight[last].any())
 
 
 def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer):
@@ -120,8 +131,14 @@ def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: Sub
 
     enc, dec = spec.encoder, spec.decoder
     enc.scale_embeddings = dec.scale_embeddings = c.scale_embeddings
-    enc.embeddings[0].weight = array(model.src_embed.weight)
-    dec.embeddings.weight = array(model.tgt_embed.weight)
+    src_rows, tgt_rows = c.src_vocab_size, c.tgt_vocab_size  # the rows written: all, or all but padding
+    if starts_from_zero_row(model):
+        dec.start_from_zero_embedding = True
+        spec.config.bos_token = spec.config.decoder_start_token = eos  # any token: the zero vector is fed
+        tgt_rows -= 1
+        src_rows -= 1 if c.sharing == "all" else 0  # one table: stored once, as CTranslate2 aliases it
+    enc.embeddings[0].weight = array(model.src_embed.weight[:src_rows])
+    dec.embeddings.weight = array(model.tgt_embed.weight[:tgt_rows])
     enc.position_encodings.encodings = dec.position_encodings.encodings = array(positions)
     if c.norm_position == "pre":  # each stack ends with a LayerNorm
         norm(enc.layer_norm, model.encoder_norm)
@@ -138,10 +155,10 @@ def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: Sub
         feed_forward(target.ffn, layer.feed_forward, layer.ff_residual)
     bias = model.output.bias.detach().clone() if model.output.bias is not None else torch.zeros(c.tgt_vocab_size)
     bias[c.pad_id] += PAD_BIAS
-    linear(dec.projection, model.output.weight, bias)
+    linear(dec.projection, model.output.weight[:tgt_rows], bias[:tgt_rows])
 
-    spec.register_source_vocabulary(vocabulary(src_tok))
-    spec.register_target_vocabulary(vocabulary(tgt_tok))
+    spec.register_source_vocabulary(vocabulary(src_tok)[:src_rows])
+    spec.register_target_vocabulary(vocabulary(tgt_tok)[:tgt_rows])
     return spec
 
 
