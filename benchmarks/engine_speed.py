@@ -108,15 +108,15 @@ def main() -> None:
     ct2_dir = export_ctranslate2(args.model, tmp / "ct2")
 
     settings = {
-        "nmt fp32 1x2": Translator.load(args.model, device="cpu", workers=1, threads=cores),
-        "nmt fp32": Translator.load(args.model, device="cpu"),
+        "nmt fp32 1x2": Translator.load(args.model, device="cpu", precision="fp32", workers=1, threads=cores),
+        "nmt fp32": Translator.load(args.model, device="cpu", precision="fp32"),
         "nmt int8": Translator.load(args.model, device="cpu", precision="int8"),
-        "nmt fp32 threads": Translator.load(args.model, device="cpu", worker_processes=False),
+        "nmt fp32 threads": Translator.load(args.model, device="cpu", precision="fp32", worker_processes=False),
         "nmt int8 threads": Translator.load(args.model, device="cpu", precision="int8", worker_processes=False),
-        "nmt->ct2 fp32": Translator.load(ct2_dir, engine="ctranslate2", device="cpu"),
+        "nmt->ct2 fp32": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="fp32"),
         "nmt->ct2 int8": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
     }
-    settings["nmt fp32 mkl"] = Translator.load(args.model, device="cpu", worker_processes=False)
+    settings["nmt fp32 mkl"] = Translator.load(args.model, device="cpu", precision="fp32", worker_processes=False)
     unpack_output_projection(settings["nmt fp32 mkl"].model)
     if args.only:
         settings = {name: t for name, t in settings.items() if name in args.only.split(",")}
@@ -125,7 +125,7 @@ def main() -> None:
         translator.start_workers()
     translators = list(settings.values())
     settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
-    reference = Translator.load(args.model, device="cpu", workers=1, threads=1)
+    reference = Translator.load(args.model, device="cpu", precision="fp32", workers=1, threads=1)
     settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)
     settings["ct2 int8"] = direct_ctranslate2(ct2_dir, reference, "int8_float32", cores)
     if args.only:
@@ -166,9 +166,9 @@ def main() -> None:
         (tmp / "src.txt").write_text("\n".join(sources) + "\n")
         nmt = [sys.executable, "-m", "nmt", "translate", "--beam", "5"]
         for name, options in (
-            ("nmt fp32", ["--model", args.model]),
+            ("nmt fp32", ["--model", args.model, "--precision", "fp32"]),
             ("nmt int8", ["--model", args.model, "--precision", "int8"]),
-            ("nmt->ct2 fp32", ["--model", str(ct2_dir), "--engine", "ctranslate2"]),
+            ("nmt->ct2 fp32", ["--model", str(ct2_dir), "--engine", "ctranslate2", "--precision", "fp32"]),
             ("nmt->ct2 int8", ["--model", str(ct2_dir), "--engine", "ctranslate2", "--precision", "int8"]),
         ):
             result.setdefault(name, {})["peak_rss_mib"] = round(peak_memory_mib(nmt + options, tmp / "src.txt"), 1)

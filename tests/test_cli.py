@@ -141,18 +141,23 @@ def test_tune_length_penalty_prints_each_alpha_and_writes_the_best(tiny_model_di
     assert read_decode_config(model_dir).length_penalty == 2.5
 
 
-def test_tune_precision_prints_both_and_writes_the_choice(tiny_model_dir, tmp_path, capsys):
+def test_tune_precision_prints_both_and_writes_the_choice(tiny_model_dir, tmp_path, capsys, monkeypatch):
+    import nmt.tuning
+    from nmt.translator import Translator
+
     model_dir, args = tuning_command("tune-precision", tiny_model_dir, tmp_path)
     args += ["--beam", "1"]
     assert main(args) == 0
     fp32, int8, choice = capsys.readouterr().out.splitlines()
-    assert (
-        fp32.startswith("fp32  BLEU") and int8.startswith("int8  BLEU") and choice in ("choice: fp32", "choice: int8")
-    )
+    assert fp32.startswith("fp32  BLEU") and int8.startswith("int8  BLEU")
+    assert choice in ("choice: fp32", "choice: int8")  # timing decides on this machine (the rule: test_tuning)
     assert read_decode_config(model_dir).precision is None  # not written without --write
-    assert main([*args, "--tolerance", "100", "--write"]) == 0
-    chosen = capsys.readouterr().out.splitlines()[-1].split()[-1]
-    assert read_decode_config(model_dir).precision == (None if chosen == "fp32" else chosen)
+    seen = []
+    monkeypatch.setattr(nmt.tuning, "chosen_precision", lambda trials, tolerance: seen.append(tolerance) or "int8")
+    assert main([*args, "--tolerance", "0.5", "--write"]) == 0
+    assert seen == [0.5] and capsys.readouterr().out.splitlines()[-1] == "choice: int8"
+    assert read_decode_config(model_dir).precision == "int8"
+    assert Translator.load(model_dir, engine="torch", device="cpu").engine.precision == "int8"  # then used
     assert main([*args, "--tolerance", "-1"]) == 2
 
 

@@ -155,7 +155,7 @@ TRANSLATE_CASES = [
     case(f"{TRANSLATE} --length-penalty -1", 2, "--length-penalty must be >= 0, got -1.0"),
     case(f"{TRANSLATE} --length-penalty nan", 2, "--length-penalty must be a finite number, got nan"),
     case(f"{TRANSLATE} --length-penalty one", 2, "argument --length-penalty: invalid float value: 'one'"),
-    case(f"{TRANSLATE} --min-len -1", 2, "decode.min_len must be >= 0, got -1"),
+    case(f"{TRANSLATE} --min-len -1", 2, "argument --min-len: must be >= 0, got -1"),
     case(
         f"{TRANSLATE} --sample --length-penalty 1",
         2,

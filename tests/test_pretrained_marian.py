@@ -469,3 +469,32 @@ def test_the_server_routes_each_target_language_of_a_multi_target_model(shapes, 
         assert (
             "target_lang is needed: this model translates into several languages (en, fr)" in missing.json()["message"]
         )
+
+
+@pytest.mark.parametrize("shape", ["swish, scaled, shared vocabulary", "separate vocabularies"])
+def test_the_ctranslate2_export_starts_from_zeros_and_scores_and_shortlists_as_nmt(shape, shapes, corpus, tmp_path):
+    """An imported model's export leaves <pad> out (the decoder starts from a zero vector): greedy
+    output, teacher-forced scores and a shortlist's vocabulary map still agree with nmt's engine."""
+    pytest.importorskip("ctranslate2")
+    import math
+
+    from nmt.inference.shortlist import build_model_shortlist
+
+    _, imported = shapes[shape]
+    model_dir = shutil.copytree(imported, tmp_path / "model")
+    de, en, test = corpus
+    build_model_shortlist(model_dir, list(zip(de, en, strict=True)))
+    exported = tmp_path / "ct2"
+    assert main(["export", "--model", str(model_dir), "--to", "ctranslate2", "--out", str(exported)]) == 0
+    vmap = (exported / "vmap.txt").read_text(encoding="utf-8")
+    assert "<pad>" not in vmap.split("\n", 1)[0] and all(
+        "<pad>" not in line.split("\t")[1] for line in vmap.splitlines()[1:]
+    )
+    decode = DecodeConfig(beam=1, max_len_a=0, max_len_b=MAX_NEW, min_len=0)
+    ours = Translator(load_model_dir(model_dir), *load_tokenizers(model_dir), decode=decode)
+    theirs = Translator.load(exported, engine="ctranslate2", shortlist=False)
+    theirs.decode = theirs.engine.decode = decode
+    mine, found = ours.translate_detailed(test[:40], beam=1), theirs.translate_detailed(test[:40], beam=1, scores=True)
+    assert [m[0].tokens for m in mine] == [f[0].tokens for f in found]
+    for best in found:
+        assert sum(math.log(p) for p in best[0].token_probs) == pytest.approx(best[0].log_prob, abs=1e-3)

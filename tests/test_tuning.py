@@ -113,4 +113,6 @@ def test_an_imported_model_s_decode_settings_are_written_where_they_are_read(tin
     decode = read_decode_config(model_dir)
     assert (decode.beam, decode.length_penalty, decode.length_normalization) == (4, 2.0, "average")
     assert decode.precision == "int8"
-    assert json.loads((model_dir / "imported_from.json").read_text())["format"] == "marian"
+    written = json.loads((model_dir / "imported_from.json").read_text())
+    assert written["format"] == "marian"
+    assert set(written["decode"]) == {"beam", "length_penalty", "length_normalization", "precision"}  # no more

@@ -83,8 +83,10 @@ def write_decode_settings(model_dir: str | Path, **fields: Any) -> Path:
     config = read_run_config(model_dir)
     origin = model_dir / IMPORTED_FROM
     if config is None and origin.is_file():
+        dataclasses.replace(read_decode_config(model_dir), **fields)  # checks the file and the new values
         values = json.loads(origin.read_text(encoding="utf-8"))
-        decode = dataclasses.asdict(dataclasses.replace(read_decode_config(model_dir), **fields))  # checked
+        # only the fields given: the rest stays unset, to follow the library's defaults as before
+        decode = {**(values.get("decode") or {}), **fields}
         atomic_write_text(origin, json.dumps({**values, "decode": decode}, indent=2) + "\n")
         return origin
     config = config or ExperimentConfig()

@@ -66,6 +66,14 @@ def beam_options() -> argparse.ArgumentParser:
     return parent
 
 
+def count(text: str) -> int:
+    """An argparse type: a whole number >= 0 (argparse reports the option and the value otherwise)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def length_penalty_options() -> argparse.ArgumentParser:
     """How beam search ranks and stops, for the commands that translate with it."""
     parent = Parser(add_help=False)
@@ -88,7 +96,7 @@ def length_penalty_options() -> argparse.ArgumentParser:
     )
     parent.add_argument(
         "--min-len",
-        type=int,
+        type=count,
         default=None,
         metavar="N",
         help="output tokens a sentence must have before the end token may come (default: the model's "
@@ -124,8 +132,9 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         choices=PRECISIONS,
         default=ENGINE_DEFAULTS.precision,
         help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
-        "torch engine, CPUs with AMX (default: fp32, except bf16 for ctranslate2 on CUDA); refused "
-        "where the device does not run it well",
+        "torch engine, CPUs with AMX (default: the model's decode.precision on CPU, int8 where "
+        "`nmt tune-precision` chose it, else fp32; bf16 for ctranslate2 on CUDA); refused where the device "
+        "does not run it well",
     )
     most = DEFAULT_POLICY.max_default_workers
     ctranslate2 = "1" if server else "a core each"

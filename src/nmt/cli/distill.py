@@ -84,7 +84,9 @@ def cmd_distill(args: argparse.Namespace) -> int:
     def translate(batch: list[str]) -> list[str]:
         if not teacher:
             logging.getLogger(__name__).info("the teacher translates %s with beam %d", plan.source, beam)
-            teacher.append(Translator.load(args.teacher, engine="auto"))  # the fastest engine here
+            # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
+            # student's reference, and a resumed corpus must not change precision halfway
+            teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
         return teacher[0].translate(batch, beam=beam)
 
     translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet)

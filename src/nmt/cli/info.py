@@ -22,7 +22,10 @@ def add_info(sub: argparse._SubParsersAction) -> None:
     p.add_argument("model", metavar="MODEL_DIR", help="a model directory (or a CTranslate2 export)")
     p.add_argument("--device", default="auto", help="the device to choose the engine for: auto | cpu | cuda[:N]")
     p.add_argument(
-        "--precision", choices=PRECISIONS, default=None, help="the precision to choose the engine for (default fp32)"
+        "--precision",
+        choices=PRECISIONS,
+        default=None,
+        help="the precision to choose the engine for (default: the model's own)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_info)

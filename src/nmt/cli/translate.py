@@ -303,6 +303,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "model": str(args.model),
             "beam": args.beam or translator.decode.beam,
             "length_penalty": translator.decode.length_penalty if args.length_penalty is None else args.length_penalty,
+            "length_normalization": translator.decode.length_normalization,
+            "min_len": translator.decode.min_len,
+            "early_stopping": translator.decode.early_stopping,
             "engine": translator.engine.name,
             "precision": translator.engine.precision,
         }

@@ -204,7 +204,10 @@ def export_ctranslate2(
         spec.save(str(staging))
         save_tokenizers(src_tok, tgt_tok, staging)
         if candidates is not None:  # CTranslate2's form of it, which its engine reads (use_vmap)
-            text = candidates.vocabulary_map(vocabulary(src_tok), vocabulary(tgt_tok))
+            tgt_pieces = vocabulary(tgt_tok)
+            if starts_from_zero_row(model):  # its <pad> is no longer in the target vocabulary: left out
+                tgt_pieces[-1] = ""
+            text = candidates.vocabulary_map(vocabulary(src_tok), tgt_pieces)
             (staging / VOCABULARY_MAP).write_text(text, encoding="utf-8")
         for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *([SHORTLIST] if candidates is not None else [])):
             if (model_dir / name).is_file():

@@ -47,7 +47,7 @@ def load_engine(
     """
     model_dir = Path(model_dir)
     device = resolve_device(options.device)
-    if options.precision is None and decode.precision is not None and device == "cpu":
+    if options.precision is None and decode.precision is not None and torch.device(device).type == "cpu":
         log.info("precision %s: the model's decode.precision (`--precision fp32` to override)", decode.precision)
         options = dataclasses.replace(options, precision=decode.precision)
     if options.engine == "auto":

@@ -108,8 +108,9 @@ class EngineOptions:
 
     engine: "torch" (nmt's own), "ctranslate2" (an exported directory, or an nmt one converted at
     load), or "auto" (the faster that can run the model here: nmt.inference.engine_choice; the
-    command line's default). precision: fp32 | int8 | bf16 (None: fp32, or bf16 for CTranslate2 on CUDA); a precision
-    the device runs badly is refused (see nmt.inference.precision). workers / threads: parallel
+    command line's default). precision: fp32 | int8 | bf16 (None: on CPU the model's
+    decode.precision, else fp32; bf16 for CTranslate2 on CUDA); a precision the device runs badly
+    is refused (see nmt.inference.precision). workers / threads: parallel
     batches and intra-op threads each (None: chosen per call, see WorkerPolicy).
     worker_processes: nmt's engine runs the workers beyond the caller's as child processes (False:
     threads of this process, half the memory, a little slower). device: auto | cpu | cuda[:N].
