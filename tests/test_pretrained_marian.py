@@ -498,3 +498,15 @@ def test_the_ctranslate2_export_starts_from_zeros_and_scores_and_shortlists_as_n
     assert [m[0].tokens for m in mine] == [f[0].tokens for f in found]
     for best in found:
         assert sum(math.log(p) for p in best[0].token_probs) == pytest.approx(best[0].log_prob, abs=1e-3)
+
+
+def test_tune_precision_takes_a_multi_target_model_s_language(shapes, tmp_path, capsys):
+    _, imported = shapes["multi-target (>>xx<< tokens)"]
+    model_dir = shutil.copytree(imported, tmp_path / "model")
+    src, ref = tmp_path / "src.de", tmp_path / "ref.fr"
+    src.write_text("Ein Mann.\nEin Hund.\n", encoding="utf-8")
+    ref.write_text("Un homme.\nUn chien.\n", encoding="utf-8")
+    argv = ["tune-precision", "--model", str(model_dir), "--src", str(src), "--ref", str(ref), "--beam", "1"]
+    assert main(argv) == 2 and "--target-lang is needed" in capsys.readouterr().err
+    assert main([*argv, "--target-lang", "fr"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] in ("choice: fp32", "choice: int8")

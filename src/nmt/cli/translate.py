@@ -127,6 +127,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "given --precision. Choose on a validation set, never on the test set you report.",
     )
     p.add_argument("--tolerance", type=float, default=INT8_TOLERANCE, help="BLEU int8 may lose (default %(default)s)")
+    target_lang_option(p)
     p.add_argument("--write", action="store_true", help="make the choice the model's decode.precision")
     p.set_defaults(func=cmd_tune_precision)
 
@@ -370,7 +371,9 @@ def cmd_tune_precision(args: argparse.Namespace) -> int:
     if args.beam is not None:
         check_beam(args.beam)
     _, sources, references, pretokenized = read_test_set(args)
-    trials = try_precisions(args.model, sources, references, beam=args.beam, pretokenized=pretokenized)
+    trials = try_precisions(
+        args.model, sources, references, beam=args.beam, pretokenized=pretokenized, target_lang=args.target_lang
+    )
     for t in trials:
         print(f"{t.precision:<5} BLEU {t.scores.bleu:6.2f}  chrF {t.scores.chrf:6.2f}  {t.seconds:6.2f} s", flush=True)
     choice = chosen_precision(trials, args.tolerance)
