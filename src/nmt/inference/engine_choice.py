@@ -13,8 +13,9 @@ with the same outputs up to float rounding. So auto picks CTranslate2 where it c
   a <pad> row that CTranslate2's own conversion leaves out; not yet timed with the export as it is
   now laid out, like that conversion);
 - CTranslate2 otherwise, on an export cached in the model directory (`ctranslate2/`), made at the
-  first load and made again when the directory's files (weights, configs, tokenizers, shortlist),
-  nmt's exporter or the installed CTranslate2 change.
+  first load and made again when the directory's files (weights, model.json, tokenizers,
+  shortlist), nmt's exporter or the installed CTranslate2 change; a change of the search settings
+  alone (config.yaml, imported_from.json) is copied into it.
 
 What only nmt's engine does (attention weights for alignments, HTML tag placement and plots,
 sampling, glossaries) is asked for by the caller, which then names the torch engine (the CLI does
@@ -28,9 +29,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..files import exclusive, sha256_of
+from ..files import atomic_write_text, exclusive, sha256_of
 from ..model import ModelConfig
-from ..model_dir import IMPORTED_FROM, METRICS, MODEL_CONFIG, WEIGHTS
+from ..model_dir import IMPORTED_FROM, METRICS, MODEL_CONFIG, RUN_CONFIG, WEIGHTS
 from .export_ctranslate2 import EXPORT_FORMAT, check_exportable, export_ctranslate2, is_ctranslate2_dir
 from .shortlist import SHORTLIST, VOCABULARY_MAP
 
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 EXPORT_CACHE = "ctranslate2"  # the folder, in a model directory, of auto's CTranslate2 export
 CACHE_KEY = "made_from.json"  # in it: the checksums of the files it was made from
 LOCK = ".ctranslate2.lock"  # beside it: held while the export is checked and made (removed after)
+# The search settings (decode section, an imported model's origin): read from the model directory at
+# every load, and copied into the export only for its own use; a change to them (`nmt tune-length-penalty
+# --write`, `nmt tune-precision --write`, `nmt distill`) is copied over, the weights not exported again.
+SETTINGS_FILES = (RUN_CONFIG, IMPORTED_FROM)
 
 
 @dataclass(frozen=True)
@@ -98,7 +103,8 @@ def unexportable(model_dir: Path) -> str | None:
 
 def sources_key(model_dir: Path, known: dict[str, dict] | None = None) -> dict[str, dict]:
     """Size, modification time and sha256 of each file an export is made from: the model directory's
-    own files (weights, configs, tokenizers, shortlist), not its metrics or other weights files.
+    own files (weights, model.json, tokenizers, shortlist), not its metrics, other weights files or
+    search settings (SETTINGS_FILES).
 
     A file whose size and time equal those in `known` keeps its known checksum without being read
     again (a 30-300 MB weights file would cost seconds at every load).
@@ -107,7 +113,8 @@ def sources_key(model_dir: Path, known: dict[str, dict] | None = None) -> dict[s
     key = {}
     for path in sorted(model_dir.iterdir()):
         skipped = path.suffix == ".safetensors" and path.name not in (WEIGHTS, SHORTLIST)
-        if not path.is_file() or path.name.startswith(".") or path.name == METRICS or skipped:
+        skipped = skipped or path.name in (METRICS, *SETTINGS_FILES)
+        if not path.is_file() or path.name.startswith(".") or skipped:
             continue
         stat = path.stat()
         seen = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
@@ -160,6 +167,7 @@ def cached_export(model_dir: str | Path, *, shortlist: bool = True) -> Path:
     out = model_dir / EXPORT_CACHE
     with exclusive(model_dir / LOCK, waiting=f"waiting for another process to export {model_dir} to CTranslate2"):
         if is_current(out, model_dir, shortlist):
+            copy_settings(model_dir, out)
             return out
         if out.exists() and not is_ctranslate2_dir(out):
             raise FileExistsError(f"{out} exists and is not a CTranslate2 export: move it, or use --engine torch")
@@ -169,6 +177,16 @@ def cached_export(model_dir: str | Path, *, shortlist: bool = True) -> Path:
             model_dir, out, force=True, shortlist=shortlist, extra_files={CACHE_KEY: json.dumps(made, indent=1)}
         )
     return out
+
+
+def copy_settings(model_dir: Path, out: Path) -> None:
+    """Bring the export's copies of the search settings up to the model directory's (see SETTINGS_FILES)."""
+    for name in SETTINGS_FILES:
+        source, copy = model_dir / name, out / name
+        if not source.is_file():
+            copy.unlink(missing_ok=True)
+        elif not copy.is_file() or copy.read_bytes() != source.read_bytes():
+            atomic_write_text(copy, source.read_text(encoding="utf-8"))
 
 
 def export_status(model_dir: str | Path) -> str:
