@@ -142,6 +142,9 @@ def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrid
     choice = re.search(r"precision: (fp32|int8) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 BLEU", result.stderr)
     assert choice, result.stderr[-2000:]
     assert read_decode_config(out).precision == (None if choice.group(1) == "fp32" else "int8")
+    assert re.search(
+        r"distill took [\d.]+ min in this run \(teacher's translation [\d.]+, student's training", result.stderr
+    )
     # Run again: the corpus is complete and the student's run resumes, at its last step already.
     checkpoints = sorted(p.name for p in (out / "checkpoints").iterdir())
     again = nmt_distill(tiny_model_dir, out, sets)

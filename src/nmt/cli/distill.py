@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
 
 from ..inference.choices import INT8_TOLERANCE
@@ -89,9 +90,12 @@ def cmd_distill(args: argparse.Namespace) -> int:
             teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
         return teacher[0].translate(batch, beam=beam)
 
+    stages: dict[str, float] = {}  # seconds each step of this run took (for the budget a user plans)
+    started = time.perf_counter()
     translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet)
     for loaded in teacher:
         loaded.close()
+    stages["teacher's translation"] = time.perf_counter() - started
     if args.with_references:
         plan.write_mixed()
     if args.translate_only:
@@ -108,12 +112,18 @@ def cmd_distill(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         verbose=getattr(args, "verbose", False),
     )
+    started = time.perf_counter()
     status = cmd_train(run)
+    stages["student's training"] = time.perf_counter() - started
+    started = time.perf_counter()
     if status == 0 and args.shortlist:  # the student's own output vocabulary: the teacher's translations
         path, summary = shortlist_from_corpus(out, str(plan.source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
     if status == 0 and args.choose_precision:
         choose_student_precision(out, plan.student_config())
+    stages["shortlist and precision"] = time.perf_counter() - started
+    spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
+    print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
     return status
 
 
