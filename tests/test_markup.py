@@ -130,3 +130,18 @@ def test_translate_format_html_from_the_command_line(tiny_model_dir, tmp_path):
     assert run.returncode == 0, run.stderr
     assert tag_tree(run.stdout) == tag_tree(PAGE)
     assert texts_of(run.stdout, "script") == texts_of(PAGE, "script")
+
+
+def test_cdata_and_translate_no_in_any_case_are_left_as_they_are():
+    page = '<p>Daten <![CDATA[x < y]]> hier.</p><p translate="NO">Bleibt</p><p translate=" No ">Auch</p>'
+    out = translate_html(page, upper, lang="de")
+    assert "<![CDATA[x < y]]>" in out and "DATEN" in out and "HIER." in out  # hidden text stays hidden
+    assert texts_of(out, "p")[1:] == ["Bleibt", "Auch"]
+
+
+def test_a_byte_order_mark_is_no_text_to_translate():
+    import io
+
+    from nmt.cli.translate import read_page
+
+    assert read_page(io.BytesIO("\ufeff<!DOCTYPE html><p>Ein Mann.</p>".encode()), "page.html").startswith("<!DOCTYPE")

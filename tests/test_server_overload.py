@@ -260,6 +260,25 @@ def test_host_and_origin_are_checked(client, headers, status, error):
     assert response.json().get("error") == error
 
 
+def test_an_allowed_origin_gets_cors_and_its_preflight_is_answered(client):
+    """Pages at an allowed origin can read the answers (Access-Control-Allow-Origin) and send JSON
+    (the preflight); the server's own page needs no CORS, and another origin gets neither."""
+    allowed = {"Origin": "https://app.example"}
+    answer = client.post("/translate", json={"text": ["a"]}, headers=allowed)
+    assert answer.status_code == 200 and answer.headers["access-control-allow-origin"] == "https://app.example"
+    assert "Origin" in answer.headers["vary"]
+    own = client.post("/translate", json={"text": ["a"]}, headers={"Origin": "http://127.0.0.1"})
+    assert own.status_code == 200 and "access-control-allow-origin" not in own.headers
+    asking = {**allowed, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    preflight = client.options("/translate", headers=asking)
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example"
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    assert preflight.headers["access-control-allow-headers"] == "content-type"
+    foreign = client.options("/translate", headers={**asking, "Origin": "https://evil.example"})
+    assert foreign.status_code == 403 and "access-control-allow-origin" not in foreign.headers
+
+
 @pytest.mark.parametrize(
     "host, allowed",
     [

@@ -43,3 +43,10 @@ def test_truncated_sources_are_counted_with_their_lines(translator, caplog):
 def test_bad_utf8_names_the_file_and_line(translator):
     with pytest.raises(InputError, match=r"in.txt:2: not valid UTF-8 \(byte 3 of the line\)"):
         translate_stream(translator, io.BytesIO(b"Ein Kind.\nab\xffc\n"), io.StringIO(), name="in.txt")
+
+
+def test_a_byte_order_mark_is_no_text_to_translate():
+    from nmt.translation_io import decode_lines
+
+    lines = list(decode_lines(io.BytesIO("\ufeffEin Kind.\n\ufeffzwei\n".encode()), "in.txt"))
+    assert lines == [(1, "Ein Kind."), (2, "\ufeffzwei")]  # the file's mark only: inside, it is text

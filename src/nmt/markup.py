@@ -20,7 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from bs4 import BeautifulSoup, Comment, Declaration, Doctype, NavigableString, ProcessingInstruction, Tag
+from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4.element import PreformattedString
 
 from .documents import Paragraph
 
@@ -32,12 +33,12 @@ INLINE = {
     "s", "small", "span", "strong", "sub", "sup", "time", "u",
 }  # fmt: skip
 _WORD = re.compile(r"\S+")
-_SPECIAL_STRINGS = (Comment, Declaration, Doctype, ProcessingInstruction)
+_SPECIAL_STRINGS = PreformattedString  # comments, CDATA, doctypes, declarations: no text a reader sees
 
 
 def untouched(tag: Tag) -> bool:
     """Whether `tag` and everything in it is left as it is."""
-    if tag.name in UNTOUCHED or tag.get("translate") == "no":
+    if tag.name in UNTOUCHED or str(tag.get("translate", "")).strip().lower() == "no":  # HTML: any case
         return True
     classes = tag.get("class") or []
     return "notranslate" in classes

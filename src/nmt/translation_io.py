@@ -40,7 +40,8 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
                 "split it into paragraphs"
             )
         try:
-            text = raw.decode("utf-8")
+            # the file's byte-order mark (on its first line) is no text to translate
+            text = raw.decode("utf-8-sig" if number == first_line else "utf-8")
         except UnicodeDecodeError as err:
             raise InputError(f"{name}:{number}: not valid UTF-8 (byte {err.start + 1} of the line)") from None
         yield number, text.rstrip("\r\n")

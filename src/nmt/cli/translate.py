@@ -187,7 +187,7 @@ def read_page(source, name: str) -> str:
 
     data = source.read()
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark is no text to translate
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise InputError(f"{name}:{line}: not valid UTF-8 (byte {err.start + 1} of the file)") from None

@@ -10,7 +10,9 @@ resolves to 127.0.0.1) even read one. Two checks close that, on every request:
   must come from this server's own page (same host and port) or from an allowed origin.
 
 The JSON content type that POST /translate requires (requests.py) completes the set: a page
-cannot send application/json across sites without a CORS preflight, which this server never grants.
+cannot send application/json across sites without a CORS preflight, which this server grants only
+to an allowed origin. An allowed origin (`--allowed-origins`) gets CORS: its preflight (OPTIONS)
+is answered and every answer names it in Access-Control-Allow-Origin, so its pages can read them.
 """
 
 from __future__ import annotations
@@ -49,11 +51,22 @@ class AccessPolicy:
 
     def origin_allowed(self, origin: str, host_header: str) -> bool:
         """Whether a request from this Origin may be answered: the page's own origin, or an allowed one."""
-        if "*" in self.allowed_origins or origin in self.allowed_origins:
-            return True
-        parts = urlsplit(origin)
-        # Same origin: the browser's Origin names exactly the host:port it sent as Host.
-        return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower() != ""
+        return self.cross_origin_allowed(origin) or same_origin(origin, host_header)
+
+    def cross_origin_allowed(self, origin: str) -> bool:
+        """Whether pages at this (other) Origin may call the API: named in allowed_origins, or "*"."""
+        return "*" in self.allowed_origins or origin in self.allowed_origins
+
+
+def same_origin(origin: str, host_header: str) -> bool:
+    """Whether the browser's Origin names exactly the host:port it sent as Host (the server's own page)."""
+    parts = urlsplit(origin)
+    return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower() != ""
+
+
+# What a CORS preflight from an allowed origin is granted: the API's methods, for ten minutes.
+CORS_METHODS = b"GET, POST"
+CORS_MAX_AGE = b"600"
 
 
 class AccessGuard:
@@ -91,7 +104,12 @@ class AccessGuard:
                 (f"requests from pages at {origin!r} are not accepted (option --allowed-origins)"),
             )
         if refusal is None:
-            await self.app(scope, receive, send)
+            if origin is None or same_origin(origin, host):
+                await self.app(scope, receive, send)
+            elif scope["method"] == "OPTIONS" and _header(scope, b"access-control-request-method"):
+                await _answer_preflight(send, origin, _header(scope, b"access-control-request-headers"))
+            else:
+                await self.app(scope, receive, _with_cors(send, origin))
             return
         status, code, message = refusal
         body = json.dumps({"error": code, "message": message}, separators=(",", ":")).encode()
@@ -103,3 +121,35 @@ class AccessGuard:
             }
         )
         await send({"type": "http.response.body", "body": body})
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    return next((value for key, value in scope["headers"] if key.lower() == name), None)
+
+
+def _cors_headers(origin: str) -> list[tuple[bytes, bytes]]:
+    return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+
+
+def _with_cors(send: Send, origin: str) -> Send:
+    """`send`, with an allowed origin's CORS headers added to the answer's start."""
+
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *_cors_headers(origin)]}
+        await send(message)
+
+    return sending
+
+
+async def _answer_preflight(send: Send, origin: str, requested_headers: bytes | None) -> None:
+    """204 to an allowed origin's preflight: its methods and the headers it asked for, for ten minutes."""
+    headers = [
+        *_cors_headers(origin),
+        (b"access-control-allow-methods", CORS_METHODS),
+        (b"access-control-max-age", CORS_MAX_AGE),
+    ]
+    if requested_headers:
+        headers.append((b"access-control-allow-headers", requested_headers))
+    await send({"type": "http.response.start", "status": 204, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})

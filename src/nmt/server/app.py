@@ -73,6 +73,7 @@ from .libretranslate import (
     frontend_settings,
     is_libretranslate_body,
     parse_translate,
+    query_fields,
     request_fields,
     translate_answer,
 )
@@ -274,16 +275,19 @@ def create_app(
     engine_name, attention_available = translator.engine.name, translator.engine.supports_attention
 
     async def translate_request(request: Request) -> Response:
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type not in LIBRETRANSLATE_TYPES:
+        content_type = request.headers.get("content-type", "")
+        media_type = content_type.split(";")[0].strip().lower()
+        query = query_fields(request.query_params.multi_items())
+        in_query = not media_type and "q" in query  # LibreTranslate's fields in the query string, no body
+        if media_type not in LIBRETRANSLATE_TYPES and not in_query:
             check_json_content_type(request)
         try:
             body = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
         except BodyAbandoned:  # counted (outcome "disconnected") and logged as one access line, no traceback
             metrics.disconnects.labels("body").inc()
             return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
-        if is_libretranslate_body(media_type, body):
-            return await libretranslate_translate(request, request_fields(media_type, body))
+        if in_query or is_libretranslate_body(media_type, body):
+            return await libretranslate_translate(request, request_fields(content_type, body, query))
         parsed = parse_request(body, limits)
         refusal = admit(request, request.headers.get("x-api-key"), max(1, len(parsed.text)))
         if refusal is not None:
@@ -360,9 +364,9 @@ def create_app(
         if source != "auto":
             return source, None
         found = detector.detect(" ".join(texts))
-        if not found:
-            raise LibreTranslateError(400, "Cannot detect the language of the text: give source")
-        return found[0]["language"], found[0]
+        # digits, symbols, emoji: no language to tell; LibreTranslate then takes a default with confidence 0
+        best = found[0] if found else {"confidence": 0.0, "language": directions.sources[0]}
+        return best["language"], best
 
     async def translate_via_route(
         request: Request, source: str, target: str, texts: list[str], n_best: int = 1, alignments: bool = False
@@ -520,15 +524,17 @@ def create_app(
     @app.post("/detect")
     async def detect(request: Request) -> JSONResponse:
         require_languages()
-        media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type not in LIBRETRANSLATE_TYPES:
+        content_type = request.headers.get("content-type", "")
+        media_type = content_type.split(";")[0].strip().lower()
+        query = query_fields(request.query_params.multi_items())
+        if media_type not in LIBRETRANSLATE_TYPES and not (not media_type and "q" in query):
             check_json_content_type(request)
         try:
             body = await read_body(request, limits.max_body_bytes, limits.body_timeout_s)
         except BodyAbandoned:
             metrics.disconnects.labels("body").inc()
             return JSONResponse({"error": "the client left"}, CLIENT_GONE)
-        fields = request_fields(media_type, body)
+        fields = request_fields(content_type, body, query)
         admit_libretranslate(request, {"api_key": fields.get("api_key")})
         q = fields.get("q")
         if not q or not isinstance(q, str):

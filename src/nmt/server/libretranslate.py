@@ -27,6 +27,7 @@ import email.policy
 import functools
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -161,8 +162,19 @@ def is_libretranslate_body(media_type: str, body: bytes) -> bool:
     return isinstance(data, dict) and "text" not in data and any(name in data for name in LIBRETRANSLATE_FIELDS)
 
 
-def request_fields(media_type: str, body: bytes) -> dict[str, Any]:
-    """The fields of a form or JSON body (a form's repeated field keeps its first value, as LibreTranslate)."""
+def query_fields(request_query: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A query string's fields, the first value of each (some clients, deep-translator among them,
+    send LibreTranslate's fields there, with no body)."""
+    fields: dict[str, str] = {}
+    for name, value in request_query:
+        fields.setdefault(name, value)
+    return fields
+
+
+def request_fields(content_type: str, body: bytes, query: dict[str, str] | None = None) -> dict[str, Any]:
+    """The fields of a JSON body, or of a form (url-encoded or multipart, as LibreTranslate's own page
+    sends it) over those of the query string; a repeated field keeps its first value, as LibreTranslate."""
+    media_type = content_type.split(";")[0].strip().lower()
     if media_type == "application/json":
         try:
             data = json.loads(body.decode("utf-8"))
@@ -172,12 +184,13 @@ def request_fields(media_type: str, body: bytes) -> dict[str, Any]:
             raise LibreTranslateError(400, "Invalid JSON format")
         return data
     if media_type == "multipart/form-data":
-        raise LibreTranslateError(400, "Invalid request: send the fields form-encoded or as JSON")
+        fields, _ = form_parts(content_type, body)
+        return {**(query or {}), **fields}
     try:
         values = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:
         raise LibreTranslateError(400, "Invalid request: the body is not UTF-8") from None
-    return {name: items[0] for name, items in values.items()}
+    return {**(query or {}), **{name: items[0] for name, items in values.items()}}
 
 
 @dataclass(frozen=True)
