@@ -145,3 +145,25 @@ def test_a_byte_order_mark_is_no_text_to_translate():
     from nmt.cli.translate import read_page
 
     assert read_page(io.BytesIO("\ufeff<!DOCTYPE html><p>Ein Mann.</p>".encode()), "page.html").startswith("<!DOCTYPE")
+
+
+def same(sentences: list[str]):
+    """A 'translation' that copies each sentence (aligned one to one)."""
+    return [(s, [(i, i) for i in range(len(s.split()))]) for s in sentences]
+
+
+def test_a_word_the_source_split_over_inline_tags_keeps_them_when_it_is_copied():
+    page = "<p>H<sub>2</sub>O ist Wasser, CO<sub>2</sub> nicht. Fußnote<sup>1</sup> hier.</p>"
+    assert translate_html(page, same, lang="de") == page
+    assert translate_html(page, lambda s: [(x, None) for x in s], lang="de") == page  # without alignments too
+
+
+def test_an_inline_element_is_never_left_empty_while_its_neighbours_have_words():
+    # A shorter translation and no alignment: placed in proportion, every word would land before the link.
+    page = '<p>Click the big button <a href="/x">here</a></p>'
+    out = translate_html(page, lambda s: [("Klicken Sie", None) for _ in s], lang="en")
+    assert out == '<p>Klicken <a href="/x">Sie</a></p>'
+    # with one word only, nothing can be moved: the link keeps its tags, empty
+    assert (
+        translate_html(page, lambda s: [("Klicken", None) for _ in s], lang="en") == '<p>Klicken <a href="/x"></a></p>'
+    )

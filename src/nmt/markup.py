@@ -11,14 +11,14 @@ dynamic program over the output words solves exactly (fewest words placed away f
 So the page's tag tree, attributes included, is the input's; only text changes. Scripts, styles,
 code, preformatted text and anything marked translate="no" or class="notranslate" are left as
 they are. The parser is the standard library's, through Beautiful Soup, which reads broken markup
-as browsers do rather than failing.
+rather than failing (though not always as a browser would: an unclosed <p> holds the next one).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 from bs4.element import PreformattedString
@@ -33,6 +33,8 @@ INLINE = {
     "s", "small", "span", "strong", "sub", "sup", "time", "u",
 }  # fmt: skip
 _WORD = re.compile(r"\S+")
+inf = float("inf")
+AWAY = 1e6  # the cost of a piece of a split word away from its own node: never, unless nothing else fits
 _SPECIAL_STRINGS = PreformattedString  # comments, CDATA, doctypes, declarations: no text a reader sees
 
 
@@ -117,13 +119,18 @@ def _node_of_chars(block: Block) -> list[int]:
     return owner
 
 
-def fill_block(block: Block, words: list[str], placed: list[int]) -> None:
+def fill_block(block: Block, words: list[str], placed: list[int], glued: list[bool] | None = None) -> None:
     """Write the output words into the block's nodes (word j into node placed[j]), keeping each
     node's outer whitespace (so the block's own leading and trailing whitespace too); a node left
-    with no words keeps only its whitespace."""
-    texts: list[list[str]] = [[] for _ in block.nodes]
-    for word, node in zip(words, placed, strict=True):
-        texts[node].append(word)
+    with no words keeps only its whitespace. glued[j]: word j is the next piece of word j - 1 (a
+    word the source split over nodes, "H<sub>2</sub>O"): no space between them."""
+    glued = glued or [False] * len(words)
+    texts: list[str] = ["" for _ in block.nodes]
+    starts_glued = [False for _ in block.nodes]  # the node's first word continues the word before it
+    for word, node, joined in zip(words, placed, glued, strict=True):
+        if not texts[node]:
+            starts_glued[node] = joined
+        texts[node] += ("" if joined or not texts[node] else " ") + word
     written = ""  # the block's new text so far
     for i, node in enumerate(block.nodes):
         original = str(node)
@@ -132,8 +139,8 @@ def fill_block(block: Block, words: list[str], placed: list[int]) -> None:
         else:
             lead = original[: len(original) - len(original.lstrip())]
             trail = original[len(original.rstrip()) :]
-            body = " ".join(texts[i])
-            if body and written.strip() and not written[-1].isspace() and not lead:
+            body = texts[i]
+            if body and written.strip() and not written[-1].isspace() and not lead and not starts_glued[i]:
                 lead = " "  # two nodes' words would run together: the source had them in one word
             new = lead + body + trail if body else lead or trail
         written += new
@@ -143,6 +150,49 @@ def fill_block(block: Block, words: list[str], placed: list[int]) -> None:
 def page_text(html: str) -> str:
     """The text a reader of the page sees (for language identification)."""
     return " ".join(block.text.strip() for block in blocks_of(BeautifulSoup(html, "html.parser")))
+
+
+@dataclass
+class Placing:
+    """A block's output words on their way into its text nodes: each word (or piece of a word the
+    source split over nodes), whether it continues the word before it, its cost in each node."""
+
+    words: list[str] = field(default_factory=list)
+    glued: list[bool] = field(default_factory=list)
+    costs: list[list[float]] = field(default_factory=list)
+    owned: set[int] = field(default_factory=set)  # the nodes that held source words
+
+    def add(self, word: str, glued: bool, costs: list[float]) -> None:
+        self.words.append(word)
+        self.glued.append(glued)
+        self.costs.append(costs)
+
+    def add_sentence(
+        self,
+        text: str,
+        owner: list[int],
+        spans: list[tuple[int, int]],
+        out_words: list[str],
+        alignment: list[tuple[int, int]] | None,
+        text_nodes: list[bool],
+    ) -> None:
+        """One sentence's output words; spans: its source words' (start, end) in the block's text,
+        whose characters owner[] maps to nodes. An output word that is a source word split over
+        nodes ("H<sub>2</sub>O", copied through) is placed piece by piece, its markup kept inside."""
+        source_nodes = [owner[start] for start, _ in spans]
+        self.owned.update(source_nodes)
+        split = {}  # such a source word -> its (node, text) pieces
+        for start, end in spans:
+            pieces = _pieces(text[start:end], owner[start:end])
+            if len(pieces) > 1:
+                split.setdefault(text[start:end], pieces)
+        rows = _costs(source_nodes, len(out_words), text_nodes, alignment)
+        for word, row in zip(out_words, rows, strict=True):
+            if word not in split:
+                self.add(word, False, row)
+                continue
+            for k, (node, piece) in enumerate(split[word]):
+                self.add(piece, k > 0, [0.0 if i == node else AWAY if t else inf for i, t in enumerate(text_nodes)])
 
 
 class HtmlPage:
@@ -166,17 +216,15 @@ class HtmlPage:
         for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
             owner = _node_of_chars(block)
             text_nodes = [bool(node.strip()) for node in block.nodes]
-            words: list[str] = []
-            costs: list[list[float]] = []
+            placing = Placing()
             at = len(paragraph.gaps[0])
             for sentence, gap in zip(paragraph.sentences, paragraph.gaps[1:], strict=True):
                 text, alignment = next(answers)
-                source_nodes = [owner[at + m.start()] for m in _WORD.finditer(sentence)]
-                out_words = text.split()
-                costs += _costs(source_nodes, len(out_words), text_nodes, alignment)
-                words += out_words
+                spans = [(m.start() + at, m.end() + at) for m in _WORD.finditer(sentence)]
+                placing.add_sentence(block.text, owner, spans, text.split(), alignment, text_nodes)
                 at += len(sentence) + len(gap)
-            fill_block(block, words, place_words(costs))
+            placed = no_empty_nodes(place_words(placing.costs), placing.glued, placing.owned)
+            fill_block(block, placing.words, placed, placing.glued)
         return self.soup.decode(formatter="minimal")
 
 
@@ -193,6 +241,40 @@ def translate_html(
     """
     page = HtmlPage(html, lang)
     return page.rebuilt(translate(page.sentences) if page.sentences else [])
+
+
+def _pieces(word: str, nodes: Sequence[int]) -> list[tuple[int, str]]:
+    """A source word cut where it crosses from one text node to the next: (node, text) pieces."""
+    pieces: list[tuple[int, str]] = []
+    for char, node in zip(word, nodes, strict=True):
+        if pieces and pieces[-1][0] == node:
+            pieces[-1] = (node, pieces[-1][1] + char)
+        else:
+            pieces.append((node, char))
+    return pieces
+
+
+def no_empty_nodes(placed: list[int], glued: list[bool], owned: set[int]) -> list[int]:
+    """`placed`, where a node that held source words got none, given a word by a neighbour that has
+    two or more (the first of the next such node, else the last of the previous one): a link or a
+    bold word left empty would vanish from the page. Order is kept; pieces of a split word stay."""
+    placed = list(placed)
+    counts = [placed.count(node) for node in range(max([*placed, *owned], default=-1) + 1)]
+
+    def whole(j: int) -> bool:  # a word not glued to its neighbours
+        return not glued[j] and (j + 1 >= len(glued) or not glued[j + 1])
+
+    for node in sorted(owned):
+        if counts[node]:
+            continue
+        after = next((j for j, n in enumerate(placed) if n > node), None)
+        before = next((j for j in range(len(placed) - 1, -1, -1) if placed[j] < node), None)
+        for j in (after, before):
+            if j is not None and counts[placed[j]] >= 2 and whole(j):
+                counts[placed[j]] -= 1
+                placed[j], counts[node] = node, 1
+                break
+    return placed
 
 
 def _costs(
