@@ -166,6 +166,13 @@ def test_a_form_post_from_another_site_is_refused(echo):
     assert client.post("/translate", data=ask, headers={"Origin": "http://127.0.0.1"}).status_code == 200
 
 
+def test_suggestions_are_refused_as_libretranslate_refuses_them_when_off(echo):
+    _, client = echo
+    assert client.get("/frontend/settings").json()["suggestions"] is False
+    answer = client.post("/suggest", data={"q": "a", "s": "b", "source": "de", "target": "en"})
+    assert answer.status_code == 403 and answer.json() == {"error": "Suggestions are disabled on this server."}
+
+
 def test_nmt_s_own_api_shares_the_path(echo):
     _, client = echo
     answer = client.post("/translate", json={"text": ["a"]}).json()
@@ -220,6 +227,9 @@ def test_each_direction_reaches_its_own_model():
         ask = {"q": "Hallo", "source": "de", "target": "en"}
         assert client.post("/translate", json=ask).json() == {"translatedText": "de-en:Hallo"}
         ask = {"q": "Hello", "source": "en", "target": "de"}
+        assert client.post("/translate", json=ask).json() == {"translatedText": "en-de:Hello"}
+        # LibreTranslate's codes with a region or script name the language where only it is served
+        ask = {"q": "Hello", "source": "en-US", "target": "de-AT"}
         assert client.post("/translate", json=ask).json() == {"translatedText": "en-de:Hello"}
         auto = client.post("/translate", json={"q": "A man is riding a bicycle.", "source": "auto", "target": "de"})
         assert auto.json()["translatedText"].startswith("en-de:")

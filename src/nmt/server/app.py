@@ -368,11 +368,17 @@ def create_app(
         best = found[0] if found else {"confidence": 0.0, "language": directions.sources[0]}
         return best["language"], best
 
+    def served(source: str, target: str) -> tuple[str, str]:
+        """A request's language pair in the served codes (zh-Hans: zh), checked: LibreTranslate's 400s."""
+        source, target = directions.code(source), directions.code(target)
+        directions.check(source, target)
+        return source, target
+
     async def translate_via_route(
         request: Request, source: str, target: str, texts: list[str], n_best: int = 1, alignments: bool = False
     ) -> list[list[Translation]] | None:
         """The n-best of each text from the model that serves source -> target (None: the client left)."""
-        directions.check(source, target)
+        source, target = served(source, target)
         chosen, target_lang = route[(source, target)]
         its_queue, its_beam = queues[chosen], min(models[chosen][0].decode.beam, limits.max_beam)
         if not its_queue.running:
@@ -398,7 +404,7 @@ def create_app(
         """Each text translated as a document: paragraphs (lines) split into sentences, or a web page
         with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
         sentences go through the route's queue in requests of max_sentences (None: the client left)."""
-        directions.check(source, target)
+        source, target = served(source, target)
         chosen, target_lang = route[(source, target)]
         translator = models[chosen][0]
 
@@ -520,6 +526,11 @@ def create_app(
     async def settings() -> JSONResponse:
         require_languages()
         return JSONResponse(frontend_settings(directions, limits.max_chars, admission.keys_required))
+
+    @app.post("/suggest")
+    async def suggest() -> JSONResponse:
+        """LibreTranslate's answer where suggestions are off (nmt keeps none: frontend settings say so)."""
+        return JSONResponse({"error": "Suggestions are disabled on this server."}, 403)
 
     @app.post("/detect")
     async def detect(request: Request) -> JSONResponse:

@@ -102,6 +102,13 @@ class Directions:
         """GET /languages: every language the server knows, with the targets it translates it into."""
         return [{"code": c, "name": language_name(c), "targets": self.targets(c)} for c in self.languages]
 
+    def code(self, given: str) -> str:
+        """The served code a client's code names: itself (in any case), else its language without
+        script or region where only that is served (LibreTranslate's zh-Hans, pt-BR: zh, pt)."""
+        given = given.lower()
+        base = re.split(r"[-_]", given)[0]
+        return base if given not in self.languages and base in self.languages else given
+
     def check(self, source: str, target: str) -> None:
         """LibreTranslate's 400s for an unknown language, then for a pair no model translates."""
         for code in (source, target):
