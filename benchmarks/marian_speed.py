@@ -141,8 +141,14 @@ def main() -> None:
         results["import"] = import_cost(hf_dir, folder / "nmt")
         converted = folder / "ct2"
         ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(converted))
-        decode = DecodeConfig(
-            beam=1, length_penalty=1.0, length_normalization="average", max_len_a=0, max_len_b=args.max_new
+        decode = DecodeConfig(  # transformers' search as the benchmark runs it: early_stopping=True, no min_length
+            beam=1,
+            length_penalty=1.0,
+            length_normalization="average",
+            max_len_a=0,
+            max_len_b=args.max_new,
+            min_len=0,
+            early_stopping=True,
         )
         from transformers import MarianTokenizer
 
