@@ -67,6 +67,8 @@ def test_a_long_sentence_is_cut_after_clause_punctuation_into_pieces_that_fit():
     one_word = "x" * 50
     assert "".join(cut_to_fit(one_word, lambda s: len(s) <= 10)) == one_word
     assert cut_to_fit("kurz.", lambda s: True) == ["kurz."]
+    # Chinese and Japanese have no spaces: their full-width clause marks are the cut points
+    assert cut_to_fit("一二三四五，六七八九十", lambda s: len(s) <= 6) == ["一二三四五，", "六七八九十"]
 
 
 def test_a_200_paragraph_document_keeps_every_sentence_its_order_and_its_layout():

@@ -26,7 +26,9 @@ import sentencex
 log = logging.getLogger(__name__)
 
 # After these a sentence can be cut with least harm: clause punctuation followed by a space.
-_CLAUSE_END = re.compile(r"[,;:\u2013\u2014)\]](?=\s)")
+# Clause punctuation a cut may follow: Latin marks before a space; the full-width marks of Chinese
+# and Japanese (、。，；：！？), whose text has no spaces, anywhere.
+_CLAUSE_END = re.compile(r"[,;:\u2013\u2014)\]](?=\s)|[\u3001\u3002\uff0c\uff1b\uff1a\uff01\uff1f]")
 _SPACE = re.compile(r"\s+")
 
 
