@@ -167,3 +167,17 @@ def test_an_inline_element_is_never_left_empty_while_its_neighbours_have_words()
     assert (
         translate_html(page, lambda s: [("Klicken", None) for _ in s], lang="en") == '<p>Klicken <a href="/x"></a></p>'
     )
+
+
+def test_an_image_or_a_button_inside_a_sentence_does_not_cut_it_in_two():
+    seen = []
+
+    def translate(sentences):
+        seen.extend(sentences)
+        return upper(sentences)
+
+    page = '<p>Drücken Sie <img src="s.png" alt="Speichern"> und dann <button>OK</button>.</p>'
+    out = translate_html(page, translate, lang="de")
+    assert seen == ["Drücken Sie  und dann OK."]  # one sentence, read around the image
+    assert tag_tree(out) == tag_tree(page) and texts_of(out, "button") == ["OK"]
+    assert out.index("DRÜCKEN SIE") < out.index("<img") < out.index("UND DANN")

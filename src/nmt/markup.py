@@ -27,10 +27,11 @@ from .documents import Paragraph
 
 # Elements whose content is no text to translate.
 UNTOUCHED = {"script", "style", "code", "pre", "kbd", "samp", "var", "textarea", "template", "svg", "math", "noscript"}
-# Elements that sit inside a sentence: their text is translated with the words around them.
+# Elements that sit inside a sentence: their text is translated with the words around them (an
+# image or a control has none: the sentence goes on around it).
 INLINE = {
-    "a", "abbr", "b", "bdi", "bdo", "cite", "data", "del", "dfn", "em", "font", "i", "ins", "label", "mark", "q",
-    "s", "small", "span", "strong", "sub", "sup", "time", "u",
+    "a", "abbr", "b", "bdi", "bdo", "button", "cite", "data", "del", "dfn", "em", "font", "i", "img", "input", "ins",
+    "label", "mark", "q", "s", "small", "span", "strong", "sub", "sup", "time", "u", "wbr",
 }  # fmt: skip
 _WORD = re.compile(r"\S+")
 inf = float("inf")
