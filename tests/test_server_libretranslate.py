@@ -357,3 +357,17 @@ def test_an_html_file_comes_back_as_html(echo):
     soup = BeautifulSoup(fetched.text, "html.parser")
     assert [t.name for t in soup.find_all(True)] == ["html", "body", "h1", "p", "i"]
     assert soup.h1.get_text() == "Titel|0" and soup.p.get_text().endswith("Satz.|0")
+
+
+def test_the_server_s_own_refusals_reach_a_libretranslate_client_in_its_shape():
+    """A body over --max-body-bytes is refused before it is read as anything: LibreTranslate's
+    client still gets {"error": message}; nmt's own JSON API keeps its {"error": code, "message"}."""
+    app = create_app(NBestEcho(), ServerLimits(max_body_bytes=64), info=INFO)
+    with TestClient(app, base_url=LOCAL) as client:
+        big = "x" * 200
+        form = client.post("/translate", data={"q": big, "source": "de", "target": "en"})
+        assert form.status_code == 413 and set(form.json()) == {"error"} and "bytes" in form.json()["error"]
+        detect = client.post("/detect", data={"q": big})
+        assert detect.status_code == 413 and set(detect.json()) == {"error"}
+        own = client.post("/translate", json={"text": [big]})
+        assert own.status_code == 413 and own.json()["error"] == "limit_exceeded" and "message" in own.json()

@@ -222,6 +222,8 @@ def create_app(
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, err: ApiError) -> JSONResponse:
+        if speaks_libretranslate(request):  # a body too large or too slow, ...: in the shape its client reads
+            return LibreTranslateError(err.status, err.message, err.retry_after_s).response()
         return err.response()
 
     @app.exception_handler(LibreTranslateError)
@@ -585,6 +587,19 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
 # A form body is what LibreTranslate's clients send; the Origin check (access.py) still keeps other
 # sites' pages out, since a browser sends Origin with every cross-site POST.
 LIBRETRANSLATE_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+LIBRETRANSLATE_PATHS = ("/detect", "/translate_file", "/languages", "/frontend/settings", "/suggest", "/download_file")
+
+
+def speaks_libretranslate(request: Request) -> bool:
+    """Whether a request is LibreTranslate's, as far as its path and headers tell before its body is
+    read: a path only LibreTranslate has, or /translate with a form body or q in the query string."""
+    path = request.url.path
+    if path.startswith(LIBRETRANSLATE_PATHS):
+        return True
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return path == "/translate" and (
+        media_type in LIBRETRANSLATE_TYPES or (not media_type and "q" in request.query_params)
+    )
 
 
 # --- running it ---------------------------------------------------------------------------------------
