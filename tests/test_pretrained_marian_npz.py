@@ -255,3 +255,14 @@ def test_nmt_s_ctranslate2_export_carries_marian_s_positions(release, marian_cor
     translator = Translator.load(exported, engine="ctranslate2")
     translator.decode = translator.engine.decode = decode
     assert translator.translate(test, beam=1) == greedy(from_release, test)
+
+
+def test_a_release_is_given_its_languages_at_import(release, tmp_path, capsys):
+    from nmt.model_dir import read_languages
+
+    _, written, from_release, _ = release
+    assert read_languages(from_release) == (None, None)  # a release does not name them
+    out = tmp_path / "with_languages"
+    assert main(["import", "--from", "marian", str(written), "--out", str(out), "--source-lang", "de",
+                 "--target-lang", "en"]) == 0  # fmt: skip
+    assert read_languages(out) == ("de", "en")

@@ -162,3 +162,22 @@ def test_nmt_serve_refuses_a_bad_key_file_before_loading(tiny_model_dir, tmp_pat
     monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
     assert main(["serve", "--model", str(tiny_model_dir), "--api-keys", str(path), "--port", "0"]) == 2
     assert f"{path}:2: expected KEY [REQUESTS_PER_MINUTE > 0]" in capsys.readouterr().err
+
+
+def test_a_key_or_text_in_the_query_string_never_reaches_the_access_log():
+    """LibreTranslate's clients may put api_key and q in the URL (deep-translator does): uvicorn's
+    access line keeps the path only."""
+    import logging
+
+    from nmt.server.connections import NoQueryInAccessLog, uvicorn_config
+    from nmt.server.settings import ConnectionOptions
+
+    uvicorn_config(object(), ConnectionOptions())
+    assert any(isinstance(f, NoQueryInAccessLog) for f in logging.getLogger("uvicorn.access").filters)
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5000", "POST", "/translate?q=Geheim&api_key=secret-key", "1.1", 200), None,
+    )  # fmt: skip
+    assert NoQueryInAccessLog().filter(record)
+    line = record.getMessage()
+    assert "secret-key" not in line and "Geheim" not in line and '"POST /translate?… HTTP/1.1" 200' in line

@@ -25,6 +25,14 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="source_format", choices=("marian",), required=True, help="the format of DIR")
     p.add_argument("directory", metavar="DIR", help="the directory to import")
     p.add_argument("--out", required=True, help="model directory to create (must not exist)")
+    for side in ("source", "target"):
+        p.add_argument(
+            f"--{side}-lang",
+            metavar="XX",
+            help=f"the {side} language's code (e.g. de): a Marian release does not name it; a Hugging Face "
+            "directory's tokenizer_config.json does, and this replaces it (the server's LibreTranslate API "
+            "and sentence splitting need it)",
+        )
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser(
@@ -83,7 +91,7 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
 def cmd_import(args: argparse.Namespace) -> int:
     from ..pretrained.importing import import_marian
 
-    out = import_marian(args.directory, args.out)
+    out = import_marian(args.directory, args.out, source_lang=args.source_lang, target_lang=args.target_lang)
     print(f"imported into {out}; translate with: nmt translate --model {out}", file=sys.stderr)
     return 0
 

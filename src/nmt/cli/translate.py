@@ -112,7 +112,10 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated alphas to try (default: {','.join(f'{a:g}' for a in LENGTH_PENALTIES)})",
     )
     p.add_argument(
-        "--write", action="store_true", help="make the best alpha the model's decode.length_penalty (DIR/config.yaml)"
+        "--write",
+        action="store_true",
+        help="make the best alpha the model's decode.length_penalty (in DIR/config.yaml, or an imported "
+        "model's imported_from.json)",
     )
     p.set_defaults(func=cmd_tune_length_penalty)
 

@@ -348,7 +348,9 @@ def create_app(
     def require_languages() -> None:
         if not directions.pairs:
             raise LibreTranslateError(
-                500, "this model's languages are unknown (its directory has no config.yaml or imported_from.json)"
+                500,
+                "this model's languages are unknown: an nmt model's config names them (data.src_lang, "
+                "data.tgt_lang), an imported one is given them (nmt import --source-lang XX --target-lang YY)",
             )
 
     def admit(request: Request, key: Any, cost: int) -> Refusal | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import socket
 from collections.abc import Callable
 
@@ -106,11 +107,22 @@ def protocol_class(header_timeout_s: float) -> type[HeaderTimeoutProtocol]:
     return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout_s": header_timeout_s})
 
 
+class NoQueryInAccessLog(logging.Filter):
+    """Drops the query string from uvicorn's access lines: LibreTranslate's clients may send their
+    api_key and text there (deep-translator does), and neither belongs in a log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str) and "?" in args[2]:
+            record.args = (*args[:2], args[2].split("?", 1)[0] + "?…", *args[3:])
+        return True
+
+
 def uvicorn_config(
     app: object, options: ConnectionOptions, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info"
 ) -> uvicorn.Config:
     """uvicorn's Config for the app with these limits (the one place they are translated)."""
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -125,6 +137,10 @@ def uvicorn_config(
         timeout_graceful_shutdown=options.graceful_timeout_s,
         server_header=False,
     )
+    access = logging.getLogger("uvicorn.access")  # configured by uvicorn.Config just above
+    if not any(isinstance(f, NoQueryInAccessLog) for f in access.filters):
+        access.addFilter(NoQueryInAccessLog())
+    return config
 
 
 class DrainingServer(uvicorn.Server):
