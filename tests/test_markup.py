@@ -181,3 +181,15 @@ def test_an_image_or_a_button_inside_a_sentence_does_not_cut_it_in_two():
     assert seen == ["Drücken Sie  und dann OK."]  # one sentence, read around the image
     assert tag_tree(out) == tag_tree(page) and texts_of(out, "button") == ["OK"]
     assert out.index("DRÜCKEN SIE") < out.index("<img") < out.index("UND DANN")
+
+
+def test_a_split_word_keeps_its_markup_each_time_it_occurs_and_a_piece_s_node_is_not_emptied():
+    assert translate_html("<p>H<sub>2</sub>O is H<sub>2</sub>O</p>", same, lang="en") == (
+        "<p>H<sub>2</sub>O is H<sub>2</sub>O</p>"
+    )
+    out = translate_html(
+        '<p>Read the doc<a href="x">s</a> today please</p>',
+        lambda s: [("Lies heute bitte die Dokumente", None) for _ in s],
+        lang="en",
+    )
+    assert texts_of(out, "a")[0].strip()  # the link held only the end of a word: it still shows

@@ -231,6 +231,9 @@ def test_each_direction_reaches_its_own_model():
         # LibreTranslate's codes with a region or script name the language where only it is served
         ask = {"q": "Hello", "source": "en-US", "target": "de-AT"}
         assert client.post("/translate", json=ask).json() == {"translatedText": "en-de:Hello"}
+        # no letters to tell a language by: the source that translates into the target
+        numbers = client.post("/translate", json={"q": "42", "source": "auto", "target": "de"})
+        assert numbers.json()["detectedLanguage"] == {"confidence": 0.0, "language": "en"}
         auto = client.post("/translate", json={"q": "A man is riding a bicycle.", "source": "auto", "target": "de"})
         assert auto.json()["translatedText"].startswith("en-de:")
         assert client.get("/languages").json() == [
@@ -288,6 +291,15 @@ def test_a_text_file_comes_back_translated_line_by_line_with_its_blank_lines(ech
     assert fetched.status_code == 200 and 'filename="translated_en.txt"' in fetched.headers["content-disposition"]
     assert fetched.text == "Erste Zeile.|0\n\nZweite Zeile.|0\n  \nDritte.|0\n"
     assert client.get(url.removeprefix("http://127.0.0.1")).status_code == 404  # fetched once
+
+    # a target with a region is named by the served code: the file can be fetched
+    regional = client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en_GB"},
+        files={"file": ("a.txt", b"Hallo.\n", "text/plain")},
+    )
+    path = regional.json()["translatedFileUrl"].removeprefix("http://127.0.0.1")
+    assert path.endswith("_en.txt") and client.get(path).status_code == 200
 
 
 @pytest.mark.parametrize(

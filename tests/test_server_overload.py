@@ -260,6 +260,19 @@ def test_host_and_origin_are_checked(client, headers, status, error):
     assert response.json().get("error") == error
 
 
+def test_two_origin_headers_are_refused_even_where_every_origin_is_allowed():
+    app = create_app(EchoTranslator(), ServerLimits(), info=INFO, access=AccessPolicy(allowed_origins=("*",)))
+    with TestClient(app, base_url=LOCAL) as any_origin:
+        headers = [
+            ("Origin", "https://a.example"),
+            ("Origin", "https://b.example"),
+            ("Content-Type", "application/json"),
+        ]
+        response = any_origin.post("/translate", content=b'{"text": ["a"]}', headers=headers)
+        assert response.status_code == 400 and response.json()["error"] == "bad_origin"
+        assert "access-control-allow-origin" not in response.headers
+
+
 def test_an_allowed_origin_gets_cors_and_its_preflight_is_answered(client):
     """Pages at an allowed origin can read the answers (Access-Control-Allow-Origin) and send JSON
     (the preflight); the server's own page needs no CORS, and another origin gets neither."""

@@ -181,18 +181,21 @@ class Placing:
         whose characters owner[] maps to nodes. An output word that is a source word split over
         nodes ("H<sub>2</sub>O", copied through) is placed piece by piece, its markup kept inside."""
         source_nodes = [owner[start] for start, _ in spans]
-        self.owned.update(source_nodes)
-        split = {}  # such a source word -> its (node, text) pieces
+        split: dict[str, list[list[tuple[int, str]]]] = {}  # such a source word -> its pieces, each time it occurs
         for start, end in spans:
+            self.owned.update(owner[start:end])  # a piece's node too: "doc<a>s</a>" owns the link
             pieces = _pieces(text[start:end], owner[start:end])
             if len(pieces) > 1:
-                split.setdefault(text[start:end], pieces)
+                split.setdefault(text[start:end], []).append(pieces)
         rows = _costs(source_nodes, len(out_words), text_nodes, alignment)
         for word, row in zip(out_words, rows, strict=True):
-            if word not in split:
+            occurrences = split.get(word)
+            if not occurrences:
                 self.add(word, False, row)
                 continue
-            for k, (node, piece) in enumerate(split[word]):
+            # the output's k-th copy takes the source's k-th occurrence (the last one for any more)
+            pieces = occurrences.pop(0) if len(occurrences) > 1 else occurrences[0]
+            for k, (node, piece) in enumerate(pieces):
                 self.add(piece, k > 0, [0.0 if i == node else AWAY if t else inf for i, t in enumerate(text_nodes)])
 
 

@@ -37,7 +37,7 @@ def import_marian(
     model, src_tok, tgt_tok, origin = read(directory)
     for key, given in (("source_lang", source_lang), ("target_lang", target_lang)):
         if given is not None:
-            origin[key] = given
+            origin[key] = given.lower()  # as the server reads every code a request names
     if origin.get("source_lang") is None or origin.get("target_lang") is None:
         log.warning(
             "%s does not name its languages: give --source-lang and --target-lang (the server's LibreTranslate "

@@ -97,6 +97,8 @@ class AccessGuard:
                     f"{', '.join(self.policy.allowed_hosts)} (option --allowed-hosts)"
                 ),
             )
+        elif origin == "\0":
+            refusal = 400, "bad_origin", "the request has more than one Origin header"
         elif origin is not None and not self.policy.origin_allowed(origin, host):
             refusal = (
                 403,

@@ -363,13 +363,17 @@ def create_app(
         if refusal is not None:
             raise LibreTranslateError(refusal.status, refusal.message, refusal.retry_after_s)
 
-    def resolve_source(source: str, texts: list[str]) -> tuple[str, dict | None]:
+    def resolve_source(source: str, target: str, texts: list[str]) -> tuple[str, dict | None]:
         """(source language, the detected-language answer where source was "auto")."""
         if source != "auto":
             return source, None
         found = detector.detect(" ".join(texts))
-        # digits, symbols, emoji: no language to tell; LibreTranslate then takes a default with confidence 0
-        best = found[0] if found else {"confidence": 0.0, "language": directions.sources[0]}
+        if found:
+            return found[0]["language"], found[0]
+        # digits, symbols, emoji: no language to tell; LibreTranslate then takes a default, confidence 0:
+        # here the first source language that translates into the target
+        into = [s for s in directions.sources if (s, directions.code(target)) in directions.pairs]
+        best = {"confidence": 0.0, "language": (into or directions.sources)[0]}
         return best["language"], best
 
     def served(source: str, target: str) -> tuple[str, str]:
@@ -455,7 +459,8 @@ def create_app(
         admit_libretranslate(request, fields)
         call = parse_translate(fields, limits.max_sentences, limits.max_chars)
         html = call.format == "html"
-        source, detected = resolve_source(call.source, [page_text(t) for t in call.texts] if html else call.texts)
+        texts = [page_text(t) for t in call.texts] if html else call.texts
+        source, detected = resolve_source(call.source, call.target, texts)
         if call.alternatives and not html:  # alternatives of a whole text: each text is one input
             results = await translate_via_route(request, source, call.target, call.texts, call.alternatives + 1)
             if results is None:
@@ -492,8 +497,10 @@ def create_app(
                 raise LibreTranslateError(
                     400, f"Invalid request: request ({len(line)}) exceeds text limit ({limits.max_chars})"
                 )
-        source, _ = resolve_source(fields["source"].lower(), [(page_text(text) if html else text)[:5000]])
-        target = fields["target"].lower()
+        source, _ = resolve_source(
+            fields["source"].lower(), fields["target"].lower(), [(page_text(text) if html else text)[:5000]]
+        )
+        source, target = served(source, fields["target"].lower())  # the served codes name the file
         translated = await translate_documents(request, source, target, [text], html)
         if translated is None:
             return client_left()

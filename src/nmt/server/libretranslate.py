@@ -287,7 +287,7 @@ def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[st
         payload = part.get_payload(decode=True) or b""
         if name == "file":
             upload = (part.get_filename() or "", payload)
-        elif name:
+        elif name and name not in fields:  # a repeated field keeps its first value, as LibreTranslate
             try:
                 fields[name] = payload.decode("utf-8")
             except UnicodeDecodeError:
