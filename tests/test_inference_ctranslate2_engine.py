@@ -9,8 +9,9 @@ import torch
 from nmt.checkpoint import save_model_dir
 from nmt.config import ExperimentConfig
 from nmt.inference import ctranslate2_engine
-from nmt.inference.ctranslate2_engine import CTranslate2Engine, rerank
+from nmt.inference.ctranslate2_engine import CTranslate2Engine, export_step_bytes, rerank
 from nmt.inference.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
+from nmt.inference.plan import WorkerPolicy, available_cores
 from nmt.model import ModelConfig, Transformer
 from nmt.model.config import PRESETS
 from nmt.tokenizer import EOS, EOS_ID, load_tokenizers, save_tokenizers
@@ -290,6 +291,34 @@ def test_on_cpu_a_batch_holds_a_few_hundred_source_tokens(tmp_path, tiny_model_d
         sizes.clear()
         assert len(ct2.translate(sources, beam=beam)) == len(sources)
         assert len(sizes) > 1 and all(tokens <= budget or rows == 1 for tokens, rows in sizes)
+
+
+def test_a_model_whose_steps_stream_its_weights_runs_on_one_worker_in_whole_budget_batches(
+    tmp_path, tiny_model_dir, sources, monkeypatch
+):
+    """Above WorkerPolicy.max_parallel_step_mib: one worker, every core its threads, no small-batch cap."""
+    model_dir = model_dir_with(tmp_path, tiny_model_dir)
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    assert export_step_bytes(model_dir / "ct2", "fp32") == 4 * export_step_bytes(model_dir / "ct2", "int8") > 0
+    assert export_step_bytes(tmp_path / "elsewhere", "fp32") is None  # no model.json: CTranslate2's own export
+    monkeypatch.setattr(ctranslate2_engine, "CPU_BATCH_TOKENS", 64)
+    parallel = Translator.load(model_dir / "ct2", engine="ctranslate2")
+    monkeypatch.setattr(WorkerPolicy, "streams_weights", lambda self, step_bytes: step_bytes is not None)
+    streaming = Translator.load(model_dir / "ct2", engine="ctranslate2")
+    assert (streaming.engine.workers, streaming.engine.threads) == (1, available_cores())
+    batches = []
+    submit = CTranslate2Engine._submit
+
+    def spy(self, ids, rows, max_len, options):
+        batches.append(len(rows))
+        return submit(self, ids, rows, max_len, options)
+
+    monkeypatch.setattr(CTranslate2Engine, "_submit", spy)
+    for beam in (1, 3):
+        assert streaming.translate(sources, beam=beam) == parallel.translate(sources, beam=beam)
+    assert batches[0] == len(sources)  # greedy: one batch, not batches of 64 tokens
+    explicit = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=2, threads=1)
+    assert (explicit.engine.workers, explicit.engine.threads) == (2, 1)  # named workers win
 
 
 def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_both_engines(

@@ -3,6 +3,7 @@
 import pytest
 
 from nmt.config_checks import ConfigError
+from nmt.model import ModelConfig
 from nmt.inference.plan import (
     DEFAULT_POLICY,
     EngineOptions,
@@ -12,6 +13,7 @@ from nmt.inference.plan import (
     batches_by_length,
     check_length_penalty,
     cut_batches,
+    decoder_step_bytes,
     plan_call,
     plan_workers,
 )
@@ -54,6 +56,37 @@ def test_a_call_is_cut_for_its_workers_only_when_its_rows_are_worth_it():
     assert (more.workers, more.threads) == (2, 1) and len(more.batches) == 2
     cuda = plan_call([10] * 640, request, batch_tokens=8000, cores=None, workers=None, threads=None, processes=True)
     assert (cuda.workers, cuda.threads) == (1, None) and len(cuda.batches) == 1
+
+
+def test_a_model_whose_steps_read_more_weights_than_the_bound_runs_as_one_stream_of_whole_budget_batches():
+    request, lengths = SearchRequest(beam=1), [10] * 640
+    light = plan_call(lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None, processes=True)
+    assert light.workers == 2 and len(light.batches) == 8  # cut for two workers
+    bound = DEFAULT_POLICY.max_parallel_step_mib * 2**20
+    for step_bytes, expected in ((bound, light), (bound + 1, None)):
+        plan = plan_call(
+            lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None, processes=True,
+            step_bytes=step_bytes,
+        )
+        if expected is not None:
+            assert plan == expected
+        else:
+            assert (plan.workers, plan.threads) == (1, 2) and plan.batches == batches_by_length(lengths, 1, 8000)
+    asked = plan_call(
+        lengths, request, batch_tokens=8000, cores=2, workers=2, threads=None, processes=True, step_bytes=2 * bound
+    )
+    assert asked.workers == 2  # workers named by the user win
+
+
+def test_a_decoding_step_reads_the_decoder_s_per_step_weights_and_the_output_projection():
+    opus = ModelConfig(src_vocab_size=58101, tgt_vocab_size=58101, d_model=512, decoder_layers=6, d_ff=2048)
+    assert decoder_step_bytes(opus, "fp32") >> 20 == 197  # the figures WorkerPolicy's docstring gives
+    assert decoder_step_bytes(opus, "int8") >> 20 == 49
+    assert decoder_step_bytes(opus, "fp32") == 4 * decoder_step_bytes(opus, "int8") == 2 * decoder_step_bytes(opus, "bf16")
+    small = ModelConfig(tgt_vocab_size=8192, d_model=256, decoder_layers=3, d_ff=1024)  # the Multi30k recipes
+    assert decoder_step_bytes(small, "fp32") < 20 * 2**20
+    one = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=4, num_heads=2, decoder_layers=1, d_ff=8)
+    assert decoder_step_bytes(one, "fp32") == 4 * (6 * 16 + 2 * 32 + 40)
 
 
 def test_seeded_sampling_keeps_the_budget_s_batches_whatever_the_workers():

@@ -157,3 +157,32 @@ def test_worker_processes_start_once_the_engine_has_worked_long_enough(tiny_mode
     assert translator.engine.runner.pool is not None
     translator.close()
     assert translator.engine.runner.pool is None
+
+
+def test_a_model_whose_steps_stream_its_weights_runs_one_worker_and_starts_no_processes(monkeypatch):
+    """Above WorkerPolicy.max_parallel_step_mib (here 0 MiB): the same outputs as the parallel layout, on
+    one worker with every core as its threads, in the token budget's batches."""
+    torch.manual_seed(1)
+    ids = [[2, *torch.randint(4, 50, (int(n),)).tolist(), 3] for n in torch.randint(1, 12, (40,))]
+    decode = DecodeConfig(batch_tokens=120, max_len_b=6)
+    parallel = TorchEngine(tiny_transformer(), decode, workers=2, threads=1, processes=False)
+    streaming = TorchEngine(tiny_transformer(), decode, policy=WorkerPolicy(max_parallel_step_mib=0))
+    assert streaming.one_stream
+    streaming.start(wait=True)
+    assert streaming.runner.pool is None  # no worker process holds a copy of a large model
+    layouts = []
+    run = streaming.runner.map
+
+    def spy(jobs, workers, threads, processes):
+        layouts.append((len(jobs), workers, threads))
+        return run(jobs, workers, threads, processes)
+
+    monkeypatch.setattr(streaming.runner, "map", spy)
+    for beam in (1, 2):
+        a = parallel.translate_ids(ids, SearchRequest(beam=beam, n_best=beam))
+        b = streaming.translate_ids(ids, SearchRequest(beam=beam, n_best=beam))
+        assert [[h.tokens for h in x] for x in a] == [[h.tokens for h in x] for x in b]
+        assert [h.score for x in a for h in x] == pytest.approx([h.score for x in b for h in x], abs=1e-4)
+        budget_batches = len(batches_by_length([len(s) for s in ids], beam, decode.batch_tokens))
+        assert layouts[-1] == (budget_batches, 1, streaming.cores)
+    assert not TorchEngine(tiny_transformer(), decode).one_stream  # the default bound: a tiny model is parallel

@@ -33,10 +33,21 @@ import torch
 from ..config import DecodeConfig
 from ..decoding import Hypothesis, length_penalty
 from ..decoding.forced import ForcedScore
+from ..model import ModelConfig
+from ..model_dir import MODEL_CONFIG
 from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
 from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
-from .plan import DEFAULT_POLICY, EngineOptions, SearchRequest, available_cores, batch_budget, cut_batches
+from .plan import (
+    DEFAULT_POLICY,
+    EngineOptions,
+    SearchRequest,
+    WorkerPolicy,
+    available_cores,
+    batch_budget,
+    cut_batches,
+    decoder_step_bytes,
+)
 from .shortlist import VOCABULARY_MAP
 
 log = logging.getLogger(__name__)
@@ -72,6 +83,13 @@ def rerank(
 CPU_BATCH_TOKENS = 512
 
 
+def export_step_bytes(ct2_dir: str | Path, precision: str) -> int | None:
+    """The weights a decoding step reads (nmt.inference.plan.decoder_step_bytes), from the model.json
+    that nmt's export keeps beside CTranslate2's files; None for a directory that has none."""
+    config = Path(ct2_dir) / MODEL_CONFIG
+    return decoder_step_bytes(ModelConfig.load(config), precision) if config.is_file() else None
+
+
 class CTranslate2Engine:
     """Translates source id lists with a CTranslate2 model directory (see `export_ctranslate2`).
 
@@ -99,6 +117,7 @@ class CTranslate2Engine:
         workers: int | None = None,
         threads: int | None = None,
         shortlist: bool = True,
+        policy: WorkerPolicy = DEFAULT_POLICY,
     ):
         ctranslate2 = require_ctranslate2()
         device, _, index = device.partition(":")  # "cuda:1" -> device "cuda", index 1
@@ -107,6 +126,20 @@ class CTranslate2Engine:
         if precision == "bf16" and device == "cpu":
             raise ValueError("CTranslate2 has no bf16 on CPU: use int8 or fp32")
         cores = available_cores()
+        # As in nmt's engine (WorkerPolicy.max_parallel_step_mib): a model whose decoding step reads
+        # more weights than the policy's bound runs as one worker, every core its threads, on batches
+        # of the whole token budget.
+        step_bytes = export_step_bytes(ct2_dir, precision)
+        self.one_stream = workers is None and device == "cpu" and policy.streams_weights(step_bytes)
+        if self.one_stream:
+            workers = 1
+            log.info(
+                "a decoding step reads %d MiB of weights (%s): one CTranslate2 worker with %d threads, "
+                "whole-budget batches",
+                step_bytes >> 20,
+                precision,
+                threads or cores,
+            )
         self.workers = workers or (1 if device == "cuda" else max(1, cores // (threads or 1)))
         self.threads = threads or max(1, cores // self.workers)
         self.translator = ctranslate2.Translator(
@@ -259,7 +292,7 @@ class CTranslate2Engine:
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
         min_batches = DEFAULT_POLICY.batches_per_worker * self.workers if self.workers > 1 else 1
         budget = batch_budget(self.decode.batch_tokens, request.beam, sum(lengths), min_batches)
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and not self.one_stream:
             budget = min(budget, CPU_BATCH_TOKENS if request.beam == 1 else CPU_BATCH_TOKENS // 2)
         found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
         first = [self._submit(ids, rows, limit[rows[-1]], options) for rows in cut_batches(order, lengths, budget)]

@@ -29,6 +29,7 @@ from .plan import (
     WorkerPolicy,
     available_cores,
     batches_by_length,
+    decoder_step_bytes,
     plan_call,
     plan_workers,
 )
@@ -76,7 +77,16 @@ class TorchEngine:
         process_weights = None
         on_cpu = next(model.parameters()).device.type == "cpu"
         frozen = not any(p.requires_grad for p in model.parameters())
-        parallel = workers != 1 and self.cores > 1
+        self.step_bytes = decoder_step_bytes(model.config, precision)
+        self.one_stream = workers is None and policy.streams_weights(self.step_bytes) and on_cpu
+        if self.one_stream and self.cores > 1:
+            log.info(
+                "a decoding step reads %d MiB of weights (%s): one worker with %d threads, whole-budget batches",
+                self.step_bytes >> 20,
+                precision,
+                threads or self.cores,
+            )
+        parallel = workers != 1 and self.cores > 1 and not self.one_stream
         if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
             process_weights = dict(model.state_dict())
         self.model = prepare_for_inference(model, precision)
@@ -160,6 +170,7 @@ class TorchEngine:
             threads=self.threads,
             processes=processes,
             policy=self.policy,
+            step_bytes=self.step_bytes if self.device.type == "cpu" else None,
         )
         limits = search_limits(self.decode)
         jobs = []
@@ -179,7 +190,10 @@ class TorchEngine:
     def start(self, wait: bool = False) -> None:
         """Start the worker processes now, in the background, rather than after
         WorkerPolicy.processes_after_s of parallel calls: for a long-lived caller (the server).
-        With `wait`, return once they are ready."""
+        With `wait`, return once they are ready. A model that runs as one batch stream (see
+        WorkerPolicy.max_parallel_step_mib) starts none."""
+        if self.one_stream:
+            return
         workers, _ = plan_workers(self.cores, self.cores, self.workers, self.threads, self.policy)
         pool = self.runner.start_processes(workers - 1) if workers > 1 else None
         if wait and pool is not None:
