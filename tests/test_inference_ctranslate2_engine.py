@@ -300,7 +300,12 @@ def test_a_model_whose_steps_stream_its_weights_runs_on_one_worker_in_whole_budg
     model_dir = model_dir_with(tmp_path, tiny_model_dir)
     export_ctranslate2(model_dir, model_dir / "ct2")
     assert export_step_bytes(model_dir / "ct2", "fp32") == 4 * export_step_bytes(model_dir / "ct2", "int8") > 0
-    assert export_step_bytes(tmp_path / "elsewhere", "fp32") is None  # no model.json: CTranslate2's own export
+    (tmp_path / "theirs").mkdir()
+    for name in ("model.bin", "config.json"):  # CTranslate2's files without nmt's model.json: its own converter's
+        (tmp_path / "theirs" / name).write_bytes((model_dir / "ct2" / name).read_bytes())
+    assert export_step_bytes(tmp_path / "theirs", "fp32") is None
+    (tmp_path / "theirs" / "model.json").write_text('{"d_model": 32, "from_a_later_version": 1}')
+    assert export_step_bytes(tmp_path / "theirs", "fp32") is None  # unreadable: the usual layout, no error
     monkeypatch.setattr(ctranslate2_engine, "CPU_BATCH_TOKENS", 64)
     parallel = Translator.load(model_dir / "ct2", engine="ctranslate2")
     monkeypatch.setattr(WorkerPolicy, "streams_weights", lambda self, step_bytes: step_bytes is not None)
@@ -319,6 +324,9 @@ def test_a_model_whose_steps_stream_its_weights_runs_on_one_worker_in_whole_budg
     assert batches[0] == len(sources)  # greedy: one batch, not batches of 64 tokens
     explicit = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=2, threads=1)
     assert (explicit.engine.workers, explicit.engine.threads) == (2, 1)  # named workers win
+    assert not explicit.engine.whole_budget
+    served = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1)  # as the server loads it
+    assert served.engine.whole_budget
 
 
 def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_both_engines(

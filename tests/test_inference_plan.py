@@ -3,7 +3,7 @@
 import pytest
 
 from nmt.config_checks import ConfigError
-from nmt.model import ModelConfig
+from nmt.model import ModelConfig, Transformer
 from nmt.inference.plan import (
     DEFAULT_POLICY,
     EngineOptions,
@@ -72,21 +72,36 @@ def test_a_model_whose_steps_read_more_weights_than_the_bound_runs_as_one_stream
             assert plan == expected
         else:
             assert (plan.workers, plan.threads) == (1, 2) and plan.batches == batches_by_length(lengths, 1, 8000)
-    asked = plan_call(
-        lengths, request, batch_tokens=8000, cores=2, workers=2, threads=None, processes=True, step_bytes=2 * bound
-    )
-    assert asked.workers == 2  # workers named by the user win
+    for workers, threads in ((2, None), (None, 1), (1, 1)):  # a layout the user named is kept as it was
+        named = [
+            plan_call(
+                lengths, request, batch_tokens=8000, cores=2, workers=workers, threads=threads, processes=True,
+                step_bytes=step_bytes,
+            )
+            for step_bytes in (None, 2 * bound)
+        ]
+        assert named[0] == named[1]
 
 
 def test_a_decoding_step_reads_the_decoder_s_per_step_weights_and_the_output_projection():
+    config = ModelConfig(
+        src_vocab_size=10, tgt_vocab_size=12, d_model=8, num_heads=2, d_ff=16, decoder_layers=2, sharing="none"
+    )
+    d, matrices = config.d_model, dict(Transformer(config).named_parameters())
+    per_step = sum(  # every decoder weight matrix, less the source's keys and values: once per sentence
+        p.numel() - (2 * d * d if ".cross_attn.in_proj" in name else 0)
+        for name, p in matrices.items()
+        if name.startswith("decoder_layers.") and name.endswith(".weight") and p.dim() == 2
+    )
+    output = matrices["output.weight"].numel()
+    assert decoder_step_bytes(config, "fp32") == 4 * (per_step + output)
+    assert decoder_step_bytes(config, "int8", shortlist=True) == per_step  # a shortlist reads its candidates' rows
     opus = ModelConfig(src_vocab_size=58101, tgt_vocab_size=58101, d_model=512, decoder_layers=6, d_ff=2048)
     assert decoder_step_bytes(opus, "fp32") >> 20 == 197  # the figures WorkerPolicy's docstring gives
     assert decoder_step_bytes(opus, "int8") >> 20 == 49
     assert decoder_step_bytes(opus, "fp32") == 4 * decoder_step_bytes(opus, "int8") == 2 * decoder_step_bytes(opus, "bf16")
     small = ModelConfig(tgt_vocab_size=8192, d_model=256, decoder_layers=3, d_ff=1024)  # the Multi30k recipes
     assert decoder_step_bytes(small, "fp32") < 20 * 2**20
-    one = ModelConfig(src_vocab_size=10, tgt_vocab_size=10, d_model=4, num_heads=2, decoder_layers=1, d_ff=8)
-    assert decoder_step_bytes(one, "fp32") == 4 * (6 * 16 + 2 * 32 + 40)
 
 
 def test_seeded_sampling_keeps_the_budget_s_batches_whatever_the_workers():

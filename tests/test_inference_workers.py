@@ -11,6 +11,7 @@ from nmt.config import DecodeConfig
 from nmt.decoding import SearchLimits
 from nmt.inference.batch_search import BatchJob
 from nmt.inference.plan import SearchRequest, WorkerPolicy, batches_by_length
+from nmt.inference import torch_engine
 from nmt.inference.torch_engine import TorchEngine
 from nmt.inference.workers import ProcessPool, WorkerProcessError
 from nmt.model import ModelConfig, Transformer
@@ -162,6 +163,7 @@ def test_worker_processes_start_once_the_engine_has_worked_long_enough(tiny_mode
 def test_a_model_whose_steps_stream_its_weights_runs_one_worker_and_starts_no_processes(monkeypatch):
     """Above WorkerPolicy.max_parallel_step_mib (here 0 MiB): the same outputs as the parallel layout, on
     one worker with every core as its threads, in the token budget's batches."""
+    monkeypatch.setattr(torch_engine, "available_cores", lambda: 2)  # a 1-core runner would plan one worker anyway
     torch.manual_seed(1)
     ids = [[2, *torch.randint(4, 50, (int(n),)).tolist(), 3] for n in torch.randint(1, 12, (40,))]
     decode = DecodeConfig(batch_tokens=120, max_len_b=6)
@@ -186,3 +188,5 @@ def test_a_model_whose_steps_stream_its_weights_runs_one_worker_and_starts_no_pr
         budget_batches = len(batches_by_length([len(s) for s in ids], beam, decode.batch_tokens))
         assert layouts[-1] == (budget_batches, 1, streaming.cores)
     assert not TorchEngine(tiny_transformer(), decode).one_stream  # the default bound: a tiny model is parallel
+    named = TorchEngine(tiny_transformer(), decode, threads=1, policy=WorkerPolicy(max_parallel_step_mib=0))
+    assert not named.one_stream  # a layout the user chose is kept

@@ -83,11 +83,19 @@ def rerank(
 CPU_BATCH_TOKENS = 512
 
 
-def export_step_bytes(ct2_dir: str | Path, precision: str) -> int | None:
+def export_step_bytes(ct2_dir: str | Path, precision: str, *, shortlist: bool = False) -> int | None:
     """The weights a decoding step reads (nmt.inference.plan.decoder_step_bytes), from the model.json
-    that nmt's export keeps beside CTranslate2's files; None for a directory that has none."""
-    config = Path(ct2_dir) / MODEL_CONFIG
-    return decoder_step_bytes(ModelConfig.load(config), precision) if config.is_file() else None
+    that nmt's export keeps beside CTranslate2's files. None where there is none (CTranslate2's own
+    converter) or it cannot be read (another nmt version's): the engine then keeps its usual layout."""
+    path = Path(ct2_dir) / MODEL_CONFIG
+    if not path.is_file():
+        return None
+    try:
+        config = ModelConfig.load(path)
+    except (ValueError, TypeError, OSError) as err:
+        log.info("%s: %s; the worker layout does not weigh the model's size", path, err)
+        return None
+    return decoder_step_bytes(config, precision, shortlist=shortlist)
 
 
 class CTranslate2Engine:
@@ -127,20 +135,16 @@ class CTranslate2Engine:
             raise ValueError("CTranslate2 has no bf16 on CPU: use int8 or fp32")
         cores = available_cores()
         # As in nmt's engine (WorkerPolicy.max_parallel_step_mib): a model whose decoding step reads
-        # more weights than the policy's bound runs as one worker, every core its threads, on batches
-        # of the whole token budget.
-        step_bytes = export_step_bytes(ct2_dir, precision)
-        self.one_stream = workers is None and device == "cpu" and policy.streams_weights(step_bytes)
-        if self.one_stream:
+        # more weights than the policy's bound runs as one worker, every core its threads (unless
+        # the caller chose a layout), and one worker on CPU takes batches of the whole token budget.
+        uses_vmap = shortlist and (Path(ct2_dir) / VOCABULARY_MAP).is_file()
+        streams = device == "cpu" and policy.streams_weights(export_step_bytes(ct2_dir, precision, shortlist=uses_vmap))
+        if streams and workers is None and threads is None:
             workers = 1
-            log.info(
-                "a decoding step reads %d MiB of weights (%s): one CTranslate2 worker with %d threads, "
-                "whole-budget batches",
-                step_bytes >> 20,
-                precision,
-                threads or cores,
-            )
         self.workers = workers or (1 if device == "cuda" else max(1, cores // (threads or 1)))
+        self.whole_budget = streams and self.workers == 1
+        if self.whole_budget:
+            log.info("a large model (%s): one CTranslate2 worker, batches of the whole token budget", precision)
         self.threads = threads or max(1, cores // self.workers)
         self.translator = ctranslate2.Translator(
             str(ct2_dir),
@@ -153,7 +157,7 @@ class CTranslate2Engine:
         self.decode, self.precision = decode, precision
         self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
-        self.use_vmap = shortlist and (Path(ct2_dir) / VOCABULARY_MAP).is_file()
+        self.use_vmap = uses_vmap
         self.device = torch.device(device, int(index) if index else None)
         self.src_vocab = vocabulary(src_tokenizer)
         self.tgt_ids = {piece: i for i, piece in enumerate(vocabulary(tgt_tokenizer))}
@@ -292,7 +296,7 @@ class CTranslate2Engine:
         order = sorted(range(len(ids)), key=lambda i: (limit[i], lengths[i]))
         min_batches = DEFAULT_POLICY.batches_per_worker * self.workers if self.workers > 1 else 1
         budget = batch_budget(self.decode.batch_tokens, request.beam, sum(lengths), min_batches)
-        if self.device.type == "cpu" and not self.one_stream:
+        if self.device.type == "cpu" and not self.whole_budget:
             budget = min(budget, CPU_BATCH_TOKENS if request.beam == 1 else CPU_BATCH_TOKENS // 2)
         found: dict[int, list[tuple[list[str], float]]] = {}  # (tokens, log-prob) of each finished hypothesis
         first = [self._submit(ids, rows, limit[rows[-1]], options) for rows in cut_batches(order, lengths, budget)]

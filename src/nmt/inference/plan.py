@@ -162,7 +162,8 @@ class WorkerPolicy:
     worker, so that none waits long for the last batch.
     max_parallel_step_mib (128): where one decoding step reads more weights than this (MiB, the
     decoder and the output projection at the run's precision: `decoder_step_bytes`), a call runs on
-    one worker with every core as its threads, on batches of the whole token budget. Each batch
+    one worker with every core as its threads, on batches of the whole token budget (unless workers
+    or threads are given; a lexical shortlist leaves the output projection out of the sum). Each batch
     streams the weights from memory once per step, so parallel workers on smaller batches multiply
     that traffic and run out of memory bandwidth: an OPUS-MT-base model (197 MiB a step in fp32)
     decoded 1.5x faster greedy that way on nmt's engine and 2.6x on CTranslate2, while in int8 (49 MiB)
@@ -187,14 +188,14 @@ DEFAULT_POLICY = WorkerPolicy()
 BYTES_PER_WEIGHT = {"fp32": 4, "bf16": 2, "int8": 1}
 
 
-def decoder_step_bytes(config: ModelConfig, precision: str) -> int:
+def decoder_step_bytes(config: ModelConfig, precision: str, *, shortlist: bool = False) -> int:
     """Bytes of weights one decoding step reads whatever its batch: per decoder layer the self-attention
     (4 d^2), the cross-attention's query and output projections (2 d^2: the source's keys and values
     are projected once per sentence) and the feed-forward network (2 d d_ff); then the output
-    projection (vocabulary x d)."""
+    projection (vocabulary x d), left out under a lexical shortlist, which reads only its candidates' rows."""
     d = config.d_model
     per_layer = 6 * d * d + 2 * d * config.d_ff
-    weights = config.decoder_layers * per_layer + config.tgt_vocab_size * d
+    weights = config.decoder_layers * per_layer + (0 if shortlist else config.tgt_vocab_size * d)
     return weights * BYTES_PER_WEIGHT.get(precision, 4)
 
 
@@ -327,7 +328,7 @@ def plan_call(
     cores: CPU cores to share out (None: a device that runs one batch at a time, such as CUDA).
     processes: whether the workers beyond the caller will be processes (they need fewer rows).
     step_bytes: the weights a decoding step reads (`decoder_step_bytes`); above the policy's
-    max_parallel_step_mib the call runs on one worker unless `workers` says otherwise.
+    max_parallel_step_mib the call runs on one worker, unless `workers` or `threads` are given.
     Seeded sampling keeps the token budget's batches: its draws follow the batches, and must not
     depend on the number of workers.
     """
@@ -336,7 +337,7 @@ def plan_call(
         return CallPlan(batches, 1, None)
     seeded = request.sampling is not None and request.sampling.seed is not None
     min_rows = policy.min_rows_processes if processes else policy.min_rows_threads
-    if policy.streams_weights(step_bytes):
+    if workers is None and threads is None and policy.streams_weights(step_bytes):
         worth = 1  # one stream of batches, every core its threads (WorkerPolicy.max_parallel_step_mib)
     else:
         worth = len(batches) if seeded else max(len(batches), len(lengths) * request.beam // min_rows)

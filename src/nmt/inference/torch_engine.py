@@ -77,14 +77,15 @@ class TorchEngine:
         process_weights = None
         on_cpu = next(model.parameters()).device.type == "cpu"
         frozen = not any(p.requires_grad for p in model.parameters())
-        self.step_bytes = decoder_step_bytes(model.config, precision)
-        self.one_stream = workers is None and policy.streams_weights(self.step_bytes) and on_cpu
+        uses_shortlist = shortlist is not None and precision != "int8"
+        self.step_bytes = decoder_step_bytes(model.config, precision, shortlist=uses_shortlist)
+        self.one_stream = workers is None and threads is None and on_cpu and policy.streams_weights(self.step_bytes)
         if self.one_stream and self.cores > 1:
             log.info(
                 "a decoding step reads %d MiB of weights (%s): one worker with %d threads, whole-budget batches",
                 self.step_bytes >> 20,
                 precision,
-                threads or self.cores,
+                self.cores,
             )
         parallel = workers != 1 and self.cores > 1 and not self.one_stream
         if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
