@@ -8,10 +8,11 @@ with the same outputs up to float rounding. So auto picks CTranslate2 where it c
   runs on), for bf16 (CTranslate2 has none on CPU), and when ctranslate2 is not installed;
 - nmt's engine for a model CTranslate2 cannot express (an activation or layer order it lacks);
 - nmt's engine for a weights file other than the directory's (`--weights`), which CTranslate2
-  would need converted at every run, and for a model imported from Marian (OPUS-MT's shape decoded
-  faster there: 4.43 against 7.18 s fp32 greedy in one benchmark run, with the export then keeping
-  a <pad> row that CTranslate2's own conversion leaves out; not yet timed with the export as it is
-  now laid out, like that conversion);
+  would need converted at every run, and for a model imported from Marian: since large models run
+  as one worker (nmt.inference.plan.WorkerPolicy) the two engines are within 10% on OPUS-MT's shape
+  in fp32 (3.52 against 3.22 s greedy, 11.11 against 11.24 s beam 5 in one benchmark run), and an
+  imported model searches with transformers' stopping rule (decode.early_stopping false), which
+  CTranslate2's beam search does not have, so nmt's engine gives the original's outputs;
 - CTranslate2 otherwise, on an export cached in the model directory (`ctranslate2/`), made at the
   first load and made again when the directory's files (weights, model.json, tokenizers,
   shortlist), nmt's exporter or the installed CTranslate2 change; a change of the search settings
@@ -86,9 +87,11 @@ def choose_engine(
     if problem:
         return EngineChoice("torch", f"CTranslate2 cannot run this model: {problem}")
     if (model_dir / IMPORTED_FROM).is_file():
-        # An OPUS-MT-shaped model (58k vocabulary, d_model 512) decoded faster on nmt's engine than on
-        # nmt's CTranslate2 export in fp32, and as fast in int8 (docs/results.md, imported Marian models).
-        return EngineChoice("torch", "an imported Marian model: measured faster on nmt's engine")
+        # Within 10% of CTranslate2 on OPUS-MT's shape, and only nmt's engine has the stopping rule
+        # imported models search with (docs/results.md, imported Marian models).
+        return EngineChoice(
+            "torch", "an imported Marian model: nmt's engine keeps transformers' stopping rule, within 10% in fp32"
+        )
     return EngineChoice("ctranslate2", "measured faster than nmt's engine on CPU at the same output")
 
 
