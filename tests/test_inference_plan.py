@@ -3,7 +3,6 @@
 import pytest
 
 from nmt.config_checks import ConfigError
-from nmt.model import ModelConfig, Transformer
 from nmt.inference.plan import (
     DEFAULT_POLICY,
     EngineOptions,
@@ -17,6 +16,7 @@ from nmt.inference.plan import (
     plan_call,
     plan_workers,
 )
+from nmt.model import ModelConfig, Transformer
 
 
 def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():
@@ -65,7 +65,13 @@ def test_a_model_whose_steps_read_more_weights_than_the_bound_runs_as_one_stream
     bound = DEFAULT_POLICY.max_parallel_step_mib * 2**20
     for step_bytes, expected in ((bound, light), (bound + 1, None)):
         plan = plan_call(
-            lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None, processes=True,
+            lengths,
+            request,
+            batch_tokens=8000,
+            cores=2,
+            workers=None,
+            threads=None,
+            processes=True,
             step_bytes=step_bytes,
         )
         if expected is not None:
@@ -75,7 +81,13 @@ def test_a_model_whose_steps_read_more_weights_than_the_bound_runs_as_one_stream
     for workers, threads in ((2, None), (None, 1), (1, 1)):  # a layout the user named is kept as it was
         named = [
             plan_call(
-                lengths, request, batch_tokens=8000, cores=2, workers=workers, threads=threads, processes=True,
+                lengths,
+                request,
+                batch_tokens=8000,
+                cores=2,
+                workers=workers,
+                threads=threads,
+                processes=True,
                 step_bytes=step_bytes,
             )
             for step_bytes in (None, 2 * bound)
@@ -99,7 +111,9 @@ def test_a_decoding_step_reads_the_decoder_s_per_step_weights_and_the_output_pro
     opus = ModelConfig(src_vocab_size=58101, tgt_vocab_size=58101, d_model=512, decoder_layers=6, d_ff=2048)
     assert decoder_step_bytes(opus, "fp32") >> 20 == 197  # the figures WorkerPolicy's docstring gives
     assert decoder_step_bytes(opus, "int8") >> 20 == 49
-    assert decoder_step_bytes(opus, "fp32") == 4 * decoder_step_bytes(opus, "int8") == 2 * decoder_step_bytes(opus, "bf16")
+    assert (
+        decoder_step_bytes(opus, "fp32") == 4 * decoder_step_bytes(opus, "int8") == 2 * decoder_step_bytes(opus, "bf16")
+    )
     small = ModelConfig(tgt_vocab_size=8192, d_model=256, decoder_layers=3, d_ff=1024)  # the Multi30k recipes
     assert decoder_step_bytes(small, "fp32") < 20 * 2**20
 

@@ -9,9 +9,9 @@ import torch
 
 from nmt.config import DecodeConfig
 from nmt.decoding import SearchLimits
+from nmt.inference import torch_engine
 from nmt.inference.batch_search import BatchJob
 from nmt.inference.plan import SearchRequest, WorkerPolicy, batches_by_length
-from nmt.inference import torch_engine
 from nmt.inference.torch_engine import TorchEngine
 from nmt.inference.workers import ProcessPool, WorkerProcessError
 from nmt.model import ModelConfig, Transformer
