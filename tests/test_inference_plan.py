@@ -59,40 +59,28 @@ def test_a_call_is_cut_for_its_workers_only_when_its_rows_are_worth_it():
 
 
 def test_a_model_whose_steps_read_more_weights_than_the_bound_runs_as_one_stream_of_whole_budget_batches():
-    request, lengths = SearchRequest(beam=1), [10] * 640
-    light = plan_call(lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None, processes=True)
-    assert light.workers == 2 and len(light.batches) == 8  # cut for two workers
-    bound = DEFAULT_POLICY.max_parallel_step_mib * 2**20
-    for step_bytes, expected in ((bound, light), (bound + 1, None)):
-        plan = plan_call(
+    lengths = [10] * 640
+
+    def plan(workers=None, threads=None, step_bytes=None):
+        return plan_call(
             lengths,
-            request,
+            SearchRequest(beam=1),
             batch_tokens=8000,
             cores=2,
-            workers=None,
-            threads=None,
+            workers=workers,
+            threads=threads,
             processes=True,
             step_bytes=step_bytes,
         )
-        if expected is not None:
-            assert plan == expected
-        else:
-            assert (plan.workers, plan.threads) == (1, 2) and plan.batches == batches_by_length(lengths, 1, 8000)
+
+    light = plan()
+    assert light.workers == 2 and len(light.batches) == 8  # cut for two workers
+    bound = DEFAULT_POLICY.max_parallel_step_mib * 2**20
+    assert plan(step_bytes=bound) == light
+    heavy = plan(step_bytes=bound + 1)
+    assert (heavy.workers, heavy.threads) == (1, 2) and heavy.batches == batches_by_length(lengths, 1, 8000)
     for workers, threads in ((2, None), (None, 1), (1, 1)):  # a layout the user named is kept as it was
-        named = [
-            plan_call(
-                lengths,
-                request,
-                batch_tokens=8000,
-                cores=2,
-                workers=workers,
-                threads=threads,
-                processes=True,
-                step_bytes=step_bytes,
-            )
-            for step_bytes in (None, 2 * bound)
-        ]
-        assert named[0] == named[1]
+        assert plan(workers, threads) == plan(workers, threads, step_bytes=2 * bound)
 
 
 def test_a_decoding_step_reads_the_decoder_s_per_step_weights_and_the_output_projection():

@@ -171,7 +171,7 @@ class TorchEngine:
             threads=self.threads,
             processes=processes,
             policy=self.policy,
-            step_bytes=self.step_bytes if self.device.type == "cpu" else None,
+            step_bytes=self.step_bytes,
         )
         limits = search_limits(self.decode)
         jobs = []
