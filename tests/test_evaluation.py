@@ -23,6 +23,18 @@ def test_pretokenized_text_is_scored_on_its_own_tokens():
     assert score_translations(["a man walking.", "it's a dog."], refs).bleu > detok.bleu
 
 
+def test_pretokenized_text_raises_no_detokenize_warning(caplog):
+    # sacreBLEU takes 100 lines ending in " ." for text someone forgot to detokenise; for a
+    # pretokenized corpus that is its form, and the warning would only mislead.
+    lines = [f"line {i} ends like this ." for i in range(120)]
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        score_translations(lines, lines, pretokenized=True)
+    assert "detokenize" not in caplog.text
+    with caplog.at_level("WARNING", logger="sacrebleu"):
+        score_translations(lines, lines)  # raw text: the warning is sacreBLEU's to give
+    assert "detokenize" in caplog.text
+
+
 def test_bad_inputs_are_refused():
     with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
         score_translations(["a", "b"], ["a"])

@@ -43,8 +43,10 @@ def score_translations(hypotheses: list[str], references: list[str], *, pretoken
     if not hypotheses:  # sacreBLEU would fail with an IndexError
         raise ValueError("no sentences to score")
     tokenize = "none" if pretokenized else "13a"
-    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
-    bleu_lc = sacrebleu.metrics.BLEU(lowercase=True, tokenize=tokenize)
+    # force: sacreBLEU warns "you forgot to detokenize" on 100 lines ending in " .", which is what
+    # pretokenized text is; the scores and signatures are the same either way.
+    bleu = sacrebleu.metrics.BLEU(tokenize=tokenize, force=pretokenized)
+    bleu_lc = sacrebleu.metrics.BLEU(lowercase=True, tokenize=tokenize, force=pretokenized)
     chrf = sacrebleu.metrics.CHRF()
     refs = [references]
     return Scores(
