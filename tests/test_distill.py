@@ -152,3 +152,27 @@ def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrid
     assert "all 300 sentences translated already" in again.stderr
     assert "the teacher translates" not in again.stderr  # not even loaded
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == checkpoints
+
+
+def test_a_student_stopped_by_sigterm_is_not_taken_for_a_finished_one(tiny_model_dir, overrides, tmp_path):
+    """SIGTERM saves the student and exits 143: no shortlist or precision chosen from half-trained
+    weights, and a script's next step does not run. The same command continues, then finishes."""
+    out = tmp_path / "student"
+    sets = overrides + QUIET + ["tokenizer.vocab_size=8192", "train.max_steps=100000", "train.valid_every=100000"]
+    proc = nmt_distill(tiny_model_dir, out, sets, background=True)
+    metrics, deadline = out / "metrics.jsonl", time.time() + 240
+    while time.time() < deadline and proc.poll() is None and lines_in(metrics) < 3:
+        time.sleep(0.05)
+    assert lines_in(metrics) >= 3, "the student never trained"  # a signal now lands in its training loop
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-2000:]
+    assert "to continue it: the same nmt distill command again" in err
+    assert not (out / "shortlist.safetensors").exists() and "distill took" not in err
+    stopped_at = max(int(p.stem.split("_")[1]) for p in (out / "checkpoints").glob("step_*.safetensors"))
+    assert stopped_at >= 2
+
+    finished = nmt_distill(tiny_model_dir, out, [*sets, f"train.max_steps={stopped_at + 2}"])
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert f"resumed from step_{stopped_at:08d}" in finished.stderr
+    assert (out / "shortlist.safetensors").is_file() and "precision: " in finished.stderr

@@ -136,6 +136,25 @@ def test_sigkill_of_the_launcher_takes_its_workers_and_resume_gives_the_uninterr
         assert torch.equal(a[key], b[key]), key
 
 
+def test_sigterm_to_the_launcher_saves_every_worker_and_exits_143_saying_how_to_continue(overrides, tmp_path):
+    run = tmp_path / "run"
+    proc = nmt_train(run, overrides + QUIET + ["train.processes=2", "train.max_steps=100000"], background=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None and len(metrics_lines(run)) < 3:
+        time.sleep(0.05)
+    assert len(metrics_lines(run)) >= 3, "the workers never trained"  # a signal now lands in the loop
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert err.count("to continue it: nmt train --out") == 1, err[-3000:]  # said once, not per worker
+    assert list((run / "checkpoints").glob("step_*.safetensors"))
+
+
+def metrics_lines(run: Path) -> list[str]:
+    path = run / "metrics.jsonl"
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def test_a_failure_in_the_workers_is_said_once_and_exits_with_its_status(overrides, tmp_path):
     missing = tmp_path / "nowhere.de"
     sets = overrides + QUIET + ["train.processes=2", "train.max_steps=2", f"data.train_src={missing}"]

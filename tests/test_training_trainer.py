@@ -156,8 +156,10 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
         time.sleep(0.2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    assert "stopped by signal" in err
+    # saved, but not finished: a non-zero status, so `nmt train && nmt average` stops there
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "training stopped: stopped by SIGTERM" in err
+    assert f"to continue it: nmt train --out {model_dir} --resume" in err
     weights, _ = latest_checkpoint(model_dir)
     stopped_at = int(weights.stem.split("_")[1])
     assert stopped_at >= 3
@@ -189,7 +191,7 @@ def test_early_stopping_after_patience_validations_without_improvement(overrides
     losses = iter([3.0, 2.0, 2.5, 2.6, 2.7, 2.8])
     monkeypatch.setattr(trainer_module, "validate", lambda *args, **kwargs: {"loss": next(losses)})
     model_dir = tmp_path / "early"
-    reason = train(
+    stopped = train(
         load_config(
             None,
             overrides
@@ -204,12 +206,13 @@ def test_early_stopping_after_patience_validations_without_improvement(overrides
         model_dir,
         progress_bar=False,
     )
-    assert reason == "no improvement in 2 validations (train.patience)"
+    assert stopped == "no improvement in 2 validations (train.patience)" and stopped.signum is None
     assert latest_checkpoint(model_dir)[0].name == "step_00000004.safetensors"  # best at 2, worse at 3 and 4
 
 
-def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
-    """No config file, no tokenizer, no corpus: a tiny model and made-up data handed straight to the loop."""
+def copy_trainer(folder, **train_fields):
+    """A Trainer built from parts: no config file, no tokenizer, no corpus, a tiny model and made-up
+    data (a copy task) handed straight to the loop."""
     import numpy as np
 
     from nmt.config import DecodeConfig, TrainConfig
@@ -241,7 +244,7 @@ def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
         )
     )
     placement = place(model, LossModule(model, 0.0), Distributed(), fsdp=False)
-    cfg = TrainConfig(
+    fields = dict(
         max_steps=80,
         valid_every=20,
         log_every=20,
@@ -253,13 +256,14 @@ def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
         best_metric="loss",
         keep_last=2,
     )
+    cfg = TrainConfig(**{**fields, **train_fields})
     sampler = TokenBatchSampler(
         copy_task.src_lengths(), copy_task.tgt_lengths(), max_tokens=cfg.batch_tokens, seed=cfg.seed
     )
-    trainer = Trainer(
+    return Trainer(
         cfg,
         DecodeConfig(),
-        tmp_path,
+        folder,
         data=data,
         placement=placement,
         optimizer=build_optimizer(model, cfg, fused=True),
@@ -267,12 +271,42 @@ def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
         progress_bar=False,
     )
 
-    assert trainer.run() == "reached train.max_steps=80"
-    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    valid = [r["loss"] for r in records if r["kind"] == "valid"]
+
+def metric_records(folder, kind):
+    return [r for r in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines()) if r["kind"] == kind]
+
+
+def test_a_trainer_built_from_parts_learns_to_copy(tmp_path):
+    stopped = copy_trainer(tmp_path).run()
+    assert stopped == "reached train.max_steps=80" and stopped.signum is None
+    valid = [r["loss"] for r in metric_records(tmp_path, "valid")]
     assert len(valid) == 4 and valid[-1] < 0.5 * valid[0]  # it learns to copy
     assert list_checkpoints(tmp_path) == ["step_00000060", "step_00000080"]
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "model.json").exists()
+
+
+@pytest.mark.parametrize("signal_at", [3, 7])
+def test_sigterm_before_the_end_is_an_interruption_and_at_the_end_is_not(tmp_path, monkeypatch, signal_at):
+    """Before max_steps: saved, no final validation, `signum` says the run is unfinished. During the
+    last step: the run is finished (a caller may build on it), validated and saved as usual."""
+    trainer = copy_trainer(tmp_path, max_steps=7, valid_every=5)
+    take_step = trainer.train_step
+
+    def step_then_signal(micro_batches):
+        stats = take_step(micro_batches)
+        if trainer.progress.step == signal_at:
+            os.kill(os.getpid(), signal.SIGTERM)  # handled before the loop's next check
+        return stats
+
+    monkeypatch.setattr(trainer, "train_step", step_then_signal)
+    stopped = trainer.run()
+    assert list_checkpoints(tmp_path)[-1] == f"step_{signal_at:08d}"
+    if signal_at == 3:
+        assert stopped == "stopped by SIGTERM" and stopped.signum == signal.SIGTERM
+        assert metric_records(tmp_path, "valid") == []  # quick: no validation on the way out
+    else:
+        assert stopped == "reached train.max_steps=7" and stopped.signum is None
+        assert [r["step"] for r in metric_records(tmp_path, "valid")] == [5, 7]
 
 
 def test_r_drop_trains_and_logs_the_plain_nll(overrides, tmp_path):

@@ -111,15 +111,19 @@ def cmd_distill(args: argparse.Namespace) -> int:
         init_from=None,
         quiet=args.quiet,
         verbose=getattr(args, "verbose", False),
+        # a stopped student is resumed by distill, which then builds its shortlist and precision
+        continue_with="the same nmt distill command again",
     )
     started = time.perf_counter()
     status = cmd_train(run)
     stages["student's training"] = time.perf_counter() - started
+    if status != 0:  # stopped by a signal (or failed): the shortlist and precision wait for a finished student
+        return status
     started = time.perf_counter()
-    if status == 0 and args.shortlist:  # the student's own output vocabulary: the teacher's translations
+    if args.shortlist:  # the student's own output vocabulary: the teacher's translations
         path, summary = shortlist_from_corpus(out, str(plan.source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
-    if status == 0 and args.choose_precision:
+    if args.choose_precision:
         choose_student_precision(out, plan.student_config())
     stages["shortlist and precision"] = time.perf_counter() - started
     spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())

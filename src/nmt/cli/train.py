@@ -77,9 +77,10 @@ def worker_command(args: argparse.Namespace) -> list[str]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ..config import load_config
-    from ..training.distributed import wants_cuda
+    from ..training.distributed import RENDEZVOUS_FILE, wants_cuda
     from ..training.launch import choose_layout, run_workers
     from ..training.run import train
+    from ..training.signals import interrupted_status, was_interrupted
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -90,22 +91,37 @@ def cmd_train(args: argparse.Namespace) -> int:
     layout = choose_layout(config.train, on_cuda=wants_cuda(config.train.device))
     if layout.processes > 1:
         logging.getLogger(__name__).info("%s", layout.describe(config.train.batch_tokens))
-        return run_workers(worker_command(args), layout)
+        status = run_workers(worker_command(args), layout)
+        if was_interrupted(status):
+            say_how_to_continue(args, out)
+        return status
     created = not out.exists()
     try:
-        reason = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
+        stopped = train(config, out, resume=args.resume, progress_bar=not args.quiet, init_from=args.init_from)
     except BaseException:
         if created:  # a run that failed before writing anything leaves no empty directory behind
             with contextlib.suppress(OSError):
                 out.rmdir()  # only if empty
         raise
-    print(f"training stopped: {reason}; model in {out}", file=sys.stderr)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        # Everything is saved and the process group is gone, but under torchrun torch's C++ threads
-        # now and then abort the interpreter's teardown ("terminate called without an active
-        # exception", exit -6, seen on CPU/gloo in about 1 run in 15): skip the teardown.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        logging.shutdown()
-        os._exit(0)
-    return 0
+    print(f"training stopped: {stopped}; model in {out}", file=sys.stderr)
+    status = 0 if stopped.signum is None else interrupted_status(stopped.signum)
+    if int(os.environ.get("WORLD_SIZE", "1")) == 1:
+        if status:
+            say_how_to_continue(args, out)
+        return status
+    # Everything is saved and the process group is gone, but under torchrun torch's C++ threads
+    # now and then abort the interpreter's teardown ("terminate called without an active
+    # exception", exit -6, seen on CPU/gloo in about 1 run in 15): skip the teardown. Under nmt's
+    # own launcher rank 0 alone reports an interrupted run (the launcher returns its status and
+    # says how to continue); under torchrun, which handles the signal itself, every rank exits 0.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(status if os.environ.get(RENDEZVOUS_FILE) and os.environ.get("RANK") == "0" else 0)
+
+
+def say_how_to_continue(args: argparse.Namespace, out: Path) -> None:
+    """After SIGINT / SIGTERM: the command that resumes the run (`args.continue_with` where the
+    caller is another command, such as nmt distill, that has steps left after training)."""
+    continuing = getattr(args, "continue_with", None) or f"nmt train --out {out} --resume"
+    print(f"the run is saved but not finished; to continue it: {continuing}", file=sys.stderr)

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..config import TrainConfig
 from .distributed import RENDEZVOUS_FILE, SHARED_BATCH, VALIDATION_THREADS
+from .signals import STOP_SIGNALS
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +191,7 @@ def _forward_signals(workers: list[subprocess.Popen]):
             if w.poll() is None:
                 w.send_signal(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
     try:
         yield
     finally:

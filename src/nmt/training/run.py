@@ -30,7 +30,7 @@ from .datasets import TrainingData, check_input_files, load_training_data
 from .distributed import Distributed
 from .loss import LossModule
 from .placement import place
-from .trainer import Trainer
+from .trainer import Stopped, Trainer
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def train(
     resume: bool = False,
     progress_bar: bool = True,
     init_from: str | Path | None = None,
-) -> str:
+) -> Stopped:
     """Train a model into `model_dir` (see Trainer); returns why training stopped.
 
     init_from: fine-tune: start from that model directory's weights and tokenizer (see `build_trainer`).

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +38,18 @@ from .slowdown import SlowdownWatch
 from .validation import validate
 
 log = logging.getLogger(__name__)
+
+
+class Stopped(str):
+    """Why training stopped, as text. `signum` is set when SIGINT / SIGTERM asked it to: the run is
+    saved but not finished (resume it), which callers must not take for a completed run."""
+
+    signum: int | None
+
+    def __new__(cls, reason: str, signum: int | None = None) -> Stopped:
+        stopped = super().__new__(cls, reason)
+        stopped.signum = signum
+        return stopped
 
 
 class TrainingDiverged(RuntimeError):
@@ -296,7 +309,7 @@ class Trainer:
             micro_batches.append(item[1])
         return micro_batches
 
-    def run(self) -> str:
+    def run(self) -> Stopped:
         """Train until a stop condition; returns why training stopped."""
         cfg, p = self.train_config, self.progress
         self.model.train()
@@ -310,12 +323,16 @@ class Trainer:
         )
         window = dict.fromkeys(("loss", "nll", "acc", "tokens", "wait", "time"), 0.0)
         consecutive_bad, stream = 0, self.batches()
+        interrupted_by: int | None = None  # the signal that stopped this run before its end, if one did
         # The budget is wall-clock time, validation and checkpoints included.
         clock_start, elapsed_before = time.perf_counter(), p.elapsed
         with stop_on_signals() as stop_requested:
             while True:
                 p.elapsed = elapsed_before + time.perf_counter() - clock_start
-                reason = self.should_stop() or ("stopped by signal" if stop_requested.is_set() else None)
+                reason = self.should_stop()
+                if reason is None and stop_requested.is_set():
+                    interrupted_by = stop_requested.signum
+                    reason = f"stopped by {signal.Signals(interrupted_by).name}"
                 if self.dist.any(reason is not None):  # every rank stops at the same step
                     break
                 started = time.perf_counter()
@@ -346,12 +363,16 @@ class Trainer:
             stream.close()
             bar.close()
             p.elapsed = elapsed_before + time.perf_counter() - clock_start
-            self.finish(validate=not self.dist.any(stop_requested.is_set()))
+            # A run that reached its end on any rank is finished, whatever signal came with it; else
+            # the signal that one rank received stops them all (the launcher passes it to each).
+            ended = self.dist.gather((reason is not None and interrupted_by is None, interrupted_by))
+            interrupted_by = None if any(e for e, _ in ended) else next((s for _, s in ended if s), None)
+            self.finish(validate=interrupted_by is None)
         self.placement.check_agree()
         self.metrics.close()
         reason = reason or "stopped with the other processes"
         log.info("training stopped: %s", reason)
-        return reason
+        return Stopped(reason, interrupted_by)
 
     def report_bad_step(self, consecutive: int) -> None:
         log.warning("step %d: non-finite loss or gradient, step skipped", self.progress.step + 1)
