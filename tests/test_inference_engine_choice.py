@@ -23,7 +23,8 @@ def test_auto_picks_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
     gpu = choose_engine(model_dir, "cuda:0", None)
     assert gpu.engine == "torch" and "GPU" in gpu.reason
     assert choose_engine(model_dir, "cpu", "bf16").engine == "torch"
-    other = choose_engine(model_dir, "cpu", None, weights=model_dir / WEIGHTS)
+    shutil.copy(model_dir / WEIGHTS, model_dir / "other.safetensors")
+    other = choose_engine(model_dir, "cpu", None, weights=model_dir / "other.safetensors")
     assert other.engine == "torch" and "--weights" in other.reason
     (model_dir / "imported_from.json").write_text('{"format": "marian"}')
     imported = choose_engine(model_dir, "cpu", None)
@@ -37,6 +38,10 @@ def test_auto_picks_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
 def test_auto_picks_ctranslate2_on_cpu_for_a_model_it_can_run(model_dir):
     pytest.importorskip("ctranslate2")
     assert choose_engine(model_dir, "cpu", None).engine == "ctranslate2"
+    # --weights naming the directory's own file is the directory's model: its export stands
+    assert choose_engine(model_dir, "cpu", None, weights=model_dir / ".." / model_dir.name / WEIGHTS).engine == (
+        "ctranslate2"
+    )
     assert choose_engine(model_dir, "cpu", "int8").engine == "ctranslate2"
     config = json.loads((model_dir / MODEL_CONFIG).read_text())
     (model_dir / MODEL_CONFIG).write_text(json.dumps({**config, "norm_position": "sandwich"}))
@@ -136,3 +141,18 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     assert text.returncode == 0 and "engine auto" in text.stdout
     missing = run_nmt("info", str(model_dir / "nope"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_weights_naming_the_directorys_own_file_keep_the_export(model_dir):
+    pytest.importorskip("ctranslate2")
+    from nmt.translator import Translator
+
+    own = Translator.load(model_dir, engine="auto", weights=model_dir / WEIGHTS)
+    shutil.copy(model_dir / WEIGHTS, model_dir / "copy.safetensors")
+    other = Translator.load(model_dir, engine="auto", weights=model_dir / "copy.safetensors")
+    try:
+        assert own.engine.name == "ctranslate2" and other.engine.name == "torch"
+        assert own.translate(["ein Hund"]) == other.translate(["ein Hund"])  # the same weights either way
+    finally:
+        own.close()
+        other.close()

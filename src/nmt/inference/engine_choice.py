@@ -75,7 +75,7 @@ def choose_engine(
     model_dir = Path(model_dir)
     if is_ctranslate2_dir(model_dir) and not (model_dir / WEIGHTS).exists():
         return EngineChoice("ctranslate2", "the directory holds a CTranslate2 export")
-    if weights is not None:
+    if other_weights(model_dir, weights) is not None:
         return EngineChoice("torch", "--weights: nmt's engine reads the file as it is, CTranslate2 would convert it")
     if device.startswith("cuda"):
         return EngineChoice("torch", "on a GPU nmt's engine runs where torch runs")
@@ -93,6 +93,13 @@ def choose_engine(
             "torch", "an imported Marian model: nmt's engine keeps transformers' stopping rule, within 10% in fp32"
         )
     return EngineChoice("ctranslate2", "measured faster than nmt's engine on CPU at the same output")
+
+
+def other_weights(model_dir: Path, weights: str | Path | None) -> Path | None:
+    """`weights` unless it is the directory's own weights file (whose export the directory keeps)."""
+    if weights is None or Path(weights).resolve() == (Path(model_dir) / WEIGHTS).resolve():
+        return None
+    return Path(weights)
 
 
 def unexportable(model_dir: Path) -> str | None:

@@ -14,7 +14,7 @@ from ..config import DecodeConfig
 from ..model import Transformer
 from ..model_dir import WEIGHTS
 from ..tokenizer import SubwordTokenizer, load_tokenizers
-from .engine_choice import cached_export, choose_engine
+from .engine_choice import cached_export, choose_engine, other_weights
 from .export_ctranslate2 import is_ctranslate2_dir
 from .plan import ENGINE_DEFAULTS, Engine, EngineOptions
 from .shortlist import LexicalShortlist, model_shortlist
@@ -83,6 +83,7 @@ def load_engine(
 def resolve_auto(model_dir: Path, options: EngineOptions, device: str) -> tuple[Path, EngineOptions]:
     """The model directory and options that `--engine auto` stands for here, its choice logged in one
     line: CTranslate2 runs the export cached in the model directory (made at the first load)."""
+    options = dataclasses.replace(options, weights=other_weights(model_dir, options.weights))
     choice = choose_engine(model_dir, device, options.precision, options.weights)
     log.info(choice.line())
     if choice.engine == "ctranslate2" and not is_ctranslate2_dir(model_dir):
