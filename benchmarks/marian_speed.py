@@ -84,6 +84,22 @@ def build_model(folder: Path) -> Path:
     return out
 
 
+def capped_decode(max_new: int):
+    """transformers' search as the benchmark runs it (early_stopping=True, no min_length), every
+    output capped at `max_new` tokens: nmt's engines set to do the same work."""
+    from nmt.config import DecodeConfig
+
+    return DecodeConfig(
+        beam=1,
+        length_penalty=1.0,
+        length_normalization="average",
+        max_len_a=0,
+        max_len_b=max_new,
+        min_len=0,
+        early_stopping=True,
+    )
+
+
 def import_cost(hf_dir: Path, out: Path) -> dict:
     """`nmt import` in a fresh process: seconds and peak resident memory (MiB)."""
     start = time.perf_counter()
@@ -130,7 +146,6 @@ def main() -> None:
     args = parser.parse_args()
     import ctranslate2
 
-    from nmt.config import DecodeConfig
     from nmt.translator import Translator
 
     sources = [s for s, _ in load_multi30k("test_2016_flickr")][: args.sentences]
@@ -141,15 +156,7 @@ def main() -> None:
         results["import"] = import_cost(hf_dir, folder / "nmt")
         converted = folder / "ct2"
         ctranslate2.converters.TransformersConverter(str(hf_dir)).convert(str(converted))
-        decode = DecodeConfig(  # transformers' search as the benchmark runs it: early_stopping=True, no min_length
-            beam=1,
-            length_penalty=1.0,
-            length_normalization="average",
-            max_len_a=0,
-            max_len_b=args.max_new,
-            min_len=0,
-            early_stopping=True,
-        )
+        decode = capped_decode(args.max_new)
         from transformers import MarianTokenizer
 
         tokenizer = MarianTokenizer.from_pretrained(hf_dir)
