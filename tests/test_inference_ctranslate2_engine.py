@@ -358,3 +358,15 @@ def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_bot
         # the rule at work: sentences that ended before 20 tokens without it now end with </s> later
         ended = [i for i, best in enumerate(found) if len(best[0].token_probs) == len(best[0].tokens) + 1]
         assert sum(len(plain[i][0].tokens) < 20 for i in ended) >= 3
+
+
+def test_loading_single_threaded_workers_leaves_the_callers_torch_threads_alone(tiny_model_dir):
+    """CTranslate2 sets the loading thread's OpenMP count to its intra_threads, which torch shares."""
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        loaded = Translator.load(tiny_model_dir, engine="ctranslate2", workers=2, threads=1)
+        assert (loaded.engine.workers, loaded.engine.threads) == (2, 1)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

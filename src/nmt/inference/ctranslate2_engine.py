@@ -146,6 +146,10 @@ class CTranslate2Engine:
         if self.whole_budget:
             log.info("a large model (%s): one CTranslate2 worker, batches of the whole token budget", precision)
         self.threads = threads or max(1, cores // self.workers)
+        # CTranslate2 sets the calling thread's OpenMP thread count to intra_threads, and torch shares
+        # that runtime: without this, a process that loads two single-threaded workers runs all its
+        # later torch work (nmt's own engine, a training step, transformers) on one thread.
+        torch_threads = torch.get_num_threads()
         self.translator = ctranslate2.Translator(
             str(ct2_dir),
             device=device,
@@ -154,6 +158,7 @@ class CTranslate2Engine:
             inter_threads=self.workers,
             intra_threads=self.threads,
         )
+        torch.set_num_threads(torch_threads)
         self.decode, self.precision = decode, precision
         self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
