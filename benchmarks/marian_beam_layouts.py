@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import marian_speed
+import torch
 
 from common import load_multi30k, median
 
@@ -63,9 +64,11 @@ def main() -> None:
             return lambda: translator.translate(sources, beam=args.beam)
 
         def ct2_direct(inter: int, intra: int):
+            torch_threads = torch.get_num_threads()
             model = ctranslate2.Translator(
                 str(converted), compute_type="int8_float32", inter_threads=inter, intra_threads=intra
             )
+            torch.set_num_threads(torch_threads)  # CTranslate2 set the OpenMP count torch shares to `intra`
 
             def translate():
                 found = model.translate_batch(
@@ -110,7 +113,17 @@ def main() -> None:
         }
         for name, times in timings.items()
     }
-    print(json.dumps({"cores": cores, "sentences": len(sources), "beam": args.beam, "max_new": args.max_new}))
+    print(
+        json.dumps(
+            {
+                "cores": cores,
+                "torch_threads": torch.get_num_threads(),  # transformers' threads: every core
+                "sentences": len(sources),
+                "beam": args.beam,
+                "max_new": args.max_new,
+            }
+        )
+    )
     for name, row in rows.items():
         print(
             f"{name:34s} {row['seconds']:7.2f} s  {row['vs_transformers']:5.2f}x  same {row['same_as_transformers']}"

@@ -169,7 +169,10 @@ def main() -> None:
             return translator
 
         def ct2_setting(compute_type: str):
-            return ctranslate2.Translator(str(converted), compute_type=compute_type, inter_threads=os.cpu_count())
+            torch_threads = torch.get_num_threads()
+            model = ctranslate2.Translator(str(converted), compute_type=compute_type, inter_threads=os.cpu_count())
+            torch.set_num_threads(torch_threads)  # CTranslate2 sets the OpenMP count that torch shares
+            return model
 
         beams = [int(b) for b in args.beams.split(",")]
         for beam in beams:
