@@ -416,8 +416,15 @@ def test_every_command_has_help(capsys):
 
 def test_set_takes_several_values(files, tmp_path, monkeypatch):
     """`--set a=1 b=2` and a repeated --set reach the training config, every value of them."""
+    from nmt.training.trainer import Stopped
+
     seen = {}
-    monkeypatch.setattr("nmt.training.run.train", lambda config, out, **kwargs: seen.setdefault("c", config))
+
+    def fake_train(config, out, **kwargs):
+        seen["c"] = config
+        return Stopped("reached train.max_steps=7")
+
+    monkeypatch.setattr("nmt.training.run.train", fake_train)
     assert (
         main(
             [
