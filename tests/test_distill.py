@@ -47,6 +47,29 @@ def test_a_crash_and_a_torn_line_resume_to_the_same_aligned_corpus(tmp_path):
     assert out.read_text(encoding="utf-8").split("\n")[7] == ""
 
 
+def test_an_n_best_corpus_cut_inside_a_sentence_resumes_at_that_sentence(tmp_path):
+    source = tmp_path / "source.de"
+    lines = [f"satz {i}" for i in range(10)]
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def three_each(batch):  # three translations a sentence, the sentence's together
+        return [f"{s} #{k}" for s in batch for k in range(3)]
+
+    out = tmp_path / "teacher.3best.en"
+    translate_corpus(three_each, source, out, chunk=4, per_sentence=3, progress=False)
+    expected = out.read_text(encoding="utf-8")
+    assert expected.splitlines()[3:6] == ["satz 1 #0", "satz 1 #1", "satz 1 #2"]
+    # Killed after two of sentence 4's three lines and inside the third: sentence 4 is done again.
+    kept = "".join(f"{line}\n" for line in expected.splitlines()[:14]) + "satz 4 #"
+    out.write_text(kept, encoding="utf-8")
+    assert complete_lines(out, 3) == 12
+    assert out.read_text(encoding="utf-8") == "".join(f"{line}\n" for line in expected.splitlines()[:12])
+    assert translate_corpus(three_each, source, out, chunk=4, per_sentence=3, progress=False) == 10 - 4
+    assert out.read_text(encoding="utf-8") == expected
+    with pytest.raises(RuntimeError, match="not 3 each"):
+        translate_corpus(fake_teacher, source, tmp_path / "short", per_sentence=3, progress=False)
+
+
 def test_a_translation_with_a_newline_still_takes_one_line(tmp_path):
     source = tmp_path / "s"
     source.write_text("a\nb\n")
@@ -176,3 +199,39 @@ def test_a_student_stopped_by_sigterm_is_not_taken_for_a_finished_one(tiny_model
     assert finished.returncode == 0, finished.stderr[-2000:]
     assert f"resumed from step_{stopped_at:08d}" in finished.stderr
     assert (out / "shortlist.safetensors").is_file() and "precision: " in finished.stderr
+
+
+def test_the_teachers_n_best_are_kept_and_the_student_trains_on_each(tiny_model_dir, overrides, tmp_path):
+    sets = overrides + QUIET + ["tokenizer.vocab_size=8192", "train.max_steps=2"]
+    one = nmt_distill(tiny_model_dir, tmp_path / "one", sets, "--translate-only", "--beam", "3")
+    assert one.returncode == 0, one.stderr[-2000:]
+    best = (tmp_path / "one" / "distilled" / "teacher.en").read_text(encoding="utf-8").splitlines()
+
+    out = tmp_path / "student"
+    result = nmt_distill(tiny_model_dir, out, sets, "--beam", "3", "--hypotheses", "2", "--with-references")
+    assert result.returncode == 0, result.stderr[-2000:]
+    folder = out / "distilled"
+    kept = (folder / "teacher.2best.en").read_text(encoding="utf-8").splitlines()
+    assert len(kept) == 2 * len(best) == 600
+    assert kept[0::2] == best  # the first of each sentence's two is its one best translation
+    assert sum(a != b for a, b in zip(kept[0::2], kept[1::2], strict=True)) > len(best) // 2  # a second one
+    sources = (folder / "source.de").read_text(encoding="utf-8").splitlines()
+    references = (folder / "reference.en").read_text(encoding="utf-8").splitlines()
+    mixed_src = (folder / "mixed.de").read_text(encoding="utf-8").splitlines()
+    mixed_tgt = (folder / "mixed.en").read_text(encoding="utf-8").splitlines()
+    # each source with each of its teacher's two translations, then once more with its reference
+    assert mixed_src == [s for s in sources for _ in range(2)] + sources
+    assert mixed_tgt == kept + references
+    run = yaml.safe_load((out / "config.yaml").read_text())
+    assert run["data"]["train_tgt"] == str(folder.resolve() / "mixed.en")
+    assert (out / "shortlist.safetensors").is_file()  # built from the n-best, line for line with its sources
+    assert (folder / "source.x2.de").read_text(encoding="utf-8").splitlines() == mixed_src[:600]
+
+
+def test_more_hypotheses_than_the_beam_finds_are_refused_before_anything_is_written(
+    tiny_model_dir, overrides, tmp_path
+):
+    result = nmt_distill(tiny_model_dir, tmp_path / "student", overrides, "--beam", "2", "--hypotheses", "3")
+    assert result.returncode == 2
+    assert "--hypotheses 3 asks for more translations than the beam (2) finds" in result.stderr
+    assert not (tmp_path / "student").exists()

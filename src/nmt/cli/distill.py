@@ -38,6 +38,14 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="train on the human references too: each source sentence with both translations",
     )
+    p.add_argument(
+        "--hypotheses",
+        type=int,
+        default=1,
+        metavar="N",
+        help="keep the teacher's N best translations of each sentence (at most its beam) and train the "
+        "student on every one: more varied targets, for a small corpus seen many times (default: 1)",
+    )
     p.add_argument("--chunk", type=int, default=512, help="sentences translated and saved at a time (default: 512)")
     p.add_argument("--translate-only", action="store_true", help="stop once the distilled corpus is complete")
     p.add_argument(
@@ -72,14 +80,19 @@ def cmd_distill(args: argparse.Namespace) -> int:
         raise CommandError(f"--out {out} is a file: give a directory for the student")
     config = load_config(args.config, args.set or [])
     # Every check before any work: a teacher that does not fit is refused with nothing written.
-    plan = plan_distillation(args.teacher, config, out, with_references=args.with_references)
-    for option, value in (("--beam", args.beam), ("--chunk", args.chunk)):
+    for option, value in (("--beam", args.beam), ("--chunk", args.chunk), ("--hypotheses", args.hypotheses)):
         if value is not None and value < 1:
             raise CommandError(f"{option} must be >= 1, got {value}")
+    beam = args.beam or read_decode_config(args.teacher).beam
+    if args.hypotheses > beam:
+        raise CommandError(f"--hypotheses {args.hypotheses} asks for more translations than the beam ({beam}) finds")
+    plan = plan_distillation(
+        args.teacher, config, out, with_references=args.with_references, hypotheses=args.hypotheses
+    )
     out.mkdir(parents=True, exist_ok=True)
     copy_tokenizers(Path(args.teacher), out)  # the student's vocabulary is the teacher's
     plan.write_source()
-    beam = args.beam or read_decode_config(args.teacher).beam
+    n = args.hypotheses
     teacher: list[Translator] = []  # loaded only if a sentence is left to translate
 
     def translate(batch: list[str]) -> list[str]:
@@ -88,16 +101,21 @@ def cmd_distill(args: argparse.Namespace) -> int:
             # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
             # student's reference, and a resumed corpus must not change precision halfway
             teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
-        return teacher[0].translate(batch, beam=beam)
+        if n == 1:
+            return teacher[0].translate(batch, beam=beam)
+        # A sentence whose beam finished fewer than n translations (an empty one gives one) repeats
+        # its best, so that every sentence keeps n lines and the file stays aligned.
+        found = teacher[0].translate_detailed(batch, beam=beam, n_best=n)
+        texts = [[t.text for t in best] or [""] for best in found]
+        return [(best + [best[0]] * n)[k] for best in texts for k in range(n)]
 
     stages: dict[str, float] = {}  # seconds each step of this run took (for the budget a user plans)
     started = time.perf_counter()
-    translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet)
+    translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet, per_sentence=n)
     for loaded in teacher:
         loaded.close()
     stages["teacher's translation"] = time.perf_counter() - started
-    if args.with_references:
-        plan.write_mixed()
+    plan.write_training_pairs()
     if args.translate_only:
         print(f"distilled corpus: {plan.source} -> {plan.distilled}", file=sys.stderr)
         return 0
@@ -121,7 +139,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
         return status
     started = time.perf_counter()
     if args.shortlist:  # the student's own output vocabulary: the teacher's translations
-        path, summary = shortlist_from_corpus(out, str(plan.source), str(plan.distilled))
+        path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
     if args.choose_precision:
         choose_student_precision(out, plan.student_config())

@@ -13,6 +13,11 @@ teacher whose tokenizer the student config would not build is refused before any
 The translation step appends whole lines, a chunk at a time, each chunk flushed to disk: killed
 at any moment, it finds its place again by counting the complete lines already written (a torn
 last line is cut off), so the distilled file stays line-aligned with the source.
+
+With `hypotheses=N` the teacher keeps its N best translations of each sentence, N lines a
+sentence, and the student trains on every one of them: more varied targets for the same source
+(the n-best form of data diversification, Nguyen et al. 2020), which a small corpus seen for
+dozens of epochs needs more than a large one does.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ class DistillationPlan:
     corpus: CorpusFiles  # the training pairs, as the config names them
     folder: Path  # where the distilled corpus is written, in the student's directory
     with_references: bool = False
+    hypotheses: int = 1  # the teacher's translations kept per sentence, best first
 
     @property
     def source(self) -> Path:  # the training pairs' source side, one sentence a line
@@ -55,8 +61,15 @@ class DistillationPlan:
         return self.folder / f"reference.{self.config.data.tgt_lang}"
 
     @property
-    def distilled(self) -> Path:  # the teacher's translations of `source`, line for line
-        return self.folder / f"teacher.{self.config.data.tgt_lang}"
+    def distilled(self) -> Path:  # the teacher's translations of `source`, `hypotheses` lines a sentence
+        n = "" if self.hypotheses == 1 else f"{self.hypotheses}best."
+        return self.folder / f"teacher.{n}{self.config.data.tgt_lang}"
+
+    @property
+    def distilled_source(self) -> Path:  # `source` line for line with `distilled` (each line n times)
+        if self.hypotheses == 1:
+            return self.source
+        return self.folder / f"source.x{self.hypotheses}.{self.config.data.src_lang}"
 
     def write_source(self) -> None:
         """The training pairs' two sides as plain files, once (the corpus may be a TSV, or gzipped)."""
@@ -69,7 +82,7 @@ class DistillationPlan:
 
     def student_config(self) -> ExperimentConfig:
         """The student's config, training on the teacher's output (and the references, if asked)."""
-        src, tgt = self.mixed_files() if self.with_references else (self.source, self.distilled)
+        src, tgt = self.mixed_files() if self.with_references else (self.distilled_source, self.distilled)
         data = dataclasses.replace(self.config.data, train_src=str(src), train_tgt=str(tgt))
         return dataclasses.replace(self.config, data=data)
 
@@ -77,23 +90,36 @@ class DistillationPlan:
         data = self.config.data
         return self.folder / f"mixed.{data.src_lang}", self.folder / f"mixed.{data.tgt_lang}"
 
-    def write_mixed(self) -> None:
-        """Each source sentence twice: with the teacher's translation, then with its reference."""
-        src_out, tgt_out = self.mixed_files()
+    def write_training_pairs(self) -> None:
+        """The student's training files, once the teacher's translations are complete: each source
+        sentence once per kept translation (`distilled_source`), and with `with_references` once more
+        with its reference after them all (`mixed_files`)."""
         sources = list(read_lines(self.source))
-        targets = list(read_lines(self.distilled)) + list(read_lines(self.reference))
-        atomic_write_text(src_out, "".join(f"{s}\n" for s in sources + sources))
-        atomic_write_text(tgt_out, "".join(f"{t}\n" for t in targets))
+        repeated = [s for s in sources for _ in range(self.hypotheses)]
+        if self.hypotheses > 1:
+            atomic_write_text(self.distilled_source, "".join(f"{s}\n" for s in repeated))
+        if self.with_references:
+            src_out, tgt_out = self.mixed_files()
+            targets = list(read_lines(self.distilled)) + list(read_lines(self.reference))
+            atomic_write_text(src_out, "".join(f"{s}\n" for s in repeated + sources))
+            atomic_write_text(tgt_out, "".join(f"{t}\n" for t in targets))
 
 
 TOKENIZER_FIELDS = ("kind", "vocab_size", "joint", "lowercase", "pretokenized")
 
 
 def plan_distillation(
-    teacher: str | Path, config: ExperimentConfig, out: str | Path, *, with_references: bool = False
+    teacher: str | Path,
+    config: ExperimentConfig,
+    out: str | Path,
+    *,
+    with_references: bool = False,
+    hypotheses: int = 1,
 ) -> DistillationPlan:
     """Check that the teacher fits the student config; raise ValueError naming what differs."""
     teacher, out = Path(teacher), Path(out)
+    if hypotheses < 1:
+        raise ValueError(f"the teacher must keep at least 1 translation per sentence, not {hypotheses}")
     if (teacher / IMPORTED_FROM).is_file():
         raise ValueError(f"{teacher} was imported from another toolkit: distilling it is not supported yet")
     taught = read_run_config(teacher)
@@ -112,19 +138,24 @@ def plan_distillation(
                 f"the student keeps the teacher's vocabulary, but its config asks for tokenizer.{name}={mine} "
                 f"where the teacher's is {theirs}: set tokenizer.{name}: {theirs} in the student config"
             )
-    return DistillationPlan(config, split_files(config.data, "train"), out.resolve() / DISTILLED, with_references)
+    folder = out.resolve() / DISTILLED
+    return DistillationPlan(config, split_files(config.data, "train"), folder, with_references, hypotheses)
 
 
-def complete_lines(path: Path) -> int:
-    """How many whole lines `path` holds, after cutting off a torn last one (a kill mid-write)."""
+def complete_lines(path: Path, group: int = 1) -> int:
+    """How many whole lines `path` holds, after cutting off a torn last one (a kill mid-write) and
+    any lines after the last whole group of `group` lines (a sentence's n-best, part written)."""
     if not path.exists():
         return 0
     with open(path, "rb+") as f:
         data = f.read()
         whole = data.rfind(b"\n") + 1
+        lines = data.count(b"\n", 0, whole)
+        for _ in range(lines % group):  # back to the end of the last whole group
+            whole = data.rfind(b"\n", 0, whole - 1) + 1
         if whole < len(data):
             f.truncate(whole)
-    return data.count(b"\n", 0, whole)
+    return lines - lines % group
 
 
 def translate_corpus(
@@ -134,17 +165,22 @@ def translate_corpus(
     *,
     chunk: int = 512,
     progress: bool = True,
+    per_sentence: int = 1,
 ) -> int:
     """Translate `source` line by line into `out`, continuing where an earlier call stopped.
 
-    translate: one translation per sentence (an empty sentence must give ''). Returns the number
-    of lines translated by this call.
+    translate: `per_sentence` translations per sentence, a sentence's together, in the sentences'
+    order (an empty sentence must give ''). Returns the number of sentences translated by this call.
     """
     sources = list(read_lines(source))
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = complete_lines(out)
+    written = complete_lines(out, per_sentence)
+    done = written // per_sentence
     if done > len(sources):
-        raise ValueError(f"{out} has {done} lines, more than the {len(sources)} of {source}: not its translation")
+        raise ValueError(
+            f"{out} has {written} lines, more than the {len(sources) * per_sentence} that {per_sentence} "
+            f"translation(s) of each of the {len(sources)} lines of {source} make: not its translation"
+        )
     if done == len(sources):
         log.info("%s: all %d sentences translated already", out, done)
     elif done:
@@ -154,8 +190,11 @@ def translate_corpus(
         for start in range(done, len(sources), chunk):
             batch = sources[start : start + chunk]
             translations = translate(batch)
-            if len(translations) != len(batch):
-                raise RuntimeError(f"the teacher gave {len(translations)} translations for {len(batch)} sentences")
+            if len(translations) != len(batch) * per_sentence:
+                raise RuntimeError(
+                    f"the teacher gave {len(translations)} translations for {len(batch)} sentences, "
+                    f"not {per_sentence} each"
+                )
             # One line per sentence, whatever the text holds: the file must stay aligned with the source.
             f.write("".join(" ".join(t.split()) + "\n" for t in translations))
             f.flush()
