@@ -4,7 +4,8 @@
 
 The OPUS-MT-shaped random Marian of marian_speed.py, imported by nmt and exported to CTranslate2
 int8, timed text to text against transformers' `generate` (fp32, the baseline of issue 39's 3x
-goal) in alternating rounds (median of --rounds). The layouts:
+goal; timed in a fresh process each round, "alone", the baseline of the ratios, and in this one
+among the others) in alternating rounds (median of --rounds). The layouts:
 
 - default:           what Translator.load picks (one worker, every core its threads, batches of
                      the whole token budget, since a base model's decoding step reads more weights
@@ -89,6 +90,7 @@ def main() -> None:
             return list(hf_out)
 
         settings = {
+            "transformers alone": None,  # marian_speed.transformers_alone, timed in its own process
             "transformers fp32": transformers,
             "nmt->ct2 int8 default": nmt_layout(),
             "nmt->ct2 int8 1x2 small batches": nmt_layout(small_batches=True, workers=1, threads=cores),
@@ -100,15 +102,19 @@ def main() -> None:
         outputs: dict[str, list[str]] = {}
         for _ in range(args.rounds):  # alternating rounds: a slow spell hits every setting alike
             for name, translate in settings.items():
+                if translate is None:
+                    seconds, outputs[name] = marian_speed.transformers_alone(hf_dir, sources, args.beam, args.max_new)
+                    timings.setdefault(name, []).append(seconds)
+                    continue
                 start = time.perf_counter()
                 outputs[name] = translate()
                 timings.setdefault(name, []).append(time.perf_counter() - start)
-    base, reference = median(timings["transformers fp32"]), outputs["transformers fp32"]
+    base, reference = median(timings["transformers alone"]), outputs["transformers alone"]
     rows = {
         name: {
             "seconds": round(median(times), 3),
             "all_seconds": [round(t, 3) for t in times],
-            "vs_transformers": round(base / median(times), 2),
+            "vs_transformers": round(base / median(times), 2),  # transformers alone
             "same_as_transformers": sum(a == b for a, b in zip(outputs[name], reference, strict=True)),
         }
         for name, times in timings.items()

@@ -83,12 +83,12 @@ def cmd_distill(args: argparse.Namespace) -> int:
     for option, value in (("--beam", args.beam), ("--chunk", args.chunk), ("--hypotheses", args.hypotheses)):
         if value is not None and value < 1:
             raise CommandError(f"{option} must be >= 1, got {value}")
-    beam = args.beam or read_decode_config(args.teacher).beam
-    if args.hypotheses > beam:
-        raise CommandError(f"--hypotheses {args.hypotheses} asks for more translations than the beam ({beam}) finds")
     plan = plan_distillation(
         args.teacher, config, out, with_references=args.with_references, hypotheses=args.hypotheses
     )
+    beam = args.beam or read_decode_config(args.teacher).beam
+    if args.hypotheses > beam:
+        raise CommandError(f"--hypotheses {args.hypotheses} asks for more translations than the beam ({beam}) finds")
     out.mkdir(parents=True, exist_ok=True)
     copy_tokenizers(Path(args.teacher), out)  # the student's vocabulary is the teacher's
     plan.write_source()
