@@ -14,7 +14,7 @@ import yaml
 
 from nmt.config import load_config
 from nmt.model_dir import read_decode_config
-from nmt.training.distill import complete_lines, plan_distillation, translate_corpus
+from nmt.training.distill import complete_lines, n_best_lines, plan_distillation, translate_corpus
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
 
@@ -68,6 +68,46 @@ def test_an_n_best_corpus_cut_inside_a_sentence_resumes_at_that_sentence(tmp_pat
     assert out.read_text(encoding="utf-8") == expected
     with pytest.raises(RuntimeError, match="not 3 each"):
         translate_corpus(fake_teacher, source, tmp_path / "short", per_sentence=3, progress=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "kept"),
+    [
+        ("a\nb\nc\nd\n", "a\nb\nc\n"),  # a whole line too many, no torn tail
+        ("a\nb\n", ""),  # less than one group
+        ("a\nb\nc\nd\ne", "a\nb\nc\n"),  # a part group and a torn line
+        ("a\nb\nc\n", "a\nb\nc\n"),
+        ("", ""),
+    ],
+)
+def test_complete_lines_keeps_whole_groups_only(tmp_path, content, kept):
+    path = tmp_path / "t"
+    path.write_text(content)
+    assert complete_lines(path, 3) == kept.count("\n")
+    assert path.read_text() == kept
+
+
+def test_a_sentence_with_fewer_translations_repeats_its_best():
+    assert n_best_lines([["a", "b"], ["c"], [], ["d", "e", "f"]], 2) == ["a", "b", "c", "c", "", "", "d", "e"]
+
+
+def test_the_student_trains_on_the_n_best_alone_without_references(tiny_model_dir, overrides, tmp_path):
+    config = load_config(None, overrides + ["tokenizer.vocab_size=8192"])
+    plan = plan_distillation(tiny_model_dir, config, tmp_path / "student", hypotheses=2)
+    data = plan.student_config().data
+    assert data.train_src == str(plan.folder / "source.x2.de") and data.train_tgt == str(
+        plan.folder / "teacher.2best.en"
+    )
+    plan.folder.mkdir(parents=True)
+    plan.source.write_text("eins\nzwei\n")
+    plan.reference.write_text("one\ntwo\n")
+    plan.distilled.write_text("1\nI\n2\nII\n")
+    plan.write_training_pairs()
+    assert plan.distilled_source.read_text() == "eins\neins\nzwei\nzwei\n"
+    assert not plan.mixed_files()[0].exists()
+    made = plan.distilled_source.stat().st_mtime_ns
+    plan.write_training_pairs()  # newer than its inputs: left alone, so a resumed student need not encode it again
+    assert plan.distilled_source.stat().st_mtime_ns == made
 
 
 def test_a_translation_with_a_newline_still_takes_one_line(tmp_path):
@@ -175,6 +215,11 @@ def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrid
     assert "all 300 sentences translated already" in again.stderr
     assert "the teacher translates" not in again.stderr  # not even loaded
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == checkpoints
+    # The same student with another corpus (the references added) is refused before any translation.
+    other = nmt_distill(tiny_model_dir, out, sets, "--with-references")
+    assert other.returncode == 2
+    assert "holds a student that started on" in other.stderr and "give them as then, or another --out" in other.stderr
+    assert not (out / "distilled" / "mixed.en").exists()
 
 
 def test_a_student_stopped_by_sigterm_is_not_taken_for_a_finished_one(tiny_model_dir, overrides, tmp_path):
@@ -231,7 +276,8 @@ def test_the_teachers_n_best_are_kept_and_the_student_trains_on_each(tiny_model_
 def test_more_hypotheses_than_the_beam_finds_are_refused_before_anything_is_written(
     tiny_model_dir, overrides, tmp_path
 ):
-    result = nmt_distill(tiny_model_dir, tmp_path / "student", overrides, "--beam", "2", "--hypotheses", "3")
+    sets = overrides + ["tokenizer.vocab_size=8192"]
+    result = nmt_distill(tiny_model_dir, tmp_path / "student", sets, "--beam", "2", "--hypotheses", "3")
     assert result.returncode == 2
     assert "--hypotheses 3 asks for more translations than the beam (2) finds" in result.stderr
     assert not (tmp_path / "student").exists()

@@ -7,11 +7,15 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..inference.choices import INT8_TOLERANCE
 from .common import CommandError, require_model_dir
 from .shortlist import shortlist_from_corpus
 from .train import add_set_option, cmd_train
+
+if TYPE_CHECKING:
+    from ..training.distill import DistillationPlan
 
 STUDENT_CONFIG = "student.yaml"  # in the distilled folder: what `nmt train` workers load
 
@@ -36,15 +40,17 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--with-references",
         action="store_true",
-        help="train on the human references too: each source sentence with both translations",
+        help="train on the human references too: each source sentence with the teacher's translation(s) "
+        "and once more with its reference",
     )
     p.add_argument(
         "--hypotheses",
         type=int,
         default=1,
         metavar="N",
-        help="keep the teacher's N best translations of each sentence (at most its beam) and train the "
-        "student on every one: more varied targets, for a small corpus seen many times (default: 1)",
+        help="keep the teacher's N best translations of each sentence (N at most the beam, --beam or the "
+        "teacher's decode.beam) and train the student on every one: more varied targets, for a small "
+        "corpus seen many times (default: 1)",
     )
     p.add_argument("--chunk", type=int, default=512, help="sentences translated and saved at a time (default: 512)")
     p.add_argument("--translate-only", action="store_true", help="stop once the distilled corpus is complete")
@@ -70,7 +76,7 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
 def cmd_distill(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..model_dir import holds_training_run, read_decode_config
-    from ..training.distill import plan_distillation, translate_corpus
+    from ..training.distill import n_best_lines, plan_distillation, translate_corpus
     from ..training.run import copy_tokenizers
     from ..translator import Translator
 
@@ -88,7 +94,11 @@ def cmd_distill(args: argparse.Namespace) -> int:
     )
     beam = args.beam or read_decode_config(args.teacher).beam
     if args.hypotheses > beam:
-        raise CommandError(f"--hypotheses {args.hypotheses} asks for more translations than the beam ({beam}) finds")
+        raise CommandError(
+            f"--hypotheses {args.hypotheses} asks for more translations than the beam ({beam}) finds: "
+            f"give --beam {args.hypotheses} or more"
+        )
+    refuse_another_corpus(out, plan)
     out.mkdir(parents=True, exist_ok=True)
     copy_tokenizers(Path(args.teacher), out)  # the student's vocabulary is the teacher's
     plan.write_source()
@@ -103,11 +113,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
             teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
         if n == 1:
             return teacher[0].translate(batch, beam=beam)
-        # A sentence whose beam finished fewer than n translations (an empty one gives one) repeats
-        # its best, so that every sentence keeps n lines and the file stays aligned.
         found = teacher[0].translate_detailed(batch, beam=beam, n_best=n)
-        texts = [[t.text for t in best] or [""] for best in found]
-        return [(best + [best[0]] * n)[k] for best in texts for k in range(n)]
+        return n_best_lines([[t.text for t in best] for best in found], n)
 
     stages: dict[str, float] = {}  # seconds each step of this run took (for the budget a user plans)
     started = time.perf_counter()
@@ -117,7 +124,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     stages["teacher's translation"] = time.perf_counter() - started
     plan.write_training_pairs()
     if args.translate_only:
-        print(f"distilled corpus: {plan.source} -> {plan.distilled}", file=sys.stderr)
+        print(f"distilled corpus: {plan.distilled_source} -> {plan.distilled}", file=sys.stderr)
         return 0
     student_config = plan.folder / STUDENT_CONFIG
     plan.student_config().save(student_config)
@@ -147,6 +154,23 @@ def cmd_distill(args: argparse.Namespace) -> int:
     spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
     return status
+
+
+def refuse_another_corpus(out: Path, plan: DistillationPlan) -> None:
+    """A student already training in `out` continues on the files it started with: a command whose
+    --hypotheses or --with-references would give it others is refused, before any translation."""
+    from ..model_dir import holds_training_run, read_run_config
+
+    started = read_run_config(out) if holds_training_run(out) else None
+    if started is None:
+        return
+    wanted = plan.student_config().data
+    if (started.data.train_src, started.data.train_tgt) != (wanted.train_src, wanted.train_tgt):
+        raise CommandError(
+            f"{out} holds a student that started on {started.data.train_tgt}; this command would train it on "
+            f"{wanted.train_tgt} (--hypotheses or --with-references differ from its first run): give them as "
+            "then, or another --out"
+        )
 
 
 def choose_student_precision(student: Path, config) -> None:

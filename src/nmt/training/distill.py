@@ -7,7 +7,8 @@ teacher with a beam. The student keeps the teacher's tokenizer (one vocabulary f
 teacher whose tokenizer the student config would not build is refused before any translation).
 
     plan = plan_distillation(teacher_dir, student_config, out_dir)   # checks, before any work
-    translate_corpus(translator, plan.source, plan.distilled)          # resumable
+    translate_corpus(translate, plan.source, plan.distilled)           # resumable
+    plan.write_training_pairs()
     train(plan.student_config(), out_dir)
 
 The translation step appends whole lines, a chunk at a time, each chunk flushed to disk: killed
@@ -17,7 +18,8 @@ last line is cut off), so the distilled file stays line-aligned with the source.
 With `hypotheses=N` the teacher keeps its N best translations of each sentence, N lines a
 sentence, and the student trains on every one of them: more varied targets for the same source
 (the n-best form of data diversification, Nguyen et al. 2020), which a small corpus seen for
-dozens of epochs needs more than a large one does.
+dozens of epochs needs more than a large one does. A sentence whose beam finished fewer than N
+(`n_best_lines`) repeats its best translation, which so weighs a little more in training.
 """
 
 from __future__ import annotations
@@ -93,16 +95,28 @@ class DistillationPlan:
     def write_training_pairs(self) -> None:
         """The student's training files, once the teacher's translations are complete: each source
         sentence once per kept translation (`distilled_source`), and with `with_references` once more
-        with its reference after them all (`mixed_files`)."""
-        sources = list(read_lines(self.source))
-        repeated = [s for s in sources for _ in range(self.hypotheses)]
-        if self.hypotheses > 1:
-            atomic_write_text(self.distilled_source, "".join(f"{s}\n" for s in repeated))
-        if self.with_references:
-            src_out, tgt_out = self.mixed_files()
+        with its reference after them all (`mixed_files`). Files already newer than what they are made
+        from are left as they are: rewriting them would make a resumed student encode them again."""
+        sources: list[str] = []
+        inputs = (self.source, self.distilled, self.reference)
+
+        def repeated() -> list[str]:
+            if not sources:
+                sources.extend(read_lines(self.source))
+            return [s for s in sources for _ in range(self.hypotheses)]
+
+        if self.hypotheses > 1 and is_stale(self.distilled_source, inputs):
+            atomic_write_text(self.distilled_source, "".join(f"{s}\n" for s in repeated()))
+        src_out, tgt_out = self.mixed_files()
+        if self.with_references and (is_stale(src_out, inputs) or is_stale(tgt_out, inputs)):
             targets = list(read_lines(self.distilled)) + list(read_lines(self.reference))
-            atomic_write_text(src_out, "".join(f"{s}\n" for s in repeated + sources))
+            atomic_write_text(src_out, "".join(f"{s}\n" for s in repeated() + sources))
             atomic_write_text(tgt_out, "".join(f"{t}\n" for t in targets))
+
+
+def is_stale(made: Path, sources: Sequence[Path]) -> bool:
+    """Whether `made` is missing or older than any of the files it is made from."""
+    return not made.exists() or made.stat().st_mtime_ns < max(p.stat().st_mtime_ns for p in sources)
 
 
 TOKENIZER_FIELDS = ("kind", "vocab_size", "joint", "lowercase", "pretokenized")
@@ -142,6 +156,16 @@ def plan_distillation(
     return DistillationPlan(config, split_files(config.data, "train"), folder, with_references, hypotheses)
 
 
+def n_best_lines(found: Sequence[Sequence[str]], n: int) -> list[str]:
+    """Exactly `n` translations per sentence, a sentence's together: the first `n` of each, a
+    sentence with fewer repeating its best (one with none gives ''), so the file stays aligned."""
+    lines = []
+    for best in found:
+        best = list(best[:n]) or [""]
+        lines += best + [best[0]] * (n - len(best))
+    return lines
+
+
 def complete_lines(path: Path, group: int = 1) -> int:
     """How many whole lines `path` holds, after cutting off a torn last one (a kill mid-write) and
     any lines after the last whole group of `group` lines (a sentence's n-best, part written)."""
@@ -177,9 +201,10 @@ def translate_corpus(
     written = complete_lines(out, per_sentence)
     done = written // per_sentence
     if done > len(sources):
+        each = "" if per_sentence == 1 else f" ({per_sentence} translations of each of its lines)"
         raise ValueError(
-            f"{out} has {written} lines, more than the {len(sources) * per_sentence} that {per_sentence} "
-            f"translation(s) of each of the {len(sources)} lines of {source} make: not its translation"
+            f"{out} has {written} lines, more than the {len(sources) * per_sentence} of {source}{each}: "
+            "not its translation"
         )
     if done == len(sources):
         log.info("%s: all %d sentences translated already", out, done)
