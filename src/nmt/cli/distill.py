@@ -111,8 +111,6 @@ def cmd_distill(args: argparse.Namespace) -> int:
             # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
             # student's reference, and a resumed corpus must not change precision halfway
             teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
-        if n == 1:
-            return teacher[0].translate(batch, beam=beam)
         found = teacher[0].translate_detailed(batch, beam=beam, n_best=n)
         return n_best_lines([[t.text for t in best] for best in found], n)
 

@@ -97,20 +97,15 @@ class DistillationPlan:
         sentence once per kept translation (`distilled_source`), and with `with_references` once more
         with its reference after them all (`mixed_files`). Files already newer than what they are made
         from are left as they are: rewriting them would make a resumed student encode them again."""
-        sources: list[str] = []
         inputs = (self.source, self.distilled, self.reference)
-
-        def repeated() -> list[str]:
-            if not sources:
-                sources.extend(read_lines(self.source))
-            return [s for s in sources for _ in range(self.hypotheses)]
-
+        sources = list(read_lines(self.source))
+        repeated = [s for s in sources for _ in range(self.hypotheses)]
         if self.hypotheses > 1 and is_stale(self.distilled_source, inputs):
-            atomic_write_text(self.distilled_source, "".join(f"{s}\n" for s in repeated()))
+            atomic_write_text(self.distilled_source, "".join(f"{s}\n" for s in repeated))
         src_out, tgt_out = self.mixed_files()
         if self.with_references and (is_stale(src_out, inputs) or is_stale(tgt_out, inputs)):
             targets = list(read_lines(self.distilled)) + list(read_lines(self.reference))
-            atomic_write_text(src_out, "".join(f"{s}\n" for s in repeated() + sources))
+            atomic_write_text(src_out, "".join(f"{s}\n" for s in repeated + sources))
             atomic_write_text(tgt_out, "".join(f"{t}\n" for t in targets))
 
 
