@@ -3,14 +3,22 @@
 Needs the Debian packages `chromium` and `chromium-driver` (CI installs them); skipped without them.
 """
 
+import contextlib
+import re
 import shutil
+import subprocess
+import sys
+import threading
+import time
 
+import httpx
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from nmt.inference.engine_choice import ctranslate2_installed
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translator
 
@@ -217,3 +225,76 @@ def test_a_server_that_requires_keys_asks_for_one(browser, tiny_model_dir, tmp_p
         browser.find_element(By.ID, "api-key").send_keys("page-key-00001")
         browser.find_element(By.ID, "translate").click()
         WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#heatmap td.cell"))
+
+
+# --- the page as `nmt serve` serves it, on the engine its own --engine auto chooses ---------------------
+@contextlib.contextmanager
+def nmt_serve(model_dir, *options):
+    """`nmt serve` in a process of its own, as a user starts it; yields its URL and its log so far."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nmt", "serve", "--model", str(model_dir), "--port", "0", *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        for line in server.stderr:  # the log names the port the system chose
+            lines.append(line)
+            if found := re.search(r"at (http://127\.0\.0\.1:\d+)/", line):
+                break
+        else:
+            pytest.fail("nmt serve did not start:\n" + "".join(lines))
+        threading.Thread(target=lambda: lines.extend(server.stderr), daemon=True).start()  # keep it draining
+        url, deadline = found.group(1), time.monotonic() + 60
+        while not answers(url + "/health"):  # the port is bound before uvicorn listens on it
+            assert server.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
+        yield url, lines
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@pytest.mark.parametrize("engine", ["auto", "torch"])
+def test_the_page_works_on_the_engine_nmt_serve_chooses(browser, tiny_model_dir, tmp_path, engine):
+    """With ctranslate2 installed, auto serves on CTranslate2, which has no attention and does not
+    count parameters: the page still fills its beam list, translates, and says why there is no
+    heatmap; on nmt's engine the heatmap is drawn."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")  # auto's export is written into it
+    with nmt_serve(model_dir, "--engine", engine) as (url, log):
+        health = httpx.get(url + "/health", timeout=30).json()
+        expected_engine = "ctranslate2" if engine == "auto" and ctranslate2_installed() else "torch"
+        assert health["engine"] == expected_engine
+        assert health["attention"] is (expected_engine == "torch")
+        assert health["parameters"] == Translator.load(tiny_model_dir, device="cpu").parameter_count
+        assert not any("None parameters" in line for line in log), log
+        browser.get(url + "/")
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))
+        beams = [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "beam")).options]
+        assert beams == [str(b) for b in range(1, health["limits"]["max_beam"] + 1)]
+        assert f"{health['parameters']:,} parameters" in browser.find_element(By.ID, "model").text
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations li"))
+        assert browser.find_element(By.ID, "status").text == ""  # no error
+        expected = httpx.post(url + "/translate", json={"text": [SENTENCE]}, timeout=30).json()
+        assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith(
+            expected["translations"][0]["text"]
+        )
+        cells = heatmap_titles(browser)
+        if expected_engine == "torch":
+            wait.until(lambda b: heatmap_titles(b))
+        else:
+            assert not cells and "no attention weights" in browser.find_element(By.ID, "heatmap").text
+            assert not browser.find_element(By.ID, "attention-controls").is_displayed()
+        errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+        assert not errors, errors

@@ -36,7 +36,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
     from ..inference.loading import resolve_device
     from ..inference.shortlist import SHORTLIST, LexicalShortlist, ShortlistError
-    from ..model_dir import MODEL_CONFIG, WEIGHTS, read_decode_config, read_languages, read_metrics
+    from ..model_dir import (
+        MODEL_CONFIG,
+        WEIGHTS,
+        read_decode_config,
+        read_languages,
+        read_metrics,
+        stored_parameter_count,
+    )
     from .common import check_device
 
     require_model_dir(args.model)
@@ -54,7 +61,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError, TypeError) as err:
         info["model"] = f"{model_dir / MODEL_CONFIG} unreadable ({type(err).__name__}: {err})"
     if (model_dir / WEIGHTS).is_file():
-        info["weights"] = f"{parameter_count(model_dir / WEIGHTS):,} parameters stored, {mib(model_dir / WEIGHTS)}"
+        weights = model_dir / WEIGHTS
+        info["weights"] = f"{stored_parameter_count(weights):,} parameters stored, {mib(weights)}"
     src, tgt = read_languages(model_dir)
     if src or tgt:
         info["languages"] = f"{src or '?'} -> {tgt or '?'}"
@@ -99,20 +107,6 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"{key:<{width}}  {value}")
     sys.stdout.flush()
     return 0
-
-
-def parameter_count(weights: Path) -> int:
-    """Parameters in a safetensors file, from its header (no tensor is read)."""
-    from safetensors import safe_open
-
-    total = 0
-    with safe_open(str(weights), framework="pt") as f:
-        for name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
-            count = 1
-            for size in f.get_slice(name).get_shape():
-                count *= size
-            total += count
-    return total
 
 
 def mib(path: Path) -> str:

@@ -12,7 +12,7 @@ import torch
 from ..checkpoint import load_model_dir
 from ..config import DecodeConfig
 from ..model import Transformer
-from ..model_dir import WEIGHTS
+from ..model_dir import WEIGHTS, stored_parameter_count
 from ..tokenizer import SubwordTokenizer, load_tokenizers
 from .engine_choice import cached_export, choose_engine, other_weights
 from .export_ctranslate2 import is_ctranslate2_dir
@@ -50,6 +50,7 @@ def load_engine(
     if options.precision is None and decode.precision is not None and torch.device(device).type == "cpu":
         log.info("precision %s: the model's decode.precision (`--precision fp32` to override)", decode.precision)
         options = dataclasses.replace(options, precision=decode.precision)
+    own_weights = model_dir / WEIGHTS
     if options.engine == "auto":
         model_dir, options = resolve_auto(model_dir, options, device)
     if options.engine == "ctranslate2":
@@ -68,6 +69,8 @@ def load_engine(
             threads=options.threads,
             shortlist=options.shortlist,
         )
+        if own_weights.is_file() and options.weights is None:  # CTranslate2 cannot count them itself
+            engine.parameter_count = stored_parameter_count(own_weights)
         return engine, src_tokenizer, tgt_tokenizer
     if is_ctranslate2_dir(model_dir) and options.weights is None and not (model_dir / WEIGHTS).exists():
         raise ValueError(

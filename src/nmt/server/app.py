@@ -102,6 +102,7 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
         "engine": translator.engine.name,
+        "attention": translator.engine.supports_attention,  # the page shows a heatmap only where true
         "precision": translator.engine.precision,
         "length_penalty": translator.decode.length_penalty,
         "min_len": translator.decode.min_len,
@@ -733,12 +734,14 @@ def serve_on(
             ", ".join(access.allowed_hosts),
         )
     for _, each_info in loaded:
+        size = each_info["parameters"]
         log.info(
-            "serving %s (%s -> %s, %s parameters) at http://%s:%d/",
+            "serving %s (%s -> %s, %s engine%s) at http://%s:%d/",
             each_info["model"],
             each_info["src_lang"],
             each_info["tgt_lang"],
-            each_info["parameters"],
+            each_info["engine"],
+            f", {size:,} parameters" if size is not None else "",
             host,
             port,
         )
