@@ -395,7 +395,13 @@ def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch,
     monkeypatch.setattr(
         app,
         "model_info",
-        lambda model_dir, translator: {"model": "m", "src_lang": "de", "tgt_lang": "en", "parameters": 1},
+        lambda model_dir, translator: {
+            "model": "m",
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "engine": "e",
+            "parameters": 1,
+        },
     )
     monkeypatch.setattr(app, "create_app", lambda *a, **k: "app")
     monkeypatch.setattr(app, "run_app", lambda *a, **k: calls.append("run_app"))
@@ -422,7 +428,9 @@ def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, tra
     app = create_app(ct2, ServerLimits(), info=model_info(tiny_model_dir, ct2))
     with TestClient(app, base_url=LOCAL) as client:
         health = client.get("/health").json()
-        assert (health["engine"], health["parameters"]) == ("ctranslate2", None)
+        # CTranslate2 cannot count parameters: the model directory's weights file says how many
+        assert (health["engine"], health["parameters"]) == ("ctranslate2", translator.parameter_count)
+        assert health["attention"] is False
         body = client.post("/translate", json={"text": ["Ein Hund rennt.", "Zwei Männer."], "beam": 2}).json()
         assert [t["text"] for t in body["translations"]] == translator.translate(
             ["Ein Hund rennt.", "Zwei Männer."], beam=2

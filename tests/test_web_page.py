@@ -276,6 +276,7 @@ def test_the_page_works_on_the_engine_nmt_serve_chooses(browser, tiny_model_dir,
         assert health["attention"] is (expected_engine == "torch")
         assert health["parameters"] == Translator.load(tiny_model_dir, device="cpu").parameter_count
         assert not any("None parameters" in line for line in log), log
+        browser.get_log("browser")  # what earlier tests left in the shared browser's console
         browser.get(url + "/")
         wait = WebDriverWait(browser, 30)
         wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))

@@ -17,10 +17,10 @@ rather than failing (though not always as a browser would: an unclosed <p> holds
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import PreformattedString
 
 from .documents import Paragraph
@@ -37,6 +37,9 @@ _WORD = re.compile(r"\S+")
 inf = float("inf")
 AWAY = 1e6  # the cost of a piece of a split word away from its own node: never, unless nothing else fits
 _SPECIAL_STRINGS = PreformattedString  # comments, CDATA, doctypes, declarations: no text a reader sees
+# Placing a block's words exactly costs (output words x text nodes) in time and memory: a crafted
+# block of 30,000 one-word tags would take gigabytes. Past this many cells, words go in proportion.
+MAX_PLACEMENT_CELLS = 1_000_000
 
 
 def untouched(tag: Tag) -> bool:
@@ -60,33 +63,35 @@ class Block:
 
 def blocks_of(soup: BeautifulSoup) -> list[Block]:
     """Every block of text in the page: the text nodes reached from an element through inline
-    elements only (a nested block is a block of its own)."""
+    elements only (a nested block is a block of its own).
+
+    The tree is walked with a stack of its own, not by recursion: a page of 10,000 nested tags is
+    valid HTML, and must not exhaust Python's stack."""
     blocks: list[Block] = []
+    current: list[NavigableString] = []  # the text nodes of the block being read
 
-    def visit(element: Tag) -> None:
-        current: list[NavigableString] = []
+    def close() -> None:
+        if current and "".join(current).strip():
+            blocks.append(Block(list(current)))
+        current.clear()
 
-        def collect(node) -> None:
-            for child in node.children:
-                if isinstance(child, NavigableString):
-                    if not isinstance(child, _SPECIAL_STRINGS):
-                        current.append(child)
-                elif isinstance(child, Tag) and not untouched(child):
-                    if child.name in INLINE:
-                        collect(child)
-                    else:
-                        close()
-                        visit(child)
-
-        def close() -> None:
-            if current and "".join(current).strip():
-                blocks.append(Block(list(current)))
-            current.clear()
-
-        collect(element)
-        close()
-
-    visit(soup)
+    # one entry per open element: its children still to read, and whether its end ends a block
+    stack: list[tuple[Iterator[PageElement], bool]] = [(iter(soup.children), True)]
+    while stack:
+        children, is_block = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if is_block:
+                close()
+        elif isinstance(child, NavigableString):
+            if not isinstance(child, _SPECIAL_STRINGS):
+                current.append(child)
+        elif isinstance(child, Tag) and not untouched(child):
+            inline = child.name in INLINE
+            if not inline:
+                close()  # the text before a nested block is a block of its own
+            stack.append((iter(child.children), not inline))
     return blocks
 
 
@@ -132,7 +137,9 @@ def fill_block(block: Block, words: list[str], placed: list[int], glued: list[bo
         if not texts[node]:
             starts_glued[node] = joined
         texts[node] += ("" if joined or not texts[node] else " ") + word
-    written = ""  # the block's new text so far
+    wrote_text = False  # the block's new text so far holds more than whitespace
+    last_char = ""  # and ends with this character
+    changed: list[tuple[NavigableString, str]] = []
     for i, node in enumerate(block.nodes):
         original = str(node)
         if not original.strip():
@@ -141,11 +148,29 @@ def fill_block(block: Block, words: list[str], placed: list[int], glued: list[bo
             lead = original[: len(original) - len(original.lstrip())]
             trail = original[len(original.rstrip()) :]
             body = texts[i]
-            if body and written.strip() and not written[-1].isspace() and not lead and not starts_glued[i]:
+            if body and wrote_text and not last_char.isspace() and not lead and not starts_glued[i]:
                 lead = " "  # two nodes' words would run together: the source had them in one word
             new = lead + body + trail if body else lead or trail
-        written += new
-        node.replace_with(NavigableString(new))
+        if new:
+            wrote_text, last_char = wrote_text or bool(new.strip()), new[-1]
+        if new != original:
+            changed.append((node, new))
+    replace_strings(changed)
+
+
+def replace_strings(changed: list[tuple[NavigableString, str]]) -> None:
+    """Put each new text in its node's place. Beautiful Soup's replace_with looks for the node among
+    its siblings, one by one; a block of 30,000 tags would take minutes. So each parent's children
+    are indexed once."""
+    places: dict[int, dict[int, int]] = {}  # id(parent) -> id(child) -> its index
+    for node, new in changed:
+        parent = node.parent
+        index = places.get(id(parent))
+        if index is None:
+            index = places[id(parent)] = {id(child): i for i, child in enumerate(parent.contents)}
+        at = index[id(node)]
+        node.extract(_self_index=at)  # one node in for one out: the others keep their index
+        parent.insert(at, NavigableString(new))
 
 
 def page_text(html: str) -> str:
@@ -218,15 +243,24 @@ class HtmlPage:
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
         answers = iter(results)
         for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
+            mine = [next(answers) for _ in paragraph.sentences]
             owner = _node_of_chars(block)
             text_nodes = [bool(node.strip()) for node in block.nodes]
-            placing = Placing()
-            at = len(paragraph.gaps[0])
-            for sentence, gap in zip(paragraph.sentences, paragraph.gaps[1:], strict=True):
-                text, alignment = next(answers)
+            words = sum(len(text.split()) for text, _ in mine)
+            placing = Placing() if words * sum(text_nodes) <= MAX_PLACEMENT_CELLS else None
+            at, in_proportion = len(paragraph.gaps[0]), []
+            for sentence, gap, (text, alignment) in zip(paragraph.sentences, paragraph.gaps[1:], mine, strict=True):
                 spans = [(m.start() + at, m.end() + at) for m in _WORD.finditer(sentence)]
-                placing.add_sentence(block.text, owner, spans, text.split(), alignment, text_nodes)
+                if placing is not None:
+                    placing.add_sentence(block.text, owner, spans, text.split(), alignment, text_nodes)
+                else:
+                    last_text = max(i for i, has_text in enumerate(text_nodes) if has_text)
+                    sources = [owner[start] for start, _ in spans] or [last_text]
+                    in_proportion += proportional_nodes(sources, len(text.split()))
                 at += len(sentence) + len(gap)
+            if placing is None:  # too many words x tags to place exactly: in proportion, in linear time
+                fill_block(block, [w for text, _ in mine for w in text.split()], in_proportion)
+                continue
             placed = no_empty_nodes(place_words(placing.costs), placing.glued, placing.owned)
             fill_block(block, placing.words, placed, placing.glued)
         return self.soup.decode(formatter="minimal")
@@ -279,6 +313,13 @@ def no_empty_nodes(placed: list[int], glued: list[bool], owned: set[int]) -> lis
                 placed[j], counts[node] = node, 1
                 break
     return placed
+
+
+def proportional_nodes(source_nodes: list[int], out_words: int) -> list[int]:
+    """The node of each of `out_words` output words where the same fraction of the sentence's source
+    words is (never decreasing, since source_nodes is not): the placement without an alignment, in
+    linear time."""
+    return [source_nodes[j * len(source_nodes) // out_words] for j in range(out_words)]
 
 
 def _costs(

@@ -77,7 +77,9 @@ class ApiKeys:
 
     def find(self, offered: str | None) -> ApiKey | None:
         """The key offered, or None; the same work whatever is offered (every digest is compared)."""
-        digest = hashlib.sha256((offered or "").encode()).digest()
+        # surrogatepass: a lone surrogate ("\ud800" in JSON) hashes like any other wrong key, and is
+        # refused with 403, instead of failing to encode before any key is checked
+        digest = hashlib.sha256((offered or "").encode("utf-8", "surrogatepass")).digest()
         found = None
         for key in self.keys:
             if hmac.compare_digest(key.digest, digest) and offered:

@@ -34,6 +34,8 @@ from urllib.parse import parse_qs
 
 from fastapi.responses import JSONResponse
 
+from .requests import printable
+
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 MAX_DETECTED = 3  # LibreTranslate returns up to 3 candidates
 LIBRETRANSLATE_FIELDS = ("q", "source", "target")
@@ -74,7 +76,7 @@ class LibreTranslateError(Exception):
 
     def response(self) -> JSONResponse:
         headers = {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else None
-        return JSONResponse({"error": self.message}, status_code=self.status, headers=headers)
+        return JSONResponse({"error": printable(self.message)}, status_code=self.status, headers=headers)
 
 
 def language_name(code: str) -> str:
@@ -169,6 +171,15 @@ def is_libretranslate_body(media_type: str, body: bytes) -> bool:
     return isinstance(data, dict) and "text" not in data and any(name in data for name in LIBRETRANSLATE_FIELDS)
 
 
+def holds_surrogates(data: Any) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate anywhere (a key or a string value)."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def query_fields(request_query: Iterable[tuple[str, str]]) -> dict[str, str]:
     """A query string's fields, the first value of each (some clients, deep-translator among them,
     send LibreTranslate's fields there, with no body)."""
@@ -189,6 +200,8 @@ def request_fields(content_type: str, body: bytes, query: dict[str, str] | None 
             raise LibreTranslateError(400, "Invalid JSON format") from None
         if not isinstance(data, dict):
             raise LibreTranslateError(400, "Invalid JSON format")
+        if holds_surrogates(data):  # "\ud800" is valid JSON, and no text: refused before any field is read
+            raise LibreTranslateError(400, "Invalid request: a field holds a lone surrogate, which is not text")
         return data
     if media_type == "multipart/form-data":
         fields, _ = form_parts(content_type, body)

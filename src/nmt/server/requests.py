@@ -47,11 +47,17 @@ class ApiError(Exception):
         self.retry_after_s = retry_after_s
 
     def response(self) -> JSONResponse:
-        body = {"error": self.code, "message": self.message}
+        body = {"error": self.code, "message": printable(self.message)}
         if self.limit:
             body["limit"] = self.limit
         headers = {"Retry-After": str(self.retry_after_s)} if self.retry_after_s is not None else None
         return JSONResponse(body, status_code=self.status, headers=headers)
+
+
+def printable(message: str) -> str:
+    """A message as UTF-8 can carry it: one that repeats a client's lone surrogate ("\ud800")
+    shows it escaped, where the JSON answer would otherwise fail to encode (a 500)."""
+    return message.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # --- requests in ------------------------------------------------------------------------------

@@ -1,0 +1,99 @@
+"""The exact requests a hostile client sent that the server once answered with 500 or let through.
+
+A live server on the tiny de->en model, with API keys and a per-address rate limit, over loopback.
+Every answer here is a 4xx in the shape its API reads: never a 500, never a traceback.
+"""
+
+import json
+import logging
+import re
+
+import httpx
+import pytest
+
+from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
+from nmt.server.keys import Admission, ApiKeys
+from nmt.translator import Translator
+
+KEY = "hostile-test-key-0001"
+
+
+@pytest.fixture(scope="module")
+def url(tiny_model_dir, tmp_path_factory):
+    keys = tmp_path_factory.mktemp("keys") / "keys.txt"
+    keys.write_text(f"{KEY}\n", encoding="utf-8")
+    translator = Translator.load(tiny_model_dir, device="cpu")
+    app = create_app(
+        translator,
+        ServerLimits(max_chars=100_000),  # whole pages in one format=html text
+        info=model_info(tiny_model_dir, translator),
+        admission=Admission(ApiKeys.load(keys), per_address=10_000),
+    )
+    with serve_in_thread(app) as url:
+        yield url
+
+
+@pytest.fixture
+def server_errors(caplog):
+    """The server's error log lines (a traceback is logged at ERROR by uvicorn or the app)."""
+    caplog.set_level(logging.ERROR)
+    for name in ("uvicorn", "uvicorn.error"):
+        logging.getLogger(name).propagate = True
+    yield lambda: [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+def post_raw(url: str, path: str, body: str, **options) -> httpx.Response:
+    """A JSON body as written, escapes and all (httpx's json= would refuse a lone surrogate)."""
+    headers = {"Content-Type": "application/json", **options.pop("headers", {})}
+    return httpx.post(url + path, content=body.encode("ascii"), headers=headers, timeout=60, **options)
+
+
+@pytest.mark.parametrize("field", ["source", "target", "format"])
+def test_a_lone_surrogate_in_a_libretranslate_field_is_a_400(url, server_errors, field):
+    body = {"q": "Ein Mann.", "source": "de", "target": "en", "api_key": KEY}
+    raw = json.dumps(body).replace(f'"{field}": "{body.get(field, "")}"', f'"{field}": "\\ud800"')
+    if field == "format":
+        raw = raw[:-1] + ', "format": "\\ud800"}'
+    assert "\\ud800" in raw
+    answer = post_raw(url, "/translate", raw)
+    assert answer.status_code == 400, answer.text
+    assert "surrogate" in answer.json()["error"]
+    assert not server_errors()
+
+
+def test_a_lone_surrogate_as_the_api_key_is_a_403_not_a_500(url, server_errors):
+    answer = post_raw(url, "/translate", '{"q":"Ein Mann.","source":"de","target":"en","api_key":"\\ud800"}')
+    assert answer.status_code in (400, 403), answer.text  # refused before or at the key check
+    # nmt's own API reads the key from a header, which cannot carry a surrogate; its JSON fields can
+    answer = post_raw(url, "/translate", '{"text":["Ein Mann."],"target_lang":"\\ud800"}', headers={"X-API-Key": KEY})
+    assert answer.status_code == 422, answer.text
+    assert not server_errors()
+
+
+def test_keys_hash_a_lone_surrogate_like_any_wrong_key(tmp_path):
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"{KEY}\n", encoding="utf-8")
+    refusal = Admission(ApiKeys.load(keys)).check("\ud800", "127.0.0.1")
+    assert refusal is not None and refusal.status == 403
+
+
+NESTED = {
+    "600 nested div": "<div>" * 600 + "Ein Mann fährt Fahrrad." + "</div>" * 600,
+    "1,000 nested b": "<p>" + "<b>" * 1000 + "Ein Mann." + "</b>" * 1000 + "</p>",
+    "10,000 nested p": "<p>" * 10_000 + "Ein Mann.",
+    "5,000 unclosed p": "<p>Ein Mann." * 5000,
+}
+
+
+@pytest.mark.parametrize("page", NESTED.values(), ids=NESTED.keys())
+def test_deeply_nested_html_is_translated_not_a_500(url, server_errors, page):
+    form = {"source": "de", "target": "en", "api_key": KEY}
+    files = {"file": ("page.html", page.encode("utf-8"), "text/html")}
+    answer = httpx.post(url + "/translate_file", data=form, files=files, timeout=120)
+    assert answer.status_code == 200, answer.text[:300]
+    body = {"q": page, "source": "de", "target": "en", "format": "html", "api_key": KEY}
+    answer = httpx.post(url + "/translate", json=body, timeout=120)
+    assert answer.status_code == 200, answer.text[:300]
+    opened = re.compile(r"<[a-z]")  # every tag kept (the serializer closes the unclosed ones)
+    assert len(opened.findall(answer.json()["translatedText"])) == len(opened.findall(page))
+    assert not server_errors()
