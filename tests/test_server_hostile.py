@@ -97,3 +97,21 @@ def test_deeply_nested_html_is_translated_not_a_500(url, server_errors, page):
     opened = re.compile(r"<[a-z]")  # every tag kept (the serializer closes the unclosed ones)
     assert len(opened.findall(answer.json()["translatedText"])) == len(opened.findall(page))
     assert not server_errors()
+
+
+@pytest.mark.parametrize("trusted, statuses", [("", [200, 200, 200, 429, 429]), ("127.0.0.1", [200] * 5)])
+def test_x_forwarded_for_counts_only_from_a_named_proxy(tiny_model_dir, trusted, statuses):
+    """105 requests under --req-limit 100 once all passed, each with another X-Forwarded-For: by
+    default the header is not believed, so the limit counts the real address."""
+    from nmt.server import ConnectionOptions
+
+    translator = Translator.load(tiny_model_dir, device="cpu")
+    app = create_app(
+        translator, ServerLimits(), info=model_info(tiny_model_dir, translator), admission=Admission(per_address=3)
+    )
+    with serve_in_thread(app, connections=ConnectionOptions(forwarded_allow_ips=trusted)) as url:
+        got = [
+            httpx.post(url + "/translate", json={"text": []}, headers={"X-Forwarded-For": f"10.0.0.{i}"}).status_code
+            for i in range(5)
+        ]
+    assert got == statuses

@@ -33,13 +33,14 @@ def add_settings(parser: argparse.ArgumentParser, settings: type, title: str) ->
     hints = typing.get_type_hints(settings)
     for field in dataclasses.fields(settings):
         shown = f"{field.default:g}" if isinstance(field.default, float) else field.default
+        metavar = "SECONDS" if field.name.endswith("_s") else "MS" if field.name.endswith("_ms") else "N"
         group.add_argument(
             field.metadata["option"],
             dest=dest(field),
             type=hints[field.name],
             default=field.default,
-            metavar="SECONDS" if field.name.endswith("_s") else "MS" if field.name.endswith("_ms") else "N",
-            help=f"{field.metadata['help']} (default {shown})",
+            metavar="LIST" if hints[field.name] is str else metavar,
+            help=f"{field.metadata['help']}" + (f" (default {shown})" if shown != "" else ""),
         )
 
 

@@ -136,6 +136,9 @@ def uvicorn_config(
         h11_max_incomplete_event_size=options.max_header_bytes,
         timeout_graceful_shutdown=options.graceful_timeout_s,
         server_header=False,
+        # only the proxies the user names: an empty list makes uvicorn fall back to 127.0.0.1
+        proxy_headers=bool(options.forwarded_allow_ips.strip()),
+        forwarded_allow_ips=options.forwarded_allow_ips.strip() or None,
     )
     access = logging.getLogger("uvicorn.access")  # configured by uvicorn.Config just above
     if not any(isinstance(f, NoQueryInAccessLog) for f in access.filters):

@@ -113,6 +113,15 @@ class ConnectionOptions:
     graceful_timeout_s: float = setting(
         5.0, "--graceful-timeout", "at SIGTERM, seconds for requests in progress before they are answered 503"
     )
+    # Off by default: trusted, X-Forwarded-For names the client, and the per-address rate limit
+    # counts that name, so any client the list takes in could pose as another (uvicorn's own
+    # default trusts 127.0.0.1, where a local client could then evade the limit).
+    forwarded_allow_ips: str = setting(
+        "",
+        "--forwarded-allow-ips",
+        "comma-separated addresses of the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto "
+        "are believed (e.g. 127.0.0.1 for a proxy on this machine; none by default)",
+    )
 
     def __post_init__(self) -> None:
         check_fields(self, "ConnectionOptions")
