@@ -115,3 +115,37 @@ def test_x_forwarded_for_counts_only_from_a_named_proxy(tiny_model_dir, trusted,
             for i in range(5)
         ]
     assert got == statuses
+
+
+@pytest.fixture
+def limited(tiny_model_dir, tmp_path):
+    """A server whose key may translate 100 texts a minute."""
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"{KEY} 100\n", encoding="utf-8")
+    translator = Translator.load(tiny_model_dir, device="cpu")
+    info = model_info(tiny_model_dir, translator)
+    app = create_app(translator, ServerLimits(), info=info, admission=Admission(ApiKeys.load(keys)))
+    with serve_in_thread(app) as url:
+        yield url
+
+
+def test_a_list_over_the_batch_limit_is_a_400_every_time_not_a_429(limited):
+    body = {"q": ["Ein Mann."] * 10_000, "source": "de", "target": "en", "api_key": KEY}
+    for _ in range(3):  # its cost was once charged first, larger than the whole limit: 429 forever
+        answer = httpx.post(limited + "/translate", json=body, timeout=60)
+        assert answer.status_code == 400 and "exceeds text limit" in answer.json()["error"]
+    fits = httpx.post(limited + "/translate", json={**body, "q": ["Ein Mann."]}, timeout=60)
+    assert fits.status_code == 200  # and the refusals spent none of the key's limit
+
+
+def test_libretranslate_s_small_rules(limited):
+    ask = {"source": "de", "target": "en", "api_key": KEY}
+    empty = httpx.post(limited + "/translate", json={"q": [], **ask}, timeout=60)
+    assert empty.status_code == 400 and empty.json()["error"] == "Invalid request: missing q parameter"
+    negative = httpx.post(limited + "/translate", json={"q": "Ein Mann.", "alternatives": -1, **ask}, timeout=60)
+    assert negative.status_code == 200 and "alternatives" not in negative.json()  # read as 0
+    files = {"file": ("a.txt", b"Ein Mann.\n", "text/plain")}
+    in_query = httpx.post(
+        limited + "/translate_file", params={"api_key": KEY}, data={"source": "de", "target": "en"}, files=files
+    )
+    assert in_query.status_code == 200, in_query.text

@@ -103,8 +103,9 @@ def test_a_full_queue_answers_503_with_retry_after():
         assert [w.result().status_code for w in waiting] == [200, 200]
 
 
-def test_libretranslate_s_requests_get_the_same_503s_in_its_shape():
-    """The queue's bound and the deadline hold on LibreTranslate's /translate too."""
+def test_libretranslate_s_requests_get_the_same_refusals_in_its_shape():
+    """The queue's bound and the deadline hold on LibreTranslate's /translate too: a full queue is
+    its 429 "Slowdown", which its clients take as the sign to wait and retry."""
     stub = EchoTranslator()
     stub.gate.clear()
     batching = BatchingConfig(window_ms=0, max_pending_sentences=2)
@@ -117,7 +118,7 @@ def test_libretranslate_s_requests_get_the_same_503s_in_its_shape():
         ]
         wait_until(lambda: app.state.queue.pending_sentences == 2)
         refused = httpx.post(f"{url}/translate", data={"q": "one too many", **ask}, timeout=10)
-        assert refused.status_code == 503 and int(refused.headers["Retry-After"]) >= 1
+        assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1  # LibreTranslate's "back off"
         assert refused.json()["error"].startswith("Slowdown: the server is busy")
         late = [w.result() for w in waiting]  # held past their deadline: 503, dropped
         assert [r.status_code for r in late] == [503, 503] and all("deadline" in r.json()["error"] for r in late)

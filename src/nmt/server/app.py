@@ -402,8 +402,8 @@ def create_app(
                 alignments=alignments,
             )
             return await wait_for_answer(request, future, its_queue, limits.deadline_s)
-        except Overloaded as err:
-            raise LibreTranslateError(503, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
+        except Overloaded as err:  # 429 + "Slowdown": what LibreTranslate's clients read as "back off and retry"
+            raise LibreTranslateError(429, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
         except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
             raise LibreTranslateError(err.status, err.message, err.retry_after_s) from None
 
@@ -457,8 +457,10 @@ def create_app(
 
     async def libretranslate_translate(request: Request, fields: dict[str, Any]) -> Response:
         require_languages()
-        admit_libretranslate(request, fields)
+        # Checked before the rate limit is charged: a request over the batch limit is a 400 at once,
+        # not a cost larger than the whole limit (a 429 at every try).
         call = parse_translate(fields, limits.max_sentences, limits.max_chars)
+        admit_libretranslate(request, fields)
         html = call.format == "html"
         texts = [page_text(t) for t in call.texts] if html else call.texts
         source, detected = resolve_source(call.source, call.target, texts)
@@ -487,6 +489,7 @@ def create_app(
             metrics.disconnects.labels("body").inc()
             return JSONResponse({"error": "the client left"}, CLIENT_GONE)
         fields, upload = form_parts(content_type, body)
+        fields = {**query_fields(request.query_params.multi_items()), **fields}  # api_key may be in the query
         admit_libretranslate(request, {"api_key": fields.get("api_key")})
         for name in ("source", "target"):
             if not fields.get(name):

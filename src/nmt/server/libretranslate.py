@@ -228,7 +228,7 @@ class TranslateCall:
 def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) -> TranslateCall:
     """LibreTranslate's checks, in its order and words."""
     for name in ("q", "source", "target"):
-        if not fields.get(name) and fields.get(name) != []:
+        if not fields.get(name):  # an empty list too: LibreTranslate's `if not q`
             raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
     q, source, target = fields["q"], fields["source"], fields["target"]
     if not all(isinstance(v, str) for v in (source, target)):
@@ -240,7 +240,8 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
         alternatives = int(fields.get("alternatives") or 0)
     except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's 1e999 is infinity
         raise LibreTranslateError(400, "Invalid request: alternatives parameter is not a number") from None
-    if not 0 <= alternatives <= 4:
+    alternatives = max(0, alternatives)  # LibreTranslate reads a negative count as none
+    if alternatives > 4:
         raise LibreTranslateError(400, "Invalid request: alternatives parameter must be <= 4")
     if len(texts) > max_sentences:
         raise LibreTranslateError(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({max_sentences})")
