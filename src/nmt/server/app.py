@@ -28,7 +28,6 @@ the letters: harmless (the model reads them as it would anywhere), but worth kno
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import shutil
 import socket
@@ -52,8 +51,6 @@ from starlette.types import Receive
 
 from ..documents import Paragraph
 from ..glossary import Glossary
-from ..inference.engine_choice import choose_engine
-from ..inference.loading import resolve_device
 from ..markup import HtmlPage, page_text
 from ..model_dir import read_languages
 from ..translation_io import cut_sentences, gives_alignments
@@ -679,17 +676,6 @@ def serve(
         sock.close()
 
 
-def server_engine_options(model_dir: str | Path, engine: EngineOptions) -> EngineOptions:
-    """The engine options a server runs `model_dir` with: nmt's engine plans its workers per model
-    call; CTranslate2's keeps one worker here, two gained no requests/s (docs/benchmarks-log.md)."""
-    if engine.workers is not None:
-        return engine
-    name = engine.engine
-    if name == "auto":
-        name = choose_engine(model_dir, resolve_device(engine.device), engine.precision, engine.weights).engine
-    return dataclasses.replace(engine, workers=1) if name == "ctranslate2" else engine
-
-
 def serve_on(
     sock: socket.socket,
     host: str,
@@ -717,7 +703,7 @@ def serve_on(
     for each_dir in model_dirs:
         translator = Translator.load(
             each_dir,
-            server_engine_options(each_dir, engine),
+            engine,
             length_penalty=length_penalty,
             length_normalization=length_normalization,
             min_len=min_len,
