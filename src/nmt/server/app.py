@@ -327,7 +327,7 @@ def create_app(
                 503,
                 "overloaded",
                 f"the server is busy: {err}; try again later",
-                limit="max_pending_sentences",
+                limit=err.limit,
                 retry_after_s=err.retry_after_s,
             ) from None
         results = await wait_for_answer(request, future, queue, limits.deadline_s)

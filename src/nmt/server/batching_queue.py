@@ -7,10 +7,17 @@ the search loop), not arithmetic. So one worker thread owns the translator and w
     1. wait for a request;
     2. keep collecting requests for `window_ms` more (or until `max_sentences` are held);
     3. split what it holds into groups that can share a call: same beam size, same attention flag;
-    4. call `translate_detailed` once per group and hand every request its own slice of the results.
+    4. translate each group in calls of bounded work (`max_call_cost`: beam x length, summed), a
+       large request split over several, and hand each request its translations once all are in.
 
 While the worker translates, new requests wait in the queue, so under load the next batch is
 already full when the worker comes back: batches grow with the load by themselves.
+
+Work is bounded in time: a model call is never cut, but no call is large, and between calls the
+worker drops the requests whose client hung up or whose deadline passed, so work nobody waits for
+holds the worker for one call at most. And a request whose estimated cost (its own, plus the work
+ahead of it, at the seconds per unit of cost measured on recent calls) cannot finish by its
+deadline is refused at once (`Overloaded`), rather than after the deadline.
 
     queue = BatchingQueue(translator, BatchingConfig(window_ms=5, max_sentences=64))
     queue.start()
@@ -18,24 +25,25 @@ already full when the worker comes back: batches grow with the load by themselve
     future.result()   # -> [[Translation(...)]]
     queue.stop()
 
-A request is never split across calls, so a batch may hold a few more than `max_sentences`.
-
 Under overload the queue protects itself and its clients:
 - it holds at most `max_pending_sentences` waiting sentences; `submit` beyond that raises
   `Overloaded` (the server answers 503 with Retry-After) instead of growing without bound;
 - a request carries a deadline; one still queued when its deadline passes is dropped, never
   translated, and its future fails with `DeadlineExceeded`;
 - a request whose future was cancelled (its client hung up) leaves the count of pending sentences at
-  once and is skipped by the worker: abandoned requests cost no model time;
+  once and is skipped by the worker; one already in the worker's hands is dropped before its next
+  call: abandoned requests cost one call of model time at most;
 - `close()` (at shutdown) stops accepting and fails what is still queued with `ShuttingDown`, so
   only the batch in hand is left to finish.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
 import queue
+import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -58,15 +66,42 @@ class Translates(Protocol):
 
 
 class Overloaded(RuntimeError):
-    """The queue is full: try again after `retry_after_s` seconds (an estimate of the time to drain it)."""
+    """The queue is full, or too busy to finish the request by its deadline: try again after
+    `retry_after_s` seconds (an estimate of the time to drain it). `limit`: the setting that refused it."""
 
-    def __init__(self, message: str, retry_after_s: int):
+    def __init__(self, message: str, retry_after_s: int, limit: str = "max_pending_sentences"):
         super().__init__(message)
-        self.retry_after_s = retry_after_s
+        self.retry_after_s, self.limit = retry_after_s, limit
 
 
 class DeadlineExceeded(RuntimeError):
-    """The request's deadline passed while it waited; it was not translated."""
+    """The request's deadline passed before all of it was translated; its answer is not given."""
+
+
+class Abandoned(RuntimeError):
+    """The request's client left while it was being translated: the rest of it was dropped."""
+
+
+RECENT_CALLS = 16  # the calls whose speed admission estimates with
+CHARS_PER_UNIT = 50  # a sentence of c characters at beam b costs b x (1 + c / 50) units of work
+
+
+def sentence_cost(text: str, beam: int) -> float:
+    """The work of translating one sentence, in units of a 50-character greedy sentence: a search
+    keeps `beam` hypotheses, and both the source and the output grow with the sentence."""
+    return beam * (1 + len(text) / CHARS_PER_UNIT)
+
+
+class JobFuture(Future):
+    """A request's future that remembers a cancel the worker could not honour: once the worker has
+    taken a job, Future.cancel() fails, but the client is gone all the same, so the worker drops
+    the rest of the job before its next call."""
+
+    abandoned = False
+
+    def cancel(self) -> bool:
+        self.abandoned = True
+        return super().cancel()
 
 
 class ShuttingDown(RuntimeError):
@@ -85,8 +120,14 @@ class Job:
     target_lang: str | None = None  # a multi-target model's output language
     scores: bool = False  # token probabilities and confidence
     alignments: bool = False  # word alignments
-    future: Future[list[list[Translation]]] = field(default_factory=Future)
+    future: JobFuture = field(default_factory=JobFuture)
     queued: bool = True  # still counted in the pending sentences (guarded by the queue's lock)
+    results: list[list[Translation]] = field(default_factory=list)  # of texts[:len(results)], so far
+
+    @property
+    def cost(self) -> float:
+        """The work of what is left to translate (see sentence_cost)."""
+        return sum(sentence_cost(text, self.beam) for text in self.texts[len(self.results) :])
 
     @property
     def key(self) -> tuple[int, bool, int, str | None, bool, bool]:
@@ -103,7 +144,9 @@ class BatchStats:
     calls: int = 0  # calls to translate_detailed (retries of a failed batch included)
     dropped: int = 0  # requests whose client gave up while they were still queued
     timed_out: int = 0  # requests whose deadline passed while they were still queued
+    cut: int = 0  # requests dropped between two of their calls: the client left or the deadline passed
     rejected: int = 0  # requests refused because the queue was full (written under the lock by submit)
+    refused_cost: int = 0  # requests refused because their work could not be done by their deadline
     shut_out: int = 0  # requests failed unanswered by close()/stop()
     model_seconds: float = 0.0  # time spent inside translate_detailed
 
@@ -128,8 +171,12 @@ class BatchingQueue:
         # stop() drains the queue, and a job leaves the pending count exactly once.
         self._accepting = False
         self._pending = 0
+        self._pending_cost = 0.0  # the work of the pending sentences (sentence_cost)
+        self._in_hand_cost = 0.0  # the work left in the worker's current batch
         self._lock = threading.Lock()
-        self._seconds_per_sentence = 0.05  # running estimate, for Retry-After; refined by every call
+        # Seconds per unit of work of the last calls: their median is what admission and Retry-After
+        # estimate with (a median, so that one held or pathological call does not refuse everyone).
+        self._call_rates: collections.deque[float] = collections.deque(maxlen=RECENT_CALLS)
 
     @property
     def running(self) -> bool:
@@ -194,10 +241,12 @@ class BatchingQueue:
         """Queue sentences for translation; the future resolves to one n-best list per sentence.
 
         Raises Overloaded when the pending sentences would pass max_pending_sentences (a request
-        into an empty queue is always taken, so no request size is refused here). `deadline` is a
-        time.monotonic() value: still queued then, the request is dropped (DeadlineExceeded).
-        Cancelling the future before the worker takes the request drops it (the client went away);
-        after that, the batch runs to the end regardless and the result is simply not read.
+        into an empty queue is always taken on that count), or when the work ahead of it and its
+        own cannot be done by `deadline` at the speed measured so far (nothing is refused on
+        that count before the first call is measured). `deadline` is a time.monotonic() value:
+        still unanswered then, the request is dropped (DeadlineExceeded) before its next call.
+        Cancelling the future drops the request: at once while it is queued, before its next
+        call once the worker has it (the client went away).
         """
         job = Job(
             list(texts),
@@ -219,7 +268,26 @@ class BatchingQueue:
                     f"{self._pending} sentences are waiting (at most {self.config.max_pending_sentences})",
                     retry_after_s=self.retry_after_s(),
                 )
+            cost, rate = job.cost, self._seconds_per_cost()
+            if rate is not None:
+                ahead_s, own_s = (self._pending_cost + self._in_hand_cost) * rate, cost * rate
+                alone = time.monotonic() + own_s > deadline
+                # With work ahead, the estimate decides; alone, only once it rests on enough calls
+                # (a request into an idle server is otherwise taken, and cut at its deadline).
+                too_slow = ahead_s > 0 or len(self._call_rates) >= RECENT_CALLS // 2
+                if too_slow and time.monotonic() + ahead_s + own_s > deadline:
+                    self.stats.refused_cost += 1
+                    raise Overloaded(
+                        f"this request would take about {own_s:.1f} s alone, past its deadline: send fewer or "
+                        "shorter sentences, or a smaller beam"
+                        if alone
+                        else f"the work ahead would take about {ahead_s:.1f} s, and this request's "
+                        f"{own_s:.1f} s more, past its deadline",
+                        retry_after_s=self.retry_after_s(),
+                        limit="deadline_s",
+                    )
             self._pending += len(job.texts)
+            self._pending_cost += cost
             self._queue.put(job)
         # A cancelled request leaves the count now, not when the worker reaches it: a burst of
         # abandoned requests must not keep the queue "full" for the clients still waiting.
@@ -227,14 +295,23 @@ class BatchingQueue:
         return job.future
 
     def retry_after_s(self) -> int:
-        """A client's fair wait before trying again: the time to translate what is queued (1-60 s)."""
-        return max(1, min(math.ceil(self._pending * self._seconds_per_sentence), 60))
+        """A client's fair wait before trying again: the time to translate what is queued and in
+        hand (1-60 s; before any call is measured, 0.05 s per sentence)."""
+        rate = self._seconds_per_cost()
+        if rate is None:
+            return max(1, min(math.ceil(self._pending * 0.05), 60))
+        return max(1, min(math.ceil((self._pending_cost + self._in_hand_cost) * rate), 60))
+
+    def _seconds_per_cost(self) -> float | None:
+        """Seconds per unit of work: the median of the last calls (None before the first)."""
+        return statistics.median(self._call_rates) if self._call_rates else None
 
     def _release(self, job: Job) -> None:
         with self._lock:
             if job.queued:
                 job.queued = False
                 self._pending -= len(job.texts)
+                self._pending_cost = max(0.0, self._pending_cost - job.cost)
 
     def _fail_queued(self) -> None:
         """Fail every request still in the queue with ShuttingDown (the _STOP marker stays)."""
@@ -259,11 +336,13 @@ class BatchingQueue:
         while True:
             batch, stop = self._collect()
             live = [job for job in batch if self._take(job)]
-            groups: dict[tuple[int, bool], list[Job]] = {}
+            groups: dict[tuple, list[Job]] = {}
             for job in live:
                 groups.setdefault(job.key, []).append(job)
+            self._in_hand_cost = sum(job.cost for job in live)
             for jobs in groups.values():
                 self._translate_group(jobs)
+            self._in_hand_cost = 0.0
             if stop:
                 return
 
@@ -303,14 +382,56 @@ class BatchingQueue:
         return batch, False
 
     def _translate_group(self, jobs: list[Job]) -> None:
-        """One model call for jobs sharing a key; each job gets back the slice for its own sentences.
+        """The sentences of jobs that share a key, in calls of at most max_call_cost (and
+        max_sentences), oldest first; before each call, the jobs whose client left or whose
+        deadline passed are dropped. Each job is answered as soon as its last sentence is in."""
+        waiting = list(jobs)
+        while waiting:
+            waiting = [job for job in waiting if self._still_wanted(job)]
+            if waiting:
+                self._call(self._next_call(waiting))
+                waiting = [job for job in waiting if not job.future.done()]
 
-        If a shared call fails, the jobs are split in two halves and each half is tried again, so
-        one bad request fails alone at the cost of about 2·log2(jobs) extra calls: a request that
-        always fails cannot turn batching off for everyone else, as retrying one by one would.
-        """
-        texts = [text for job in jobs for text in job.texts]
-        beam, attention, n_best, target_lang, scores, alignments = jobs[0].key
+    def _still_wanted(self, job: Job) -> bool:
+        """Whether the rest of a job in hand is still worth translating; if not, it fails now."""
+        if job.texts and not (job.future.abandoned or job.deadline <= time.monotonic()):
+            return True
+        if not job.texts:
+            job.future.set_result([])
+            return False
+        self._in_hand_cost -= job.cost
+        self.stats.cut += 1
+        if job.future.abandoned:
+            job.future.set_exception(Abandoned("the client left"))
+        else:
+            job.future.set_exception(DeadlineExceeded("the deadline passed before the request was translated"))
+        return False
+
+    def _next_call(self, waiting: list[Job]) -> list[tuple[Job, int, int]]:
+        """The next call's sentences: (job, first, end) runs of each job's next sentences, oldest
+        job first, up to max_call_cost and max_sentences (always at least one sentence)."""
+        parts: list[tuple[Job, int, int]] = []
+        cost, count = 0.0, 0
+        for job in waiting:
+            first = end = len(job.results)
+            while end < len(job.texts):
+                more = sentence_cost(job.texts[end], job.beam)
+                if count and (cost + more > self.config.max_call_cost or count >= self.config.max_sentences):
+                    break
+                cost, count, end = cost + more, count + 1, end + 1
+            if end > first:
+                parts.append((job, first, end))
+            if end < len(job.texts):
+                break
+        return parts
+
+    def _call(self, parts: list[tuple[Job, int, int]]) -> None:
+        """One model call for these runs of sentences; each job's share joins its results.
+
+        If a shared call fails, each job's part is tried again alone, so one bad request fails by
+        itself and batching goes on for everyone else."""
+        texts = [text for job, first, end in parts for text in job.texts[first:end]]
+        beam, attention, n_best, target_lang, scores, alignments = parts[0][0].key
         more: dict = {"n_best": n_best} if n_best > 1 else {}  # only asked of translators when wanted
         if target_lang is not None:
             more["target_lang"] = target_lang
@@ -318,32 +439,37 @@ class BatchingQueue:
             more["scores"] = True
         if alignments:
             more["alignments"] = True
+        cost = sum(sentence_cost(text, beam) for text in texts)
         self.stats.calls += 1
         start = time.perf_counter()
         try:
             results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention, **more)
-        except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad batch
-            self._observe(len(texts), time.perf_counter() - start)
-            if len(jobs) > 1:
-                log.warning("a batch of %d requests failed (%s); retrying it in halves", len(jobs), err)
-                half = len(jobs) // 2
-                self._translate_group(jobs[:half])
-                self._translate_group(jobs[half:])
+        except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad request
+            self._observe(len(texts), cost, time.perf_counter() - start)
+            if len(parts) > 1:
+                log.warning("a call for %d requests failed (%s); trying each alone", len(parts), err)
+                for part in parts:
+                    self._call([part])
                 return
-            log.exception("translating a request of %d sentences failed", len(texts))
-            jobs[0].future.set_exception(err)
-        else:
-            self._observe(len(texts), time.perf_counter() - start)
-            offset = 0
-            for job in jobs:
-                job.future.set_result(results[offset : offset + len(job.texts)])
-                offset += len(job.texts)
-        self.stats.requests += len(jobs)
+            job = parts[0][0]
+            log.exception("translating a request of %d sentences failed", len(job.texts))
+            self._in_hand_cost -= job.cost
+            self.stats.requests += 1
+            job.future.set_exception(err)
+            return
+        self._observe(len(texts), cost, time.perf_counter() - start)
+        self._in_hand_cost -= cost
         self.stats.sentences += len(texts)
+        offset = 0
+        for job, first, end in parts:
+            job.results += results[offset : offset + end - first]
+            offset += end - first
+            if len(job.results) == len(job.texts):
+                self.stats.requests += 1
+                job.future.set_result(job.results)
 
-    def _observe(self, sentences: int, seconds: float) -> None:
+    def _observe(self, sentences: int, cost: float, seconds: float) -> None:
         self.stats.model_seconds += seconds
-        # A slow-moving average: Retry-After needs a rough drain time, not the last batch's.
-        self._seconds_per_sentence = 0.8 * self._seconds_per_sentence + 0.2 * seconds / max(sentences, 1)
+        self._call_rates.append(seconds / max(cost, 1e-9))
         if self.on_batch is not None:
             self.on_batch(sentences, seconds)

@@ -6,7 +6,8 @@
     nmt_queue_pending_sentences                 sentences waiting for the model (gauge)
     nmt_batch_sentences / nmt_batch_seconds     per model call: its sentences and its time
     nmt_sentences_translated_total              sentences the model answered (and model calls, seconds)
-    nmt_requests_dropped_total{reason}          work skipped: disconnected, deadline, overloaded, shutdown
+    nmt_requests_dropped_total{reason}          work skipped: disconnected, deadline, overloaded, too_slow,
+                                                cut (between two of its calls), shutdown
     nmt_client_disconnects_total{stage}         clients gone before their answer: "body" (mid-body), "answer"
 
 Each app has its own CollectorRegistry (not prometheus_client's global one), so several apps in
@@ -63,6 +64,8 @@ class QueueCollector(Collector):
             ("disconnected", "dropped"),
             ("deadline", "timed_out"),
             ("overloaded", "rejected"),
+            ("too_slow", "refused_cost"),  # refused at admission: the work ahead and its own past the deadline
+            ("cut", "cut"),  # dropped between two of its calls: client gone or deadline passed
             ("shutdown", "shut_out"),
         ):
             dropped.add_metric([reason], total(lambda q, field=field: getattr(q.stats, field)))
