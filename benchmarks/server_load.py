@@ -20,6 +20,11 @@ abandon    the model is kept busy by one large request while `--abandon` clients
            how long the next request took.
 sigterm    SIGTERM during the overload load: seconds until the process exited, and whether
            every request sent before it was answered.
+hostile    `--rounds` times: `--abandon` clients each send `--hostile-sentences` sentences at
+           `--hostile-beam` and hang up at once, then one one-sentence request is timed (it should
+           be answered within 2 s, never 503); then one request of 64 sentences of 1,000
+           characters at `--hostile-beam`, which must be answered within `--deadline` or refused
+           at once. Reports each latency and status, and the server's dropped and cut counts.
 """
 
 from __future__ import annotations
@@ -446,6 +451,61 @@ def measure_abandon(args, sentences: list[str]) -> AbandonResult:
     )
 
 
+# --- hostile: abandoned batches, then an oversized request ----------------------------------------------------
+@dataclass
+class HostileResult:
+    case: str
+    statuses: dict[str, int]  # status code -> count
+    median_ms: float
+    max_ms: float
+    dropped: int = 0  # abandoned requests the model never saw (from /health)
+    cut: int = 0  # requests dropped between two of their calls (from /health; None where not counted)
+
+
+LONG_SENTENCE = ("Ein Mann fährt mit dem Fahrrad auf der Straße, und die Kinder spielen im Park. " * 13)[:1000]
+
+
+def measure_hostile(args, sentences: list[str]) -> list[HostileResult]:
+    """The hostile client's two cases, on one server: abandoned batches, then an oversized request."""
+    small_s, small_status, large_s, large_status = [], Counter(), [], Counter()
+    with ServerProcess(args, limits={"deadline_s": args.deadline}) as server:
+        httpx.post(f"{server.url}/translate", json={"text": [sentences[0]]}, timeout=60)  # warm
+        before = server.health()["batching"]
+        for round_ in range(args.rounds):
+            first = (round_ * args.abandon * args.hostile_sentences) % max(1, len(sentences) - args.hostile_sentences)
+            sockets = []
+            for i in range(args.abandon):
+                at = (first + i * args.hostile_sentences) % max(1, len(sentences) - args.hostile_sentences)
+                body = {"text": sentences[at : at + args.hostile_sentences], "beam": args.hostile_beam}
+                sockets.append(raw_post(server.url, body))
+            for sock in sockets:
+                sock.close()
+            start = time.perf_counter()
+            answer = httpx.post(f"{server.url}/translate", json={"text": [sentences[1]]}, timeout=120)
+            small_s.append(time.perf_counter() - start)
+            small_status[str(answer.status_code)] += 1
+        start = time.perf_counter()
+        body = {"text": [LONG_SENTENCE] * 64, "beam": args.hostile_beam}
+        answer = httpx.post(f"{server.url}/translate", json=body, timeout=args.deadline * 4)
+        large_s.append(time.perf_counter() - start)
+        large_status[str(answer.status_code)] += 1
+        after = server.health()["batching"]
+    dropped = after["dropped"] - before["dropped"]
+    cut = after["cut"] - before["cut"] if "cut" in after else None
+    ms = lambda values: round(statistics.median(values) * 1000, 1)  # noqa: E731
+    return [
+        HostileResult(
+            f"1 sentence after {args.abandon} abandoned x {args.hostile_sentences} sentences, beam {args.hostile_beam}",
+            dict(small_status),
+            ms(small_s),
+            round(max(small_s) * 1000, 1),
+            dropped,
+            cut,
+        ),
+        HostileResult(f"64 x 1,000 characters, beam {args.hostile_beam}", dict(large_status), ms(large_s), ms(large_s)),
+    ]
+
+
 # --- main --------------------------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(
@@ -457,7 +517,7 @@ def main() -> None:
     parser.add_argument(
         "--phases",
         default="batching,overload,abandon,sigterm",
-        help="comma-separated: batching, overload, abandon, sigterm (default: all)",
+        help="comma-separated: batching, overload, abandon, sigterm, hostile (default: all but hostile)",
     )
     parser.add_argument("--clients", type=int, default=8, help="batching: concurrent clients (default 8)")
     parser.add_argument("--requests", type=int, default=200, help="batching: requests per setting (default 200)")
@@ -472,6 +532,11 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=30, help="the server's --deadline (default 30)")
     parser.add_argument("--abandon", type=int, default=50, help="abandon: clients that hang up (default 50)")
     parser.add_argument("--beam", type=int, default=None, help="beam size (default: the model's)")
+    parser.add_argument("--rounds", type=int, default=10, help="hostile: rounds of abandoned requests (default 10)")
+    parser.add_argument(
+        "--hostile-sentences", type=int, default=8, help="hostile: sentences per abandoned request (default 8)"
+    )
+    parser.add_argument("--hostile-beam", type=int, default=8, help="hostile: beam of its requests (default 8)")
     parser.add_argument("--window-ms", type=float, default=5, help="batching window with batching on (default 5)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads in the server (default: torch's)")
     parser.add_argument(
@@ -487,8 +552,9 @@ def main() -> None:
     if not (Path(args.model) / "config.yaml").exists():
         parser.error(f"{args.model} is not a model directory (no config.yaml)")
     phases = {p.strip() for p in args.phases.split(",") if p.strip()}
-    if phases - {"batching", "overload", "abandon", "sigterm"}:
-        parser.error(f"unknown phases: {', '.join(sorted(phases - {'batching', 'overload', 'abandon', 'sigterm'}))}")
+    known = {"batching", "overload", "abandon", "sigterm", "hostile"}
+    if phases - known:
+        parser.error(f"unknown phases: {', '.join(sorted(phases - known))}")
     if args.src:
         sentences = Path(args.src).read_text(encoding="utf-8").splitlines()
     else:
@@ -535,6 +601,10 @@ def main() -> None:
         abandon = measure_abandon(args, sentences)
         results.append(abandon)
         report(args, [abandon], "abandoned requests")
+    if "hostile" in phases:
+        hostile = measure_hostile(args, sentences)
+        results += hostile
+        report(args, hostile, f"a hostile client, {args.rounds} rounds, deadline {args.deadline:g} s")
     if "sigterm" in phases:
         seconds = min(args.overload_seconds, 20)  # SIGTERM half-way, with the queue full
         sigterm = measure_open_loop(args, sentences, capacity, args.overload_factor, seconds, sigterm_at=seconds / 2)

@@ -2,22 +2,32 @@
 (SIGTERM in a real process), Host/Origin and content-type checks, attention limits, /metrics."""
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from served import nmt_serve
 from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
 
 import nmt.server.app
 from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
-from nmt.server.batching_queue import BatchingConfig, DeadlineExceeded, Overloaded, ShuttingDown
+from nmt.server.batching_queue import (
+    Abandoned,
+    BatchingConfig,
+    BatchingQueue,
+    DeadlineExceeded,
+    Overloaded,
+    ShuttingDown,
+)
 from nmt.translator import Translator
 
 
@@ -61,6 +71,81 @@ def test_the_queue_refuses_sentences_past_its_bound_and_frees_room_on_cancel():
     assert third.result(timeout=10)[0][0].text == "c|1"
     queue.stop()
     assert "a" not in texts_translated(stub) and queue.stats.dropped == 1
+
+
+class Stepped(EchoTranslator):
+    """Each call waits for a permit: the test lets the worker make one call at a time."""
+
+    def __init__(self):
+        super().__init__()
+        self.permits, self.started = threading.Semaphore(0), threading.Semaphore(0)
+
+    def translate_detailed(self, texts, **options):
+        self.started.release()
+        assert self.permits.acquire(timeout=10), "the test never let the call go"
+        return super().translate_detailed(texts, **options)
+
+
+def stepped_queue(max_call_cost: float) -> tuple[Stepped, BatchingQueue]:
+    stub = Stepped()
+    queue = BatchingQueue(stub, BatchingConfig(window_ms=0, max_call_cost=max_call_cost))
+    queue.start()
+    return stub, queue
+
+
+def test_a_large_request_is_split_over_calls_of_bounded_cost_in_order():
+    stub, queue = stepped_queue(max_call_cost=2.5)  # a 1-character greedy sentence costs 1.02: two per call
+    for _ in range(3):
+        stub.permits.release()
+    answer = queue.submit(list("abcde"), beam=1).result(timeout=10)
+    queue.stop()
+    assert [texts for texts, _, _ in stub.calls] == [["a", "b"], ["c", "d"], ["e"]]
+    assert [t.text for [t] in answer] == ["a|1", "b|1", "c|1", "d|1", "e|1"]
+
+
+def test_a_request_whose_client_left_is_dropped_before_its_next_call():
+    stub, queue = stepped_queue(max_call_cost=1.5)  # one sentence per call
+    future = queue.submit(list("abcd"), beam=1)
+    assert stub.started.acquire(timeout=10)  # the first call is with the model: too late to cancel it
+    assert not future.cancel()  # Future.cancel() fails once running, and the queue still hears of it
+    stub.permits.release()
+    with pytest.raises(Abandoned):
+        future.result(timeout=10)
+    queue.stop()
+    assert [texts for texts, _, _ in stub.calls] == [["a"]] and queue.stats.cut == 1
+
+
+def test_a_request_whose_deadline_passed_is_dropped_before_its_next_call():
+    stub, queue = stepped_queue(max_call_cost=1.5)
+    future = queue.submit(list("abcd"), beam=1, deadline=time.monotonic() + 0.2)
+    assert stub.started.acquire(timeout=10)
+    time.sleep(0.3)
+    stub.permits.release()
+    with pytest.raises(DeadlineExceeded):
+        future.result(timeout=10)
+    queue.stop()
+    assert [texts for texts, _, _ in stub.calls] == [["a"]] and queue.stats.cut == 1
+
+
+def test_a_request_the_work_ahead_would_make_late_is_refused_at_once():
+    stub = EchoTranslator(delay=0.1)
+    queue = BatchingQueue(stub, BatchingConfig(window_ms=0))
+    queue.start()
+    queue.submit(["x"], beam=1).result(timeout=10)  # measured: about 0.1 s per unit of work
+    stub.gate.clear()
+    stub.entered.clear()
+    queue.submit(["held"], beam=1)
+    assert stub.entered.wait(10)
+    queue.submit(["p"] * 100, beam=1)  # about 10 s of work ahead, taken: no deadline
+    with pytest.raises(Overloaded) as refused:
+        queue.submit(["y"], beam=1, deadline=time.monotonic() + 1)
+    assert refused.value.limit == "deadline_s" and refused.value.retry_after_s >= 5
+    assert "work ahead" in str(refused.value) and queue.stats.refused_cost == 1
+    on_time = queue.submit(["z"], beam=1, deadline=time.monotonic() + 60)  # it fits: taken
+    stub.gate.set()
+    assert on_time.result(timeout=30)[0][0].text == "z|1"
+    queue.stop()
+    assert "y" not in texts_translated(stub)
 
 
 def test_a_request_queued_past_its_deadline_is_dropped_untranslated():
@@ -404,3 +489,51 @@ def test_metrics_count_requests_batches_and_refusals():
     assert samples["nmt_queue_pending_sentences", ()] == 0
     for reason in ("disconnected", "deadline", "overloaded", "shutdown"):
         assert samples["nmt_requests_dropped_total", (("reason", reason),)] == 0
+
+
+# --- abandoned and oversized work on the server nmt serve starts, on both engines ---------------------
+LONG = ("Ein Mann fährt mit dem Fahrrad auf der Straße, und die Kinder spielen im Park. " * 13)[:1000]
+
+
+@pytest.fixture(scope="module")
+def slow_model_dir(tiny_model_dir, tmp_path_factory):
+    """The tiny model with the default output limit (1.5 x source + 10): random weights rarely end a
+    sentence, so every sentence decodes to its limit, the slow work a hostile client asks for."""
+    from nmt.config import ExperimentConfig
+
+    model_dir = Path(shutil.copytree(tiny_model_dir, tmp_path_factory.mktemp("slow") / "model"))
+    ExperimentConfig().save(model_dir / "config.yaml")
+    return model_dir
+
+
+@pytest.mark.parametrize("engine", ["auto", "torch"])
+def test_abandoned_and_oversized_work_does_not_hold_the_worker(slow_model_dir, multi30k_dir, engine, tmp_path):
+    """50 clients send 8 sentences at beam 8 and hang up at once; the next one-sentence request is
+    answered within 2 s, 10 times in a row; then 64 sentences of 1,000 characters at beam 8 are
+    answered within the deadline or refused at once. On `nmt serve` as started by a user: auto
+    serves on CTranslate2 where installed, exporting the model in its own process first."""
+    from conftest import read_head
+
+    model_dir = shutil.copytree(slow_model_dir, tmp_path / "model")  # a fresh export each run, as a new user's
+    sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 400)
+    with nmt_serve(model_dir, "--engine", engine, "--deadline", "10") as (url, log):
+        for attempt in range(10):
+            sockets = [
+                raw_request(url, json.dumps({"text": sources[8 * i : 8 * i + 8], "beam": 8}).encode())
+                for i in range(50)
+            ]
+            for sock in sockets:
+                sock.close()
+            start = time.monotonic()
+            small = httpx.post(f"{url}/translate", json={"text": ["Ein Mann fährt Fahrrad."]}, timeout=30)
+            took = time.monotonic() - start
+            assert small.status_code == 200 and took < 2, (attempt, small.status_code, f"{took:.2f} s", "".join(log))
+        start = time.monotonic()
+        large = httpx.post(f"{url}/translate", json={"text": [LONG] * 64, "beam": 8}, timeout=60)
+        took = time.monotonic() - start
+        if large.status_code == 200:
+            assert took < 10
+        else:
+            assert large.status_code == 503 and took < 1 and "Retry-After" in large.headers, (large.text, took)
+        health = httpx.get(f"{url}/health", timeout=10).json()["batching"]
+        assert health["dropped"] + health["cut"] > 0  # the abandoned work was noticed

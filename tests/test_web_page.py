@@ -3,13 +3,7 @@
 Needs the Debian packages `chromium` and `chromium-driver` (CI installs them); skipped without them.
 """
 
-import contextlib
-import re
 import shutil
-import subprocess
-import sys
-import threading
-import time
 
 import httpx
 import pytest
@@ -17,6 +11,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
+from served import nmt_serve
 
 from nmt.inference.engine_choice import ctranslate2_installed
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
@@ -228,41 +223,6 @@ def test_a_server_that_requires_keys_asks_for_one(browser, tiny_model_dir, tmp_p
 
 
 # --- the page as `nmt serve` serves it, on the engine its own --engine auto chooses ---------------------
-@contextlib.contextmanager
-def nmt_serve(model_dir, *options):
-    """`nmt serve` in a process of its own, as a user starts it; yields its URL and its log so far."""
-    server = subprocess.Popen(
-        [sys.executable, "-m", "nmt", "serve", "--model", str(model_dir), "--port", "0", *options],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    try:
-        for line in server.stderr:  # the log names the port the system chose
-            lines.append(line)
-            if found := re.search(r"at (http://127\.0\.0\.1:\d+)/", line):
-                break
-        else:
-            pytest.fail("nmt serve did not start:\n" + "".join(lines))
-        threading.Thread(target=lambda: lines.extend(server.stderr), daemon=True).start()  # keep it draining
-        url, deadline = found.group(1), time.monotonic() + 60
-        while not answers(url + "/health"):  # the port is bound before uvicorn listens on it
-            assert server.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.1)
-        yield url, lines
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
 @pytest.mark.parametrize("engine", ["auto", "torch"])
 def test_the_page_works_on_the_engine_nmt_serve_chooses(browser, tiny_model_dir, tmp_path, engine):
     """With ctranslate2 installed, auto serves on CTranslate2, which has no attention and does not

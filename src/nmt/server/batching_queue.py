@@ -43,7 +43,6 @@ import collections
 import logging
 import math
 import queue
-import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -174,9 +173,10 @@ class BatchingQueue:
         self._pending_cost = 0.0  # the work of the pending sentences (sentence_cost)
         self._in_hand_cost = 0.0  # the work left in the worker's current batch
         self._lock = threading.Lock()
-        # Seconds per unit of work of the last calls: their median is what admission and Retry-After
-        # estimate with (a median, so that one held or pathological call does not refuse everyone).
-        self._call_rates: collections.deque[float] = collections.deque(maxlen=RECENT_CALLS)
+        # (work, seconds) of the last calls: admission and Retry-After estimate with their seconds per
+        # unit of work, weighted by work, since a small call pays the same fixed cost per decoding
+        # step as a large one and would otherwise make large requests look far slower than they are.
+        self._recent_calls: collections.deque[tuple[float, float]] = collections.deque(maxlen=RECENT_CALLS)
 
     @property
     def running(self) -> bool:
@@ -274,7 +274,7 @@ class BatchingQueue:
                 alone = time.monotonic() + own_s > deadline
                 # With work ahead, the estimate decides; alone, only once it rests on enough calls
                 # (a request into an idle server is otherwise taken, and cut at its deadline).
-                too_slow = ahead_s > 0 or len(self._call_rates) >= RECENT_CALLS // 2
+                too_slow = ahead_s > 0 or len(self._recent_calls) >= RECENT_CALLS // 2
                 if too_slow and time.monotonic() + ahead_s + own_s > deadline:
                     self.stats.refused_cost += 1
                     raise Overloaded(
@@ -303,8 +303,10 @@ class BatchingQueue:
         return max(1, min(math.ceil((self._pending_cost + self._in_hand_cost) * rate), 60))
 
     def _seconds_per_cost(self) -> float | None:
-        """Seconds per unit of work: the median of the last calls (None before the first)."""
-        return statistics.median(self._call_rates) if self._call_rates else None
+        """Seconds per unit of work over the last calls (None before the first)."""
+        if not self._recent_calls:
+            return None
+        return sum(seconds for _, seconds in self._recent_calls) / max(sum(c for c, _ in self._recent_calls), 1e-9)
 
     def _release(self, job: Job) -> None:
         with self._lock:
@@ -470,6 +472,6 @@ class BatchingQueue:
 
     def _observe(self, sentences: int, cost: float, seconds: float) -> None:
         self.stats.model_seconds += seconds
-        self._call_rates.append(seconds / max(cost, 1e-9))
+        self._recent_calls.append((cost, seconds))
         if self.on_batch is not None:
             self.on_batch(sentences, seconds)

@@ -79,9 +79,10 @@ class BatchingConfig:
     }
     window_ms: float = setting(5.0, "--batch-window-ms", "after the first request, ms to wait for more to batch")
     max_sentences: int = setting(64, "--batch-sentences", "sentences per model call, at most")
-    # 128: 64 greedy sentences of 50 characters, 8 at beam 8, one of 1,000 characters at beam 6
+    # 1024: 64 sentences of 50 characters at beam 8 (one full batch), 6 of 1,000 characters. Much
+    # smaller calls lose batching: a call has a fixed cost per decoding step, whatever its size.
     max_call_cost: float = setting(
-        128.0,
+        1024.0,
         "--max-call-cost",
         "work per model call, at most, in beam x (1 + characters / 50) summed over its sentences; "
         "a large request is split over calls, and between calls the worker drops requests whose "
