@@ -7,6 +7,7 @@ Every answer here is a 4xx in the shape its API reads: never a 500, never a trac
 import json
 import logging
 import re
+import time
 
 import httpx
 import pytest
@@ -149,3 +150,30 @@ def test_libretranslate_s_small_rules(limited):
         limited + "/translate_file", params={"api_key": KEY}, data={"source": "de", "target": "en"}, files=files
     )
     assert in_query.status_code == 200, in_query.text
+
+
+def test_a_file_has_one_deadline_and_costs_its_sentences(tiny_model_dir, tmp_path):
+    """A 250 KB text file once took 86 s under a 30 s deadline (each 64-sentence part had its own)
+    and cost one unit of the rate limit."""
+    from test_server import EchoTranslator
+
+    keys = tmp_path / "keys.txt"
+    keys.write_text(f"{KEY} 1000\n", encoding="utf-8")
+    slow = EchoTranslator(delay=0.2)  # 0.2 s per model call
+    info = {"model": "slow", "src_lang": "de", "tgt_lang": "en", "engine": "echo", "parameters": 0}
+    app = create_app(slow, ServerLimits(deadline_s=1.0), info=info, admission=Admission(ApiKeys.load(keys)))
+    ask = {"source": "de", "target": "en", "api_key": KEY}
+    with serve_in_thread(app) as url:
+        document = "".join(f"Satz {i} ist hier.\n" for i in range(900))  # 900 sentences: 15 calls, 3 s
+        start = time.monotonic()
+        files = {"file": ("long.txt", document.encode(), "text/plain")}
+        answer = httpx.post(url + "/translate_file", data=ask, files=files, timeout=30)
+        took = time.monotonic() - start
+        assert answer.status_code == 503 and "Retry-After" in answer.headers, answer.text
+        assert took < 2.5  # the deadline (1 s) and the call in hand, not 15 calls
+        # charged 900 of the key's 1,000 a minute: a second such file is refused by the rate limit
+        again = httpx.post(url + "/translate_file", data=ask, files=files, timeout=30)
+        assert again.status_code == 429 and again.json()["error"].startswith("Slowdown")
+        bigger = {"file": ("big.txt", (document * 2).encode(), "text/plain")}
+        too_big = httpx.post(url + "/translate_file", data=ask, files=bigger, timeout=30)
+        assert too_big.status_code == 413 and "send it in parts" in too_big.json()["error"]

@@ -86,15 +86,15 @@ class Stepped(EchoTranslator):
         return super().translate_detailed(texts, **options)
 
 
-def stepped_queue(max_call_cost: float) -> tuple[Stepped, BatchingQueue]:
+def stepped_queue(max_sentences: int) -> tuple[Stepped, BatchingQueue]:
     stub = Stepped()
-    queue = BatchingQueue(stub, BatchingConfig(window_ms=0, max_call_cost=max_call_cost))
+    queue = BatchingQueue(stub, BatchingConfig(window_ms=0, max_sentences=max_sentences))
     queue.start()
     return stub, queue
 
 
-def test_a_large_request_is_split_over_calls_of_bounded_cost_in_order():
-    stub, queue = stepped_queue(max_call_cost=2.5)  # a 1-character greedy sentence costs 1.02: two per call
+def test_a_large_request_is_split_over_calls_in_order():
+    stub, queue = stepped_queue(max_sentences=2)
     for _ in range(3):
         stub.permits.release()
     answer = queue.submit(list("abcde"), beam=1).result(timeout=10)
@@ -104,7 +104,7 @@ def test_a_large_request_is_split_over_calls_of_bounded_cost_in_order():
 
 
 def test_a_request_whose_client_left_is_dropped_before_its_next_call():
-    stub, queue = stepped_queue(max_call_cost=1.5)  # one sentence per call
+    stub, queue = stepped_queue(max_sentences=1)
     future = queue.submit(list("abcd"), beam=1)
     assert stub.started.acquire(timeout=10)  # the first call is with the model: too late to cancel it
     assert not future.cancel()  # Future.cancel() fails once running, and the queue still hears of it
@@ -116,7 +116,7 @@ def test_a_request_whose_client_left_is_dropped_before_its_next_call():
 
 
 def test_a_request_whose_deadline_passed_is_dropped_before_its_next_call():
-    stub, queue = stepped_queue(max_call_cost=1.5)
+    stub, queue = stepped_queue(max_sentences=1)
     future = queue.submit(list("abcd"), beam=1, deadline=time.monotonic() + 0.2)
     assert stub.started.acquire(timeout=10)
     time.sleep(0.3)
@@ -516,7 +516,7 @@ def test_abandoned_and_oversized_work_does_not_hold_the_worker(slow_model_dir, m
 
     model_dir = shutil.copytree(slow_model_dir, tmp_path / "model")  # a fresh export each run, as a new user's
     sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 400)
-    with nmt_serve(model_dir, "--engine", engine, "--deadline", "10") as (url, log):
+    with nmt_serve(model_dir, "--engine", engine) as (url, log):  # the default deadline, 30 s
         for attempt in range(10):
             sockets = [
                 raw_request(url, json.dumps({"text": sources[8 * i : 8 * i + 8], "beam": 8}).encode())
@@ -527,12 +527,12 @@ def test_abandoned_and_oversized_work_does_not_hold_the_worker(slow_model_dir, m
             start = time.monotonic()
             small = httpx.post(f"{url}/translate", json={"text": ["Ein Mann fährt Fahrrad."]}, timeout=30)
             took = time.monotonic() - start
-            assert small.status_code == 200 and took < 2, (attempt, small.status_code, f"{took:.2f} s", "".join(log))
+            assert small.status_code == 200 and took < 2, (attempt, small.text, f"{took:.2f} s", "".join(log)[-300:])
         start = time.monotonic()
         large = httpx.post(f"{url}/translate", json={"text": [LONG] * 64, "beam": 8}, timeout=60)
         took = time.monotonic() - start
         if large.status_code == 200:
-            assert took < 10
+            assert took < 30
         else:
             assert large.status_code == 503 and took < 1 and "Retry-After" in large.headers, (large.text, took)
         health = httpx.get(f"{url}/health", timeout=10).json()["batching"]

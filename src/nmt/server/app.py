@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import asdict
@@ -172,6 +172,19 @@ async def wait_for_answer(
     )
 
 
+async def submit_when_room(queue: BatchingQueue, texts: list[str], **options: Any) -> Future:
+    """queue.submit, tried once more 50 ms after a full queue refuses it: clients that hung up just
+    before this request came leave the queue as soon as the event loop hears of them, which may be
+    a moment after this request is read (50 abandoned requests, then one that waits)."""
+    try:
+        return queue.submit(texts, **options)
+    except Overloaded as err:
+        if err.limit != "max_pending_sentences":
+            raise
+        await asyncio.sleep(0.05)
+        return queue.submit(texts, **options)
+
+
 # --- the app ----------------------------------------------------------------------------------------
 def create_app(
     translator: Any,
@@ -291,7 +304,7 @@ def create_app(
         parsed = parse_request(body, limits)
         refusal = admit(request, request.headers.get("x-api-key"), max(1, len(parsed.text)))
         if refusal is not None:
-            code = "rate_limited" if refusal.status == 429 else "forbidden_key"
+            code = {429: "rate_limited", 413: "limit_exceeded"}.get(refusal.status, "forbidden_key")
             raise ApiError(refusal.status, code, refusal.message, retry_after_s=refusal.retry_after_s)
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
@@ -313,7 +326,11 @@ def create_app(
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
         try:
-            future = queue.submit(
+            if await request.is_disconnected():  # gone before its turn: it takes no room in the queue
+                metrics.disconnects.labels("answer").inc()
+                return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
+            future = await submit_when_room(
+                queue,
                 parsed.text,
                 beam=beam,
                 attention=parsed.attention,
@@ -355,9 +372,14 @@ def create_app(
         address = request.client.host if request.client else ""
         return admission.check(key if isinstance(key, str) else None, address, cost)
 
-    def admit_libretranslate(request: Request, fields: dict[str, Any]) -> None:
+    def admit_libretranslate(
+        request: Request, fields: dict[str, Any], sentences: int | None = None, *, charge: bool = True
+    ) -> None:
+        """LibreTranslate's key and rate checks: the rate limit charged one unit per text of q (or
+        `sentences`: a file's); charge False checks the key alone."""
         q = fields.get("q")
-        refusal = admit(request, fields.get("api_key"), len(q) if isinstance(q, list) and q else 1)
+        cost = sentences if sentences is not None else len(q) if isinstance(q, list) and q else 1
+        refusal = admit(request, fields.get("api_key"), cost if charge else 0)
         if refusal is not None:
             raise LibreTranslateError(refusal.status, refusal.message, refusal.retry_after_s)
 
@@ -381,35 +403,62 @@ def create_app(
         return source, target
 
     async def translate_via_route(
-        request: Request, source: str, target: str, texts: list[str], n_best: int = 1, alignments: bool = False
+        request: Request,
+        source: str,
+        target: str,
+        texts: list[str],
+        n_best: int = 1,
+        alignments: bool = False,
+        deadline: float | None = None,
     ) -> list[list[Translation]] | None:
-        """The n-best of each text from the model that serves source -> target (None: the client left)."""
+        """The n-best of each text from the model that serves source -> target (None: the client left).
+        deadline: a time.monotonic() value, the whole request's (default: deadline_s from now)."""
         source, target = served(source, target)
         chosen, target_lang = route[(source, target)]
         its_queue, its_beam = queues[chosen], min(models[chosen][0].decode.beam, limits.max_beam)
         if not its_queue.running:
             raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
+        deadline = time.monotonic() + limits.deadline_s if deadline is None else deadline
         try:
-            future = its_queue.submit(
+            if deadline <= time.monotonic():  # a document's earlier parts took the whole deadline
+                raise ApiError(
+                    503,
+                    "deadline_exceeded",
+                    f"the document was not translated within the {limits.deadline_s:g} s deadline: "
+                    "the server is busy, or the document too long for it",
+                    retry_after_s=its_queue.retry_after_s(),
+                )
+            if await request.is_disconnected():
+                return None
+            future = await submit_when_room(
+                its_queue,
                 texts,
                 beam=max(its_beam, n_best),
                 n_best=n_best,
-                deadline=time.monotonic() + limits.deadline_s,
+                deadline=deadline,
                 target_lang=target_lang,
                 alignments=alignments,
             )
-            return await wait_for_answer(request, future, its_queue, limits.deadline_s)
+            return await wait_for_answer(request, future, its_queue, deadline - time.monotonic())
         except Overloaded as err:  # 429 + "Slowdown": what LibreTranslate's clients read as "back off and retry"
             raise LibreTranslateError(429, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
         except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
             raise LibreTranslateError(err.status, err.message, err.retry_after_s) from None
 
     async def translate_documents(
-        request: Request, source: str, target: str, texts: list[str], html: bool
+        request: Request,
+        source: str,
+        target: str,
+        texts: list[str],
+        html: bool,
+        charge: Callable[[int], None] | None = None,
     ) -> list[str] | None:
         """Each text translated as a document: paragraphs (lines) split into sentences, or a web page
         with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
-        sentences go through the route's queue in requests of max_sentences (None: the client left)."""
+        sentences go through the route's queue in requests of max_sentences, under one deadline for
+        them all (None: the client left). charge: called with the sentence count before any is
+        translated (a file's cost for the rate limit)."""
+        deadline = time.monotonic() + limits.deadline_s
         source, target = served(source, target)
         chosen, target_lang = route[(source, target)]
         translator = models[chosen][0]
@@ -425,10 +474,17 @@ def create_app(
 
         docs, sentences, cut = await asyncio.to_thread(prepare)
         pieces, best = cut.pieces, []
+        if charge is not None:
+            charge(len(pieces))
         aligned = html and gives_alignments(translator)
         for start in range(0, len(pieces), limits.max_sentences):  # the queue's request size, one after another
             results = await translate_via_route(
-                request, source, target, pieces[start : start + limits.max_sentences], alignments=aligned
+                request,
+                source,
+                target,
+                pieces[start : start + limits.max_sentences],
+                alignments=aligned,
+                deadline=deadline,
             )
             if results is None:
                 return None
@@ -487,7 +543,9 @@ def create_app(
             return JSONResponse({"error": "the client left"}, CLIENT_GONE)
         fields, upload = form_parts(content_type, body)
         fields = {**query_fields(request.query_params.multi_items()), **fields}  # api_key may be in the query
-        admit_libretranslate(request, {"api_key": fields.get("api_key")})
+        # The key is checked now (nothing is charged); the rate limit is charged the file's sentences
+        # once they are counted, as a request of that many texts would be.
+        admit_libretranslate(request, {"api_key": fields.get("api_key")}, charge=False)
         for name in ("source", "target"):
             if not fields.get(name):
                 raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
@@ -502,7 +560,11 @@ def create_app(
             fields["source"].lower(), fields["target"].lower(), [(page_text(text) if html else text)[:5000]]
         )
         source, target = served(source, fields["target"].lower())  # the served codes name the file
-        translated = await translate_documents(request, source, target, [text], html)
+
+        def charge(sentences: int) -> None:
+            admit_libretranslate(request, {"api_key": fields.get("api_key")}, sentences)
+
+        translated = await translate_documents(request, source, target, [text], html, charge=charge)
         if translated is None:
             return client_left()
         out = translated[0] if html else translated[0] + "\n"

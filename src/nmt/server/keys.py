@@ -116,9 +116,18 @@ class RateLimiter:
             return None
 
 
+def too_large(cost: int, limit: int) -> Refusal:
+    """A request that alone counts more than a whole minute's limit: no wait would let it through
+    (a 429 would be retried forever), so 413, saying what to do."""
+    return Refusal(
+        413, f"this request counts {cost} texts, more than the limit of {limit} per minute: send it in parts"
+    )
+
+
 @dataclass(frozen=True)
 class Refusal:
-    """Why a request may not be translated: 403 (key) or 429 (rate), and when to retry."""
+    """Why a request may not be translated: 403 (key), 413 (larger than a whole minute's limit) or
+    429 (rate), and when to retry."""
 
     status: int
     message: str
@@ -145,10 +154,14 @@ class Admission:
                     return Refusal(403, "Please contact the server operator to get an API key")
                 return Refusal(403, "Invalid API key")
             if key.per_minute is not None:
+                if cost > key.per_minute:
+                    return too_large(cost, key.per_minute)
                 wait = self.limiter.take(key.name, key.per_minute, cost)
                 if wait is not None:
                     return Refusal(429, f"Slowdown: {key.per_minute} per 1 minute", wait)
         if self.per_address:
+            if cost > self.per_address:
+                return too_large(cost, self.per_address)
             wait = self.limiter.take(f"address {address}", self.per_address, cost)
             if wait is not None:
                 return Refusal(429, f"Slowdown: {self.per_address} per 1 minute", wait)

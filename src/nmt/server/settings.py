@@ -73,21 +73,14 @@ class BatchingConfig:
     RULES: ClassVar[dict[str, Rule]] = {
         "window_ms": at_least(0),
         "max_sentences": at_least(1),
-        "max_call_cost": above(0),
         "max_pending_sentences": at_least(1),
         "stop_timeout_s": at_least(0),
     }
     window_ms: float = setting(5.0, "--batch-window-ms", "after the first request, ms to wait for more to batch")
+    # A large request is split over calls of max_sentences, and between calls the worker drops the
+    # requests whose client left or whose deadline passed. Smaller calls would bound that wait more
+    # tightly, but lose batching: a call pays a fixed cost per decoding step, whatever its size.
     max_sentences: int = setting(64, "--batch-sentences", "sentences per model call, at most")
-    # 1024: 64 sentences of 50 characters at beam 8 (one full batch), 6 of 1,000 characters. Much
-    # smaller calls lose batching: a call has a fixed cost per decoding step, whatever its size.
-    max_call_cost: float = setting(
-        1024.0,
-        "--max-call-cost",
-        "work per model call, at most, in beam x (1 + characters / 50) summed over its sentences; "
-        "a large request is split over calls, and between calls the worker drops requests whose "
-        "client left or whose deadline passed",
-    )
     max_pending_sentences: int = setting(
         256, "--max-pending-sentences", "sentences waiting for the model; more are refused with 503"
     )
