@@ -1,5 +1,7 @@
 """--engine auto: which engine it picks and why, the export it keeps, and `nmt info`."""
 
+import argparse
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -9,6 +11,7 @@ import pytest
 
 from nmt.inference import engine_choice
 from nmt.inference.engine_choice import CACHE_KEY, EXPORT_CACHE, cached_export, choose_engine, export_status
+from nmt.inference.plan import EngineOptions
 from nmt.model_dir import MODEL_CONFIG, WEIGHTS
 
 
@@ -156,3 +159,21 @@ def test_weights_naming_the_directorys_own_file_keep_the_export(model_dir):
     finally:
         own.close()
         other.close()
+
+
+def command_line(**given) -> argparse.Namespace:
+    """The namespace the CLI's engine options give, with the EngineOptions defaults and `given`."""
+    values = {f.name: f.default for f in dataclasses.fields(EngineOptions)}
+    return argparse.Namespace(**{**values, "device": "cpu", **given})
+
+
+def test_a_named_stopping_rule_is_honoured_or_refused_never_a_warning():
+    """--no-early-stopping: CTranslate2 has no such rule, so auto takes nmt's engine, and naming
+    CTranslate2 is refused; leaving it out keeps auto's own choice."""
+    from nmt.cli.common import CommandError, engine_options
+
+    assert engine_options(command_line(engine="auto", early_stopping=False)).engine == "torch"
+    assert engine_options(command_line(engine="auto", early_stopping=None)).engine == "auto"
+    assert engine_options(command_line(engine="auto", early_stopping=True)).engine == "auto"
+    with pytest.raises(CommandError, match="--no-early-stopping: CTranslate2"):
+        engine_options(command_line(engine="ctranslate2", early_stopping=False))

@@ -109,7 +109,7 @@ def length_penalty_options() -> argparse.ArgumentParser:
         default=None,
         help="beam search ends a sentence once `beam` hypotheses have finished (fairseq, CTranslate2, "
         "Marian); --no-early-stopping: transformers' default rule, which goes on while a live beam could "
-        "still win (default: the model's decode.early_stopping)",
+        "still win, on nmt's engine only (--engine auto takes it; default: the model's decode.early_stopping)",
     )
     return parent
 
@@ -184,6 +184,13 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     asked = [option for dest, option in TORCH_ONLY if getattr(args, dest, None)]
     if getattr(args, "format", None) == "html":  # tags placed by word alignments (attention)
         asked.append("--format html")
+    if getattr(args, "early_stopping", None) is False:  # named by the user: honoured, never a warning
+        if values["engine"] == "ctranslate2":
+            raise CommandError(
+                "--no-early-stopping: CTranslate2's beam search has no such rule (it ends a sentence once "
+                "`beam` hypotheses have finished); use --engine torch, or auto, which picks it for this"
+            )
+        asked.append("--no-early-stopping")
     if values["engine"] == "auto" and asked:
         logging.getLogger(__name__).info("engine auto: nmt's engine (%s needs it)", ", ".join(asked))
         values["engine"] = "torch"
