@@ -98,6 +98,8 @@ TRAIN = [
     case("train {config} --out {old_run}", 2, "{old_run} already holds a training run: add --resume"),
     case("train {config} --out {a_file}", 2, "--out {a_file} is a file"),
     case("data get", 2, r"nmt data get needs a corpus NAME \(see nmt data list\)"),
+    # an option the command does not take: its own --help lists those it does
+    case("translate --model {model} --bogus", 2, r"unrecognized arguments: --bogus \(see nmt translate --help\)"),
     case("data get nope", 2, "unknown corpus 'nope'; known corpora: multi30k, ted_hrlr, iwslt14, wmt14"),
     case("data get multi30k de-xx", 2, "multi30k has no language 'xx'; languages: en, de, fr, cs"),
     case("data list multi30k", 2, "nmt data list takes no corpus name"),
