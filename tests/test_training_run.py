@@ -91,3 +91,14 @@ def test_train_compile_compiles_the_training_pass_and_not_validation_s_decoding(
     sets = ["train.compile=true", "train.max_steps=2", "train.valid_every=1"]  # validation decodes 8 sentences
     train(load_config(None, overrides + sets), tmp_path / "run", progress_bar=False)
     assert compiled == [(teacher_forced_states, {"dynamic": True})]
+
+
+def test_a_run_logging_to_a_file_says_its_progress_every_log_every_steps(overrides, tmp_path, caplog):
+    """Without a terminal there is no progress bar (tqdm turns it off): a line every log_every
+    steps stands in for it, so a log file is not silent between validations."""
+    caplog.set_level("INFO", logger="nmt.training.trainer")
+    config = load_config(None, overrides + SHORT + ["train.max_steps=4", "train.log_every=2"])
+    train(config, tmp_path / "run", progress_bar=True)  # pytest's stderr is no terminal
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ") and "/" in r.getMessage()]
+    assert [line.split(":")[0] for line in lines] == ["step 1/4", "step 2/4", "step 4/4"]
+    assert all("loss " in line and "tok/s " in line for line in lines)

@@ -404,6 +404,9 @@ class Trainer:
         if self.max_time is not None:
             postfix["left"] = f"{max(self.max_time - self.progress.elapsed, 0) / 60:.1f}m"
         bar.set_postfix(postfix, refresh=False)
+        if bar.disable and self.dist.is_main:  # no bar (stderr is no terminal: a log file): a line instead
+            total = f"/{self.train_config.max_steps}" if self.train_config.max_steps else ""
+            log.info("step %d%s: %s", self.progress.step, total, ", ".join(f"{k} {v}" for k, v in postfix.items()))
 
     def finish(self, validate: bool) -> None:
         """Final validation (unless just done, or a signal asks to be quick) and checkpoint."""
