@@ -181,11 +181,19 @@ def test_local_mirror_is_verified_and_used_in_place(fake, tmp_path, monkeypatch)
     monkeypatch.setenv("NMT_MIRROR", str(mirror))
     src, tgt = parallel_files("fake", "train", "de", "en", cache_dir=tmp_path / "cache")
     assert (src, tgt) == (mirror / "data/train.de.gz", mirror / "data/train.en.gz")
-    assert not (tmp_path / "cache").exists() and fake.requests == []
+    assert fake.requests == []
+
+    # A copy is kept in the cache: a later command without the mirror needs no network.
+    monkeypatch.delenv("NMT_MIRROR")
+    cached = parallel_files("fake", "train", "de", "en", cache_dir=tmp_path / "cache")
+    assert cached == (tmp_path / "cache/fake/data/train.de.gz", tmp_path / "cache/fake/data/train.en.gz")
+    assert [p.read_bytes() for p in cached] == [FILES["data/train.de.gz"], FILES["data/train.en.gz"]]
+    assert fake.requests == []  # upstream was never asked
+    monkeypatch.setenv("NMT_MIRROR", str(mirror))
 
     (mirror / "data/train.en.gz").write_bytes(b"bit rot")
     with pytest.raises(CorpusDownloadError, match=r"train\.en\.gz in the mirror .* is corrupt"):
-        corpus_path("fake", "train", "en")
+        corpus_path("fake", "train", "en", cache_dir=tmp_path / "cache")
 
 
 def test_a_local_mirror_may_hold_a_folder_per_corpus(fake, tmp_path, monkeypatch):
@@ -197,7 +205,7 @@ def test_a_local_mirror_may_hold_a_folder_per_corpus(fake, tmp_path, monkeypatch
     monkeypatch.setenv("NMT_MIRROR", str(mirror))
     src, tgt = parallel_files("fake", "train", "de", "en", cache_dir=tmp_path / "cache")
     assert (src, tgt) == (mirror / "fake/data/train.de.gz", mirror / "fake/data/train.en.gz")
-    assert not (tmp_path / "cache").exists() and fake.requests == []
+    assert fake.requests == []
 
     (mirror / "fake/data/train.en.gz").write_bytes(b"bit rot")
     with pytest.raises(CorpusDownloadError, match=r"fake/data/train\.en\.gz in the mirror .* is corrupt"):
@@ -339,7 +347,7 @@ def test_multi30k_local_mirror_verifies_all_files(multi30k_dir, tmp_path):
         path = corpus_path("multi30k", split, lang, mirror=str(multi30k_dir), cache_dir=tmp_path)
         assert path == multi30k_dir / file.relpath
         assert sha256_of(path) == file.sha256
-    assert list(tmp_path.iterdir()) == []  # a local mirror is never copied
+        assert sha256_of(tmp_path / "multi30k" / file.relpath) == file.sha256  # kept for commands without it
 
 
 def test_multi30k_from_a_mirror_of_per_corpus_folders(multi30k_dir, tmp_path, monkeypatch):
@@ -350,7 +358,6 @@ def test_multi30k_from_a_mirror_of_per_corpus_folders(multi30k_dir, tmp_path, mo
     monkeypatch.setenv("NMT_MIRROR", str(mirror))
     src, tgt = parallel_files("multi30k", "val", "de", "en", cache_dir=tmp_path / "cache")
     assert (src, tgt) == (mirror / "multi30k/data/task1/raw/val.de.gz", mirror / "multi30k/data/task1/raw/val.en.gz")
-    assert not (tmp_path / "cache").exists()
 
 
 def test_multi30k_from_a_file_url(multi30k_dir, tmp_path):

@@ -15,7 +15,8 @@ Files come from the first of these that applies:
 
 1. a mirror (the ``mirror`` argument or ``$NMT_MIRROR``): for a
    ``NamedCorpus`` laid out like upstream (a local directory is verified
-   and used in place; an http(s):// or file:// URL is downloaded into the
+   and used in place, a copy kept in the cache for later commands run
+   without the mirror; an http(s):// or file:// URL is downloaded into the
    cache); for an archive, the archive under its own file name, in the
    directory or below the URL (a mirror without it is passed over), or, in
    a local directory, the members a build needs as files of their own,
@@ -36,10 +37,13 @@ valid ones.
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import atomic_write
 from .archive import NamedArchive
 from .archive_corpus import ArchiveCorpus
 from .download import (
@@ -55,6 +59,8 @@ from .iwslt14 import IWSLT14
 from .mirror import candidates, find
 from .ted_hrlr import TED_HRLR
 from .wmt14 import WMT14
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CorpusFile",
@@ -192,11 +198,13 @@ def corpus_path(
     """
     corpus, file = _lookup(name, split, lang)
     mirror = _mirror(mirror)
-    if mirror is not None and not is_url(mirror):
-        return _from_local_mirror(Path(mirror).expanduser(), corpus.name, file)
-
     cache_root = _cache_root(cache_dir) / corpus.name
     dest = cache_root / file.relpath
+    if mirror is not None and not is_url(mirror):
+        found = _from_local_mirror(Path(mirror).expanduser(), corpus.name, file)
+        _keep_a_copy(found, dest, file)
+        return found
+
     # The common case needs no lock: dest only ever appears complete.
     if is_verified(dest, file.sha256, file.size):
         return dest
@@ -276,6 +284,20 @@ def _lookup(name: str, split: str, lang: str) -> tuple[NamedCorpus, CorpusFile]:
     if (split, lang) not in corpus.files:
         raise ValueError(f"{name} has no file for split {split!r} in language {lang!r}")
     return corpus, corpus.files[(split, lang)]
+
+
+def _keep_a_copy(found: Path, dest: Path, file: CorpusFile) -> None:
+    """A verified copy of a mirror's file in the cache, where none is yet, so that a later command
+    without NMT_MIRROR (`nmt evaluate` after `nmt train`) finds it offline. Best effort: a cache
+    that cannot be written is logged, and the mirror's copy serves this run all the same."""
+    if is_verified(dest, file.sha256, file.size):
+        return
+    try:
+        atomic_write(dest, lambda tmp: shutil.copyfile(found, tmp))
+    except OSError as err:
+        log.info(
+            "could not keep a copy of %s in the cache (%s): commands without NMT_MIRROR will download it", found, err
+        )
 
 
 def _from_local_mirror(root: Path, corpus: str, file: CorpusFile) -> Path:
