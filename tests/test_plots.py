@@ -1,6 +1,7 @@
 """Pictures: each writes a real PNG of the figure's size, and draws exactly the numbers it is given."""
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -122,7 +123,8 @@ def test_attention_maps_are_distributions_of_the_right_shape(translator, maps):
 
 
 def test_teacher_forced_cross_attention_equals_the_search(translator, maps):
-    best = translator.translate_detailed([SENTENCE], beam=1, return_attention=True)[0][0]
+    """The maps are of the sentence `nmt translate` gives: the model's own beam."""
+    best = translator.translate_detailed([SENTENCE], return_attention=True)[0][0]
     steps = best.attention.size(2)  # one row per search step: len(tokens) (+1 for the EOS step)
     assert maps.translation == best.text
     assert maps.tgt_pieces == ["[START]", *best.pieces]  # decoder inputs: BOS, then the output
@@ -174,6 +176,12 @@ def test_cli_attention_writes_one_png_per_kind(tiny_model_dir, tmp_path):
     for path in out_dir.iterdir():
         width, height = png_size(path)
         assert width > 300 and height > 300
+
+
+def test_cli_attention_writes_beside_the_model_by_default(tiny_model_dir, tmp_path, capsys):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    assert main(["attention", "--model", str(model_dir), SENTENCE, "--device", "cpu"]) == 0
+    assert capsys.readouterr().out.split() == [str(model_dir / "attention" / f"{kind}.png") for kind in ATTENTION_KINDS]
 
 
 def test_cli_plot_without_metrics_fails_cleanly(tmp_path, capsys):

@@ -155,7 +155,7 @@ class AttentionMaps:
 
 
 @torch.no_grad()
-def attention_maps(translator: Translator, sentence: str, *, beam: int = 1) -> AttentionMaps:
+def attention_maps(translator: Translator, sentence: str, *, beam: int | None = None) -> AttentionMaps:
     """Translate `sentence`, then re-run the model once, teacher-forced on its own output, to get weights.
 
     One full pass rather than the weights of the search itself because the search sees one
@@ -234,9 +234,12 @@ def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
     return fig
 
 
-def plot_attention(translator: Translator, sentence: str, out_dir: str | Path, *, beam: int = 1) -> list[Path]:
-    """Translate `sentence` and write cross_attention.png, encoder_self_attention.png and
-    decoder_self_attention.png (layers x heads heatmaps) into out_dir; returns the paths."""
+def plot_attention(
+    translator: Translator, sentence: str, out_dir: str | Path, *, beam: int | None = None
+) -> list[Path]:
+    """Translate `sentence` (beam None: the model's beam, the sentence `translate` gives) and
+    write cross_attention.png, encoder_self_attention.png and decoder_self_attention.png (layers x
+    heads heatmaps) into out_dir; returns the paths."""
     maps = attention_maps(translator, sentence, beam=beam)
     return [_save(attention_figure(maps, kind), Path(out_dir) / f"{kind}.png") for kind in ATTENTION_KINDS]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from .common import ENGINE_DEFAULTS, check_beam, check_device, model_options
 
@@ -24,8 +25,8 @@ def add_picture_commands(sub: argparse._SubParsersAction) -> None:
         description="Cross- and self-attention of every layer and head, one PNG per kind.",
     )
     p.add_argument("sentence", help="source sentence")
-    p.add_argument("--out-dir", default="attention", help="folder for the PNGs (default ./%(default)s)")
-    p.add_argument("--beam", type=int, default=1, help="beam size for the translation (default %(default)s)")
+    p.add_argument("--out-dir", help="folder for the PNGs (default: MODEL_DIR/attention)")
+    p.add_argument("--beam", type=int, help="beam size for the translation (default: the model's, as nmt translate)")
     p.add_argument("--device", default=ENGINE_DEFAULTS.device, help="auto | cpu | cuda[:N]")
     p.set_defaults(func=cmd_attention)
 
@@ -51,10 +52,12 @@ def cmd_attention(args: argparse.Namespace) -> int:
     from ..plots import plot_attention
     from ..translator import Translator
 
-    check_beam(args.beam)
+    if args.beam is not None:
+        check_beam(args.beam)
     check_device(args.device)
     translator = Translator.load(args.model, device=args.device)
-    for path in plot_attention(translator, args.sentence, args.out_dir, beam=args.beam):
+    out_dir = args.out_dir or Path(args.model) / "attention"  # beside the model, as `nmt plot` writes
+    for path in plot_attention(translator, args.sentence, out_dir, beam=args.beam):
         print(path)
     return 0
 
