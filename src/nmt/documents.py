@@ -127,7 +127,7 @@ def translate_paragraphs(
             pieces += parts
             counts.append(len(parts))
         shape.append(counts)
-        stats.paragraphs += 1
+        stats.paragraphs += bool(paragraph.sentences)  # a blank line separates paragraphs, it is none
         stats.sentences += len(paragraph.sentences)
     translated = iter(translate(pieces)) if pieces else iter(())
     out = []
