@@ -35,11 +35,11 @@ def url(tiny_model_dir, tmp_path_factory):
 
 
 @pytest.fixture
-def server_errors(caplog):
+def server_errors(caplog, monkeypatch):
     """The server's error log lines (a traceback is logged at ERROR by uvicorn or the app)."""
     caplog.set_level(logging.ERROR)
-    for name in ("uvicorn", "uvicorn.error"):
-        logging.getLogger(name).propagate = True
+    for name in ("uvicorn", "uvicorn.error"):  # uvicorn's config stops them at its own handlers
+        monkeypatch.setattr(logging.getLogger(name), "propagate", True)
     yield lambda: [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
