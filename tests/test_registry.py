@@ -350,6 +350,19 @@ def test_multi30k_local_mirror_verifies_all_files(multi30k_dir, tmp_path):
         assert sha256_of(tmp_path / "multi30k" / file.relpath) == file.sha256  # kept for commands without it
 
 
+def test_training_s_read_of_a_mirror_keeps_the_test_sets_too(multi30k_dir, tmp_path, monkeypatch):
+    """`nmt evaluate --test multi30k:test_2016_flickr:de-en` after training with NMT_MIRROR reads
+    a split training never asked for: every split of the languages read is kept."""
+    parallel_files("multi30k", "train", "de", "en", mirror=str(multi30k_dir), cache_dir=tmp_path / "cache")
+    for (split, lang), file in CORPORA["multi30k"].files.items():
+        kept = tmp_path / "cache" / "multi30k" / file.relpath
+        assert kept.is_file() == (lang in ("de", "en")), (split, lang)
+    monkeypatch.delenv("NMT_MIRROR", raising=False)  # offline, no mirror: the cache alone
+    monkeypatch.setattr(registry, "download", lambda *a, **k: pytest.fail("tried the network"))
+    src, _ = parallel_files("multi30k", "test_2016_flickr", "de", "en", cache_dir=tmp_path / "cache")
+    assert src == tmp_path / "cache/multi30k" / CORPORA["multi30k"].files[("test_2016_flickr", "de")].relpath
+
+
 def test_multi30k_from_a_mirror_of_per_corpus_folders(multi30k_dir, tmp_path, monkeypatch):
     mirror = tmp_path / "data"  # NMT_MIRROR=../shared/data rather than ../shared/data/multi30k
     mirror.mkdir()

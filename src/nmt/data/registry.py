@@ -201,8 +201,10 @@ def corpus_path(
     cache_root = _cache_root(cache_dir) / corpus.name
     dest = cache_root / file.relpath
     if mirror is not None and not is_url(mirror):
-        found = _from_local_mirror(Path(mirror).expanduser(), corpus.name, file)
+        root = Path(mirror).expanduser()
+        found = _from_local_mirror(root, corpus.name, file)
         _keep_a_copy(found, dest, file)
+        _keep_the_language(root, corpus, lang, cache_root)
         return found
 
     # The common case needs no lock: dest only ever appears complete.
@@ -298,6 +300,25 @@ def _keep_a_copy(found: Path, dest: Path, file: CorpusFile) -> None:
         log.info(
             "could not keep a copy of %s in the cache (%s): commands without NMT_MIRROR will download it", found, err
         )
+
+
+_KEPT: set[tuple[Path, str, str, Path]] = set()  # (mirror, corpus, language, cache) copied by this process
+
+
+def _keep_the_language(root: Path, corpus: NamedCorpus, lang: str, cache_root: Path) -> None:
+    """Copies of every split of `corpus` in `lang` that the mirror holds, once per process: training
+    reads train and val, and `nmt evaluate --test multi30k:test_2016_flickr:de-en` after it needs a
+    test set that training never asked for."""
+    if (root, corpus.name, lang, cache_root) in _KEPT:
+        return
+    _KEPT.add((root, corpus.name, lang, cache_root))
+    for (_, file_lang), file in corpus.files.items():
+        path = find(root, corpus.name, file.relpath) if file_lang == lang else None
+        try:
+            if path is not None and sha256_of(path) == file.sha256:
+                _keep_a_copy(path, cache_root / file.relpath, file)
+        except OSError:
+            continue  # a mirror file this user cannot read: the command that needs it will say so
 
 
 def _from_local_mirror(root: Path, corpus: str, file: CorpusFile) -> Path:
