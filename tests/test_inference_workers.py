@@ -121,8 +121,8 @@ def test_an_error_in_a_child_s_search_stops_the_call_with_the_child_s_traceback(
 
     def run_here(job):
         here.append(job)
-        # the child takes the bad job meanwhile; 0.2 s a job leaves it time to fail and say so even
-        # on a loaded 2-core machine (0.05 s once let the caller run 9 of the 10)
+        # the child takes the bad job meanwhile: 0.2 s a job leaves it time to fail and say so even
+        # on a loaded 2-core machine
         time.sleep(0.2)
         return job
 

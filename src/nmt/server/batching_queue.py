@@ -89,8 +89,8 @@ QUADRATIC_CHARS = 1000
 def sentence_cost(text: str, beam: int) -> float:
     """The work of translating one sentence, in units of a 50-character greedy sentence: a search
     keeps `beam` hypotheses, its steps grow with the sentence, and so does each step's attention
-    over the source and the output so far (measured: a 1,000-character sentence at beam 8 takes
-    9x (CTranslate2) to 21x (nmt's engine) the time of a 60-character one; this counts 18x)."""
+    over the source and the output so far: a long sentence costs more than its length alone says
+    (the two engines measured, docs/benchmarks-log.md, "Abandoned and oversized requests")."""
     chars = len(text)
     return beam * (1 + chars / CHARS_PER_UNIT) * (1 + chars / QUADRATIC_CHARS)
 
