@@ -178,6 +178,21 @@ def libretranslate_requests(seed: int = 13) -> list[bytes]:
         ("/detect", as_json, b'{"q": ["a"]}'),
         ("/detect", as_json, b"[" * 3000 + b"]" * 3000),
         ("/detect", "Content-Type: text/plain\r\n", b"q=a"),
+        # issue 61's hostile client: lone surrogates in every field, the key included (once 500s)
+        ("/translate", as_json, b'{"q": "Ein Mann.", "source": "\\ud800", "target": "en"}'),
+        ("/translate", as_json, b'{"q": "Ein Mann.", "source": "de", "target": "\\udfff"}'),
+        ("/translate", as_json, b'{"q": "Ein Mann.", "source": "de", "target": "en", "format": "\\ud800"}'),
+        ("/translate", as_json, b'{"q": "Ein Mann.", "source": "de", "target": "en", "api_key": "\\ud800"}'),
+        ("/translate", as_json, b'{"\\ud800": 1, "q": "a", "source": "de", "target": "en"}'),
+        ("/translate", as_json, b'{"q": [], "source": "de", "target": "en"}'),
+        ("/translate", as_json, json.dumps({"q": ["a"] * 2000, "source": "de", "target": "en"}).encode()),
+        # nested markup (once a RecursionError in the block walk)
+        (
+            "/translate",
+            as_json,
+            json.dumps({"q": "<b>" * 1500, "source": "de", "target": "en", "format": "html"}).encode(),
+        ),
+        ("/translate", form, b"q=" + b"%3Cdiv%3E" * 1000 + b"Ein&source=de&target=en&format=html"),
     ]
     rng = random.Random(seed)
     for path, headers, valid in [("/translate", form, valid_form), ("/translate", as_json, valid_json)] * 20:
