@@ -87,7 +87,12 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
     p.set_defaults(func=cmd_translate)
+    add_scoring_commands(sub)
 
+
+def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
+    """evaluate, tune-length-penalty and tune-precision: the commands that translate a scored set."""
+    model, beam, engine, length_penalty = model_options(), beam_options(), engine_arguments(), length_penalty_options()
     p = sub.add_parser(
         "evaluate",
         help="BLEU and chrF (sacreBLEU) on a test set",

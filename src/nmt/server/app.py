@@ -204,6 +204,11 @@ def create_app(
     more_models: further (translator, info) pairs, each with a batching queue of its own, reached
     through LibreTranslate's API by their languages; nmt's own API and the web page use the first.
     admission: API keys and rate limits for the translation requests (keys.py); none by default.
+
+    Long, and known to be: both APIs' handlers are closures over the queues, limits, routes and
+    metrics built here, so each new endpoint has joined this function. Issue 57 moves them into two
+    routers over one service object; until then, the sections below keep nmt's API and
+    LibreTranslate's apart.
     """
     admission = admission or Admission()
     metrics = ServerMetrics()
