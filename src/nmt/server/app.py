@@ -172,10 +172,14 @@ async def wait_for_answer(
     )
 
 
-async def submit_when_room(queue: BatchingQueue, texts: list[str], **options: Any) -> Future:
-    """queue.submit, tried once more 50 ms after a full queue refuses it: clients that hung up just
-    before this request came leave the queue as soon as the event loop hears of them, which may be
-    a moment after this request is read (50 abandoned requests, then one that waits)."""
+async def submit_unless_gone(request: Request, queue: BatchingQueue, texts: list[str], **options: Any) -> Future | None:
+    """queue.submit, or None when the client left before its turn (it takes no room in the queue).
+
+    A full queue is asked once more 50 ms later: clients that hung up just before this request came
+    leave the queue as soon as the event loop hears of them, which may be a moment after this
+    request is read (50 abandoned requests, then one that waits)."""
+    if await request.is_disconnected():
+        return None
     try:
         return queue.submit(texts, **options)
     except Overloaded as err:
@@ -331,10 +335,8 @@ def create_app(
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
         try:
-            if await request.is_disconnected():  # gone before its turn: it takes no room in the queue
-                metrics.disconnects.labels("answer").inc()
-                return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
-            future = await submit_when_room(
+            future = await submit_unless_gone(
+                request,
                 queue,
                 parsed.text,
                 beam=beam,
@@ -352,7 +354,7 @@ def create_app(
                 limit=err.limit,
                 retry_after_s=err.retry_after_s,
             ) from None
-        results = await wait_for_answer(request, future, queue, limits.deadline_s)
+        results = None if future is None else await wait_for_answer(request, future, queue, limits.deadline_s)
         if results is None:
             metrics.disconnects.labels("answer").inc()
             return JSONResponse({"error": "client_disconnected", "message": "the client left"}, CLIENT_GONE)
@@ -433,9 +435,8 @@ def create_app(
                     "the server is busy, or the document too long for it",
                     retry_after_s=its_queue.retry_after_s(),
                 )
-            if await request.is_disconnected():
-                return None
-            future = await submit_when_room(
+            future = await submit_unless_gone(
+                request,
                 its_queue,
                 texts,
                 beam=max(its_beam, n_best),
@@ -444,6 +445,8 @@ def create_app(
                 target_lang=target_lang,
                 alignments=alignments,
             )
+            if future is None:
+                return None
             return await wait_for_answer(request, future, its_queue, deadline - time.monotonic())
         except Overloaded as err:  # 429 + "Slowdown": what LibreTranslate's clients read as "back off and retry"
             raise LibreTranslateError(429, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
