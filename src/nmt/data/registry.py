@@ -203,8 +203,7 @@ def corpus_path(
     if mirror is not None and not is_url(mirror):
         root = Path(mirror).expanduser()
         found = _from_local_mirror(root, corpus.name, file)
-        _keep_a_copy(found, dest, file)
-        _keep_the_language(root, corpus, lang, cache_root)
+        _keep_the_language(root, corpus, lang, cache_root)  # this file among them
         return found
 
     # The common case needs no lock: dest only ever appears complete.
