@@ -1,20 +1,23 @@
 """Export to CTranslate2 and its engine: the same hypotheses as nmt's own engine, for every model shape."""
 
+import shutil
 import subprocess
 import sys
 
 import pytest
 import torch
 
+from nmt.alignment import AlignmentMethod
 from nmt.checkpoint import save_model_dir
 from nmt.config import ExperimentConfig
 from nmt.inference import ctranslate2_engine
 from nmt.inference.ctranslate2_engine import CTranslate2Engine, export_step_bytes, rerank
-from nmt.inference.export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir
+from nmt.inference.export_ctranslate2 import ALIGNMENT, export_ctranslate2, is_ctranslate2_dir
 from nmt.inference.plan import WorkerPolicy, available_cores
 from nmt.model import ModelConfig, Transformer
 from nmt.model.config import PRESETS
 from nmt.tokenizer import EOS, EOS_ID, load_tokenizers, save_tokenizers
+from nmt.translation_io import gives_alignments
 from nmt.translator import Sampling, Translator
 
 from conftest import read_head
@@ -370,3 +373,65 @@ def test_loading_single_threaded_workers_leaves_the_callers_torch_threads_alone(
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_export_returns_the_attention_alignments_read_so_both_engines_align_alike(tiny_model_dir, sources):
+    torch_run, ct2 = Translator.load(tiny_model_dir), Translator.load(tiny_model_dir, engine="ctranslate2")
+    ids = [torch_run.encode_source(s)[0] for s in sources[:6]]
+    outputs = [h[0].tokens for h in torch_run.translate_ids(ids, beam=1)]
+    outputs[0] = outputs[0][:3]  # a target that is not the model's own, cut short: aligned all the same
+    ended = [k != 1 for k in range(len(ids))]  # one output cut at its limit: no end-token row
+    ours = torch_run.engine.score_ids(ids, outputs, ended=ended, need_attention=True)
+    theirs = ct2.engine.score_ids(ids, outputs, ended=ended, need_attention=True)
+    for mine, other, output, end in zip(ours, theirs, outputs, ended, strict=True):
+        top = mine.cross_attention[-1].float().mean(dim=0)  # (steps, src_len): nmt.alignment.DEFAULT_METHOD
+        assert other.cross_attention.shape == (1, 1, len(output) + end, top.size(1)) == (1, 1, *top.shape)
+        assert torch.allclose(other.cross_attention[0, 0], top, atol=1e-5)
+    assert ct2.translate_detailed(sources[:6], alignments=True)[3][0].alignment == (
+        torch_run.translate_detailed(sources[:6], alignments=True)[3][0].alignment
+    )
+    with pytest.raises(ValueError, match="top layer only"):
+        ct2.align(sources[:1], ["a dog"], AlignmentMethod(layer=0))
+
+
+def test_an_export_that_does_not_say_which_attention_it_returns_gives_no_alignments(tmp_path, tiny_model_dir):
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
+    (tmp_path / "ct2" / ALIGNMENT).unlink()  # as an export from before alignment.json
+    old = Translator.load(tmp_path / "ct2", engine="ctranslate2")
+    assert old.translate(["Ein Hund."]) and not old.engine.supports_alignment
+    with pytest.raises(ValueError, match="does not give word alignments"):
+        old.translate_detailed(["Ein Hund."], alignments=True)
+    assert not gives_alignments(old)  # HTML falls back to placing words in proportion
+
+
+def test_html_markup_lands_alike_through_the_cli_and_the_server_on_the_default_engine(tmp_path, tiny_model_dir):
+    """The CLI and the server both choose CTranslate2 (auto, on CPU) and place words by alignment,
+    as nmt's engine does; placing in proportion would put them elsewhere."""
+    from fastapi.testclient import TestClient
+
+    from nmt.cli import main
+    from nmt.markup import translate_html
+    from nmt.server import ServerLimits, create_app, model_info
+    from nmt.translation_io import aligned_translations
+
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    page = (
+        '<p>Ein <b>Hund</b> rennt über <a href="/wiese">die <i>grüne</i> Wiese</a>.</p>\n'
+        "<p>Zwei <em>Männer <b>spielen</b> am</em> Strand.</p>"
+    )
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    args = ["translate", "--model", str(model_dir), "--format", "html", "--beam", "1"]
+    assert main([*args, "--input", str(tmp_path / "page.html"), "--output", str(tmp_path / "out.html")]) == 0
+    by_cli = (tmp_path / "out.html").read_text(encoding="utf-8")
+    served = Translator.load(model_dir, engine="auto")  # as nmt serve loads it
+    assert served.engine.name == "ctranslate2" and served.engine.supports_alignment
+    app = create_app(served, ServerLimits(), info=model_info(model_dir, served))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        answer = client.post("/translate", json={"q": page, "source": "de", "target": "en", "format": "html"})
+    by_server = answer.json()["translatedText"]
+    torch_run = Translator.load(model_dir, engine="torch")
+    by_torch = translate_html(page, lambda s: aligned_translations(torch_run, s, beam=1), lang="de")
+    in_proportion = translate_html(
+        page, lambda s: [(t, None) for t, _ in aligned_translations(torch_run, s, beam=1)], lang="de"
+    )
+    assert by_cli.rstrip("\n") == by_server == by_torch != in_proportion

@@ -124,10 +124,14 @@ def test_translate_says_which_engine_auto_chose_and_gives_the_torch_engines_outp
     torch_run = run_nmt("translate", "--model", str(model_dir), "--engine", "torch", "--device", "cpu", stdin=text)
     assert torch_run.returncode == 0, torch_run.stderr
     assert auto.stdout == torch_run.stdout  # the same model, the same greedy/beam outputs
+    # the export returns the attention alignments read: auto stays on CTranslate2, with torch's pairs
     aligned = run_nmt("translate", "--model", str(model_dir), "--alignments", stdin=text)
     assert aligned.returncode == 0, aligned.stderr
-    assert "engine auto: nmt's engine (--alignments needs it)" in aligned.stderr
-    assert all(" ||| " in line for line in aligned.stdout.splitlines())
+    assert "engine auto: CTranslate2" in aligned.stderr
+    torch_aligned = run_nmt("translate", "--model", str(model_dir), "--alignments", "--engine", "torch", stdin=text)
+    assert aligned.stdout == torch_aligned.stdout and all(" ||| " in line for line in aligned.stdout.splitlines())
+    sampled = run_nmt("translate", "--model", str(model_dir), "--sample", "--seed", "1", stdin=text)
+    assert sampled.returncode == 0 and "engine auto: nmt's engine (--sample needs it)" in sampled.stderr
 
 
 def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from nmt.alignment import pharaoh
 from nmt.config import DecodeConfig
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import BatchingConfig, BatchingQueue
@@ -27,7 +28,8 @@ class EchoTranslator:
 
     def __init__(self, *, delay: float = 0.0, fail_once: bool = False, poison: str | None = None):
         self.decode = DecodeConfig()
-        self.engine = SimpleNamespace(name="echo", supports_attention=True)  # what the app asks of an engine
+        # what the app asks of an engine
+        self.engine = SimpleNamespace(name="echo", supports_attention=True, supports_alignment=True)
         self.delay, self.fail_once, self.poison = delay, fail_once, poison
         self.calls: list[tuple[list[str], int, bool]] = []
         self.entered = threading.Event()  # set when a call starts
@@ -438,8 +440,10 @@ def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, tra
         )
         refused = client.post("/translate", json={"text": ["Ein Hund."], "attention": True})
         assert refused.status_code == 422 and refused.json()["error"] == "attention_unavailable"
-        refused = client.post("/translate", json={"text": ["Ein Hund."], "alignments": True})
-        assert refused.status_code == 422 and "alignments" in refused.json()["message"]
+        # Alignments read one layer's attention, which the export returns: the same pairs as nmt's engine.
+        aligned = client.post("/translate", json={"text": ["Ein Hund rennt."], "beam": 2, "alignments": True}).json()
+        ours = translator.translate_detailed(["Ein Hund rennt."], beam=2, alignments=True)[0][0]
+        assert aligned["translations"][0]["alignment"] == pharaoh(ours.alignment) != ""
         # Confidence needs no attention: CTranslate2 scores the tokens as nmt's engine does.
         scored = client.post("/translate", json={"text": ["Ein Hund rennt."], "beam": 2, "scores": True}).json()
         ours = translator.translate_detailed(["Ein Hund rennt."], beam=2, scores=True)[0][0]

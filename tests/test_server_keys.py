@@ -22,7 +22,7 @@ libretranslatepy = pytest.importorskip("libretranslatepy")
 class Echo:
     def __init__(self):
         self.decode = DecodeConfig(beam=1)
-        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False})()
+        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False, "supports_alignment": False})()
         self.text_form = None
 
     def source_fits(self, text, **_):

@@ -32,7 +32,7 @@ class NBestEcho:
 
     def __init__(self):
         self.decode = DecodeConfig(beam=2)
-        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False})()
+        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False, "supports_alignment": False})()
         self.calls = []
         self.lock = threading.Lock()
 

@@ -256,7 +256,7 @@ from nmt.translator import Translation
 
 class Slow:
     decode = DecodeConfig()
-    engine = types.SimpleNamespace(name="slow", supports_attention=True)
+    engine = types.SimpleNamespace(name="slow", supports_attention=True, supports_alignment=True)
     text_form = None
     def source_fits(self, text, **_):
         return True

@@ -109,10 +109,10 @@ def cut_sentences(translator: Translator, sentences: Sequence[str], target_lang:
 
 def gives_alignments(translator: Translator) -> bool:
     """Whether the translator's word alignments are over the whitespace-separated words of the text
-    it is given: its engine has attention, its model reads running text (not a tokenised corpus's
+    it is given: its engine gives alignments, its model reads running text (not a tokenised corpus's
     form), and its tokenizers' words are the text's (WordPiece's also split off punctuation)."""
     return (
-        translator.engine.supports_attention
+        translator.engine.supports_alignment
         and translator.text_form is None
         and "wordpiece" not in (translator.src_tokenizer.kind, translator.tgt_tokenizer.kind)
     )

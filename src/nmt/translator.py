@@ -232,8 +232,8 @@ class Translator:
         glossary: the sentences where its source terms occur are searched one by one under the
         constraint that their target terms appear (nmt.decoding.constrained; the torch engine);
         glossary_missed lists any that could not be placed."""
-        if alignments and not self.engine.supports_attention:
-            raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
+        if alignments:
+            self._check_aligns(DEFAULT_METHOD)
         if target_lang is not None:
             self.check_target_language(target_lang)
         glossary = self.glossary if glossary is None else glossary
@@ -336,8 +336,7 @@ class Translator:
         """Word alignments of given sentence pairs (a target need not be the model's own output): the
         model reads each pair as in training, and each target piece is aligned by its cross-attention.
         Word indices are over the whitespace-separated words of each source and target as given."""
-        if not self.engine.supports_attention:
-            raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
+        self._check_aligns(method)
         src_ids = [self.encode_source(s)[0] for s in sources]
         tgt_ids = [self.tgt_tokenizer.encode(t, add_special=False) for t in targets]
         scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True)
@@ -345,6 +344,13 @@ class Translator:
             self._word_pairs(src, tgt, forced.cross_attention, method)
             for src, tgt, forced in zip(src_ids, tgt_ids, scored, strict=True)
         ]
+
+    def _check_aligns(self, method: AlignmentMethod) -> None:
+        """A ValueError where the engine cannot give the attention that `method` reads."""
+        if method != DEFAULT_METHOD and not self.engine.supports_attention:
+            raise ValueError(f"the {self.engine.name} engine aligns by its top layer only: use the torch engine")
+        if not self.engine.supports_alignment:
+            raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
 
     def _word_pairs(
         self, src_ids: Sequence[int], tgt_ids: Sequence[int], attention: torch.Tensor, method: AlignmentMethod

@@ -123,8 +123,8 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         choices=ENGINES,
         default=COMMAND_LINE_ENGINE,
         help="auto (the default): CTranslate2 on CPU where it is installed and can run the model (measured "
-        "faster; its export is kept in MODEL_DIR/ctranslate2), nmt's engine otherwise and for --alignments, "
-        "--sample, --glossary and --format html; torch: nmt's own; ctranslate2: a directory from `nmt export --to "
+        "faster; its export is kept in MODEL_DIR/ctranslate2), nmt's engine otherwise and for "
+        "--sample and --glossary; torch: nmt's own; ctranslate2: a directory from `nmt export --to "
         "ctranslate2`, or a model directory converted at load (needs the ctranslate2 extra)",
     )
     g.add_argument(
@@ -174,7 +174,7 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
 
 
 # What only nmt's engine does: asked for, `--engine auto` means the torch engine.
-TORCH_ONLY = (("alignments", "--alignments"), ("sample", "--sample"), ("glossary", "--glossary"))
+TORCH_ONLY = (("sample", "--sample"), ("glossary", "--glossary"))
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
@@ -182,8 +182,6 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     check_device(args.device)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineOptions)}
     asked = [option for dest, option in TORCH_ONLY if getattr(args, dest, None)]
-    if getattr(args, "format", None) == "html":  # tags placed by word alignments (attention)
-        asked.append("--format html")
     if getattr(args, "early_stopping", None) is False:  # named by the user: honoured, never a warning
         if values["engine"] == "ctranslate2":
             raise CommandError(

@@ -224,8 +224,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         translator = load_translator(args)
         translator.choose_target_language(args.target_lang)
         translator.search_request(beam=args.beam, length_penalty=args.length_penalty, sampling=sampling)
-        if args.alignments and not translator.engine.supports_attention:
-            raise CommandError(f"--alignments needs the torch engine; the {translator.engine.name} engine gives none")
+        if args.alignments and not translator.engine.supports_alignment:
+            raise CommandError(f"--alignments needs the torch engine; this {translator.engine.name} model gives none")
         if args.format == "html":
             page = read_page(source, args.input or "<stdin>")  # before the output is opened: bad input writes none
             translated = translate_html(

@@ -15,7 +15,9 @@ What is kept the same as `TorchEngine`, so that both engines pick the same hypot
   and they are re-ranked here with nmt's formula (`rerank`).
 The beams themselves can still differ from nmt's in rare cases, because the two searches stop at
 different moments (nmt: fairseq's rule; CTranslate2: once `beam` hypotheses have finished).
-Not available on this engine: attention weights and sampling.
+Word alignments: the export returns the one attention they read (the top layer, heads averaged),
+taken under teacher forcing as a forced prefix (`_alignment_attention`). Not available on this
+engine: the other layers' attention (plots) and sampling.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ from ..model import ModelConfig
 from ..model_dir import MODEL_CONFIG
 from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
-from .export_ctranslate2 import export_ctranslate2, is_ctranslate2_dir, require_ctranslate2, vocabulary
+from .export_ctranslate2 import (
+    export_ctranslate2,
+    is_ctranslate2_dir,
+    require_ctranslate2,
+    returns_alignment_attention,
+    vocabulary,
+)
 from .plan import (
     DEFAULT_POLICY,
     EngineOptions,
@@ -108,7 +116,7 @@ class CTranslate2Engine:
     """
 
     name = "ctranslate2"
-    supports_attention = False
+    supports_attention = False  # every layer and head: only the one that alignments read (supports_alignment)
     supports_sampling = False
     parameter_count = None  # CTranslate2 does not say
     model = None  # CTranslate2 holds its own
@@ -160,6 +168,7 @@ class CTranslate2Engine:
         )
         torch.set_num_threads(torch_threads)
         self.decode, self.precision = decode, precision
+        self.supports_alignment = returns_alignment_attention(ct2_dir)
         self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
         self.use_vmap = uses_vmap
@@ -228,21 +237,60 @@ class CTranslate2Engine:
         need_attention: bool = False,
     ) -> list[ForcedScore]:
         """Teacher-forced per-token log-probabilities of given outputs (CTranslate2's score_batch,
-        which scores an end token after each); no attention weights (supports_attention is False)."""
-        if need_attention:
-            raise ValueError("the ctranslate2 engine does not return attention weights: use the torch engine")
+        which scores an end token after each); with need_attention, the attention word alignments
+        read as cross_attention, (1, 1, steps, src_len): one layer, its heads averaged."""
+        if need_attention and not self.supports_alignment:
+            raise ValueError(
+                "this CTranslate2 export returns no alignment attention (made by an older nmt): export it "
+                "again (nmt export --to ctranslate2 --force), or use the torch engine"
+            )
         if not sources:
             return []
         ended = [True] * len(outputs) if ended is None else list(ended)
         target_pieces = {i: piece for piece, i in self.tgt_ids.items()}
-        scored = self._score_pieces(
-            [[self.src_vocab[t] for t in source] for source in sources],
-            [[target_pieces[t] for t in output] for output in outputs],
-        )
-        return [
-            ForcedScore(log_probs[: len(output) + (1 if end else 0)])
-            for output, end, log_probs in zip(outputs, ended, scored, strict=True)
-        ]
+        source_tokens = [[self.src_vocab[t] for t in source] for source in sources]
+        output_tokens = [[target_pieces[t] for t in output] for output in outputs]
+        scored = self._score_pieces(source_tokens, output_tokens)
+        attention = self._alignment_attention(source_tokens, output_tokens) if need_attention else None
+        results = []
+        for k, (output, end, log_probs) in enumerate(zip(outputs, ended, scored, strict=True)):
+            steps = len(output) + (1 if end else 0)
+            rows = attention[k][None, None, :steps] if attention is not None else None  # (1, 1, steps, src_len)
+            results.append(ForcedScore(log_probs[:steps], rows))
+        return results
+
+    def _alignment_attention(self, sources: list[list[str]], targets: list[list[str]]) -> list[torch.Tensor]:
+        """Each target's (len + 1, src_len) attention under teacher forcing: the target given as a
+        forced prefix, one step decoded after it (the row for its end token). Sentences are sorted by
+        length so that each batch's step limit, its longest target's, costs the others little."""
+        order = sorted(range(len(targets)), key=lambda k: len(targets[k]))
+        lengths = [len(s) + len(t) for s, t in zip(sources, targets, strict=True)]
+        calls = []
+        for rows in cut_batches(order, lengths, self.decode.batch_tokens):
+            calls.append(
+                (
+                    rows,
+                    self.translator.translate_batch(
+                        [sources[k] for k in rows],
+                        target_prefix=[targets[k] for k in rows],
+                        max_decoding_length=len(targets[rows[-1]]) + 1,
+                        beam_size=1,
+                        return_attention=True,
+                        return_end_token=True,
+                        max_input_length=0,
+                        asynchronous=True,
+                    ),
+                )
+            )
+        attention: list[torch.Tensor] = [torch.empty(0)] * len(targets)
+        for rows, futures in calls:
+            for k, future in zip(rows, futures, strict=True):
+                found = torch.tensor(future.result().attention[0], dtype=torch.float32).reshape(-1, len(sources[k]))
+                steps = len(targets[k]) + 1
+                if found.size(0) < steps:  # decoding ended with the prefix: the last row stands for the end
+                    found = torch.cat([found, found[-1:].expand(steps - found.size(0), -1)])
+                attention[k] = found[:steps]
+        return attention
 
     def _score_pieces(self, sources: list[list[str]], targets: list[list[str]]) -> list[list[float]]:
         """Each target's token log-probs, then its end token's, as the search scores them.

@@ -18,9 +18,10 @@ with the same outputs up to float rounding. So auto picks CTranslate2 where it c
   shortlist), nmt's exporter or the installed CTranslate2 change; a change of the search settings
   alone (config.yaml, imported_from.json) is copied into it.
 
-What only nmt's engine does (attention weights for alignments, HTML tag placement and plots,
-sampling, glossaries) is asked for by the caller, which then names the torch engine (the CLI does
-so for --alignments, --sample, --glossary and --format html).
+What only nmt's engine does (every layer's attention for plots, sampling, glossaries) is asked for
+by the caller, which then names the torch engine (the CLI does so for --sample and --glossary).
+Word alignments, and so HTML's markup placement, come from either: the export returns the attention
+they read.
 """
 
 from __future__ import annotations

@@ -22,17 +22,23 @@ each layer's fields), which fixes how nmt's model maps onto CTranslate2's:
   written as CTranslate2's own Marian converter writes it: the decoder starts from a zero vector
   and the padding row leaves the vocabularies, embeddings and output layer;
 - a lexical shortlist in the model directory (nmt.inference.shortlist) is written as CTranslate2's
-  vocabulary map (vmap.txt), which its engine then uses as nmt's uses the shortlist.
+  vocabulary map (vmap.txt), which its engine then uses as nmt's uses the shortlist;
+- the attention CTranslate2 returns (`return_attention`) is that of the decoder's top layer, every
+  head averaged (`alignment_layer`, `alignment_heads`): the attention nmt's word alignments read
+  (nmt.alignment.DEFAULT_METHOD), so words and markup are placed alike on both engines. The
+  export says so in alignment.json; an export without it (an older one) gives no alignments.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 from pathlib import Path
 
 import torch
 
+from ..alignment import DEFAULT_METHOD
 from ..checkpoint import load_model_dir
 from ..files import staged_directory
 from ..model import ModelConfig, Transformer
@@ -49,7 +55,8 @@ POSITIONS = 1024  # rows of the position table written: nmt caps sources at 256 
 PAD_BIAS = -1e4  # far below any logit, and still finite in float16
 # What an export's layout means; raised when export_ctranslate2 writes the same model differently,
 # so that exports kept by `--engine auto` (nmt.inference.engine_choice) are made again.
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 3
+ALIGNMENT = "alignment.json"  # which attention the export returns: {"layer": -1, "heads": "all"}
 ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "swish": "SWISH"}  # nmt's -> ctranslate2.specs.common_spec.Activation
 
 
@@ -95,7 +102,12 @@ def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: Sub
     c = model.config
     activation = getattr(common_spec.Activation, ACTIVATIONS[c.activation])
     spec = transformer_spec.TransformerSpec.from_config(
-        (c.encoder_layers, c.decoder_layers), c.num_heads, pre_norm=c.norm_position == "pre", activation=activation
+        (c.encoder_layers, c.decoder_layers),
+        c.num_heads,
+        pre_norm=c.norm_position == "pre",
+        activation=activation,
+        alignment_layer=DEFAULT_METHOD.layer,
+        alignment_heads=c.num_heads,  # averaged over every head, as nmt.alignment does
     )
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     unk, start, eos = tgt_tok.lookup([tgt_tok.unk_id, tgt_tok.start_id, tgt_tok.eos_id])
@@ -212,7 +224,8 @@ def export_ctranslate2(
         for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *([SHORTLIST] if candidates is not None else [])):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
-        for name, text in (extra_files or {}).items():
+        alignment = {"layer": DEFAULT_METHOD.layer, "heads": "all"}
+        for name, text in {ALIGNMENT: json.dumps(alignment), **(extra_files or {})}.items():
             (staging / name).write_text(text, encoding="utf-8")
     log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)
     return out_dir
@@ -221,3 +234,12 @@ def export_ctranslate2(
 def is_ctranslate2_dir(model_dir: str | Path) -> bool:
     """Whether `model_dir` holds an exported CTranslate2 model."""
     return (Path(model_dir) / CT2_WEIGHTS).is_file()
+
+
+def returns_alignment_attention(ct2_dir: str | Path) -> bool:
+    """Whether the export returns the attention nmt's word alignments read (see ALIGNMENT)."""
+    try:
+        said = json.loads((Path(ct2_dir) / ALIGNMENT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(said, dict) and said.get("layer") == DEFAULT_METHOD.layer and said.get("heads") == "all"

@@ -204,7 +204,8 @@ class Engine(Protocol):
 
     name: str  # "torch", "ctranslate2"
     precision: str
-    supports_attention: bool  # can return cross-attention weights
+    supports_attention: bool  # can return cross-attention weights (every layer and head)
+    supports_alignment: bool  # can return the attention word alignments read (nmt.alignment.DEFAULT_METHOD)
     supports_sampling: bool  # can draw at random (SearchRequest.sampling)
     model: Transformer | None  # the PyTorch model, where the engine runs one (attention plots)
 
@@ -226,8 +227,9 @@ class Engine(Protocol):
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
     ) -> list[ForcedScore]:
-        """Each output's per-token log-probabilities (and, where supports_attention, cross-attention)
-        under teacher forcing; see nmt.decoding.forced."""
+        """Each output's per-token log-probabilities (and, with need_attention, cross-attention: every
+        layer where supports_attention, else the one alignments read) under teacher forcing; see
+        nmt.decoding.forced."""
 
     def translate_constrained(
         self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest

@@ -54,6 +54,7 @@ class TorchEngine:
 
     name = "torch"
     supports_attention = True
+    supports_alignment = True
     supports_sampling = True
 
     def __init__(

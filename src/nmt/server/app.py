@@ -295,6 +295,7 @@ def create_app(
             metrics.latency.labels(outcome).observe(time.perf_counter() - start)
 
     engine_name, attention_available = translator.engine.name, translator.engine.supports_attention
+    alignment_available = translator.engine.supports_alignment
 
     async def translate_request(request: Request) -> Response:
         content_type = request.headers.get("content-type", "")
@@ -318,12 +319,15 @@ def create_app(
         if not queue.running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
         beam = default_beam if parsed.beam is None else parsed.beam
-        for asked, field in ((parsed.attention, "attention"), (parsed.alignments, "alignments")):
-            if asked and not attention_available:
+        for asked, available, field in (
+            (parsed.attention, attention_available, "attention"),
+            (parsed.alignments, alignment_available, "alignments"),
+        ):
+            if asked and not available:
                 raise ApiError(
                     422,
                     "attention_unavailable",
-                    f"this server's engine ({engine_name}) does not return attention weights, which "
+                    f"this server's engine ({engine_name}) does not return the attention weights that "
                     f'{field} needs; leave out "{field}"',
                 )
         check_target = getattr(translator, "check_target_language", None)
