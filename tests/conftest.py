@@ -94,6 +94,7 @@ TINY_TRAINING = [
     "train.valid_bleu_sentences=8",
     "train.log_every=1",
     "train.seed=3",
+    "train.tune_decoding=false",  # choosing alpha and precision at the end: tests/test_training_trainer.py
 ]
 
 
@@ -155,3 +156,41 @@ def trained(tmp_path_factory, spm_models, marian_corpus):
     folder = tmp_path_factory.mktemp("trained")
     hf = save_marian(folder / "hf", *spm_models, train_on=(de[:600], en[:600]))
     return hf, import_marian(hf, folder / "nmt")
+
+
+def model_dir_with(tmp_path, tiny_model_dir, end_bias=1.5, **overrides):
+    """A random model of the given shape beside the tiny model's tokenizer, made to say [END] now and then.
+
+    A random model almost never ends before the length limit; here the last LayerNorm's bias
+    raises the [END] logit by `end_bias`, so that beam hypotheses end at different lengths and the
+    length penalty, the end token's place in it and the two searches' stopping rules all come into
+    play (greedy outputs still run to their limit at 1.5; at 4 most end within a few tokens).
+    """
+    from nmt.checkpoint import save_model_dir
+    from nmt.config import ExperimentConfig
+    from nmt.model import ModelConfig, Transformer
+    from nmt.tokenizer import EOS_ID, load_tokenizers, save_tokenizers
+
+    src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
+    save_tokenizers(src_tok, tgt_tok, tmp_path)
+    torch.manual_seed(0)
+    config = dict(
+        src_vocab_size=src_tok.vocab_size,
+        tgt_vocab_size=tgt_tok.vocab_size,
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=32,
+        num_heads=4,
+        d_ff=64,
+        dropout=0.0,
+    )
+    model = Transformer(ModelConfig(**{**config, **overrides}))
+    last_norm = model.decoder_norm if model.config.norm_position == "pre" else model.decoder_layers[-1].ff_residual.norm
+    end = model.output.weight[EOS_ID].detach()
+    with torch.no_grad():
+        last_norm.bias += end_bias * end / end.norm() ** 2
+    save_model_dir(model, tmp_path)
+    experiment = ExperimentConfig()
+    experiment.decode.max_len_b = 5
+    experiment.save(tmp_path / "config.yaml")
+    return tmp_path

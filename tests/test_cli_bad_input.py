@@ -440,6 +440,7 @@ def test_set_takes_several_values(files, tmp_path, monkeypatch):
                 "train.seed=2",
                 "--set",
                 "decode.beam=3",
+                "train.tune_decoding=false",  # nothing was trained to tune
             ]
         )
         == 0

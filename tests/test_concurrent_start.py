@@ -18,7 +18,13 @@ from nmt.data.registry import MULTI30K
 
 from conftest import TINY_TRAINING
 
-ONE_STEP = ["train.max_steps=1", "train.valid_every=100000", "train.valid_bleu_sentences=0", "train.best_metric=loss"]
+ONE_STEP = [
+    "train.max_steps=1",
+    "train.valid_every=100000",
+    "train.valid_bleu_sentences=0",
+    "train.best_metric=loss",
+    "train.tune_decoding=false",
+]
 
 
 def test_two_training_runs_on_an_empty_cache_both_finish(multi30k_dir, tiny_corpus, tmp_path, monkeypatch):

@@ -17,6 +17,8 @@ from nmt.model_dir import read_decode_config
 from nmt.training.distill import complete_lines, n_best_lines, plan_distillation, translate_corpus
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
+# a greedy student, as the shipped student configs: distill chooses its precision alone
+CHOOSE_PRECISION = ["train.tune_decoding=true", "decode.beam=1"]
 
 
 def fake_teacher(batch):
@@ -193,7 +195,7 @@ def test_sigkill_during_translation_then_the_same_command_gives_the_uninterrupte
 
 def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrides, tmp_path):
     out = tmp_path / "student"
-    sets = overrides + QUIET + ["tokenizer.vocab_size=8192", "train.max_steps=2"]
+    sets = overrides + QUIET + CHOOSE_PRECISION + ["tokenizer.vocab_size=8192", "train.max_steps=2"]
     result = nmt_distill(tiny_model_dir, out, sets)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (out / "model.safetensors").exists()
@@ -226,7 +228,8 @@ def test_a_student_stopped_by_sigterm_is_not_taken_for_a_finished_one(tiny_model
     """SIGTERM saves the student and exits 143: no shortlist or precision chosen from half-trained
     weights, and a script's next step does not run. The same command continues, then finishes."""
     out = tmp_path / "student"
-    sets = overrides + QUIET + ["tokenizer.vocab_size=8192", "train.max_steps=100000", "train.valid_every=100000"]
+    sets = overrides + QUIET + CHOOSE_PRECISION
+    sets += ["tokenizer.vocab_size=8192", "train.max_steps=100000", "train.valid_every=100000"]
     proc = nmt_distill(tiny_model_dir, out, sets, background=True)
     metrics, deadline = out / "metrics.jsonl", time.time() + 240
     while time.time() < deadline and proc.poll() is None and lines_in(metrics) < 3:

@@ -8,19 +8,16 @@ import pytest
 import torch
 
 from nmt.alignment import AlignmentMethod
-from nmt.checkpoint import save_model_dir
-from nmt.config import ExperimentConfig
 from nmt.inference import ctranslate2_engine
 from nmt.inference.ctranslate2_engine import CTranslate2Engine, export_step_bytes, rerank
 from nmt.inference.export_ctranslate2 import ALIGNMENT, export_ctranslate2, is_ctranslate2_dir
 from nmt.inference.plan import WorkerPolicy, available_cores
-from nmt.model import ModelConfig, Transformer
 from nmt.model.config import PRESETS
-from nmt.tokenizer import EOS, EOS_ID, load_tokenizers, save_tokenizers
+from nmt.tokenizer import EOS
 from nmt.translation_io import gives_alignments
 from nmt.translator import Sampling, Translator
 
-from conftest import read_head
+from conftest import model_dir_with, read_head
 
 pytest.importorskip("ctranslate2")
 
@@ -28,39 +25,6 @@ pytest.importorskip("ctranslate2")
 @pytest.fixture(scope="module")
 def sources(multi30k_dir):
     return read_head(multi30k_dir / "data/task1/raw/val.de.gz", 40)
-
-
-def model_dir_with(tmp_path, tiny_model_dir, end_bias=1.5, **overrides):
-    """A random model of the given shape beside the tiny model's tokenizer, made to say [END] now and then.
-
-    A random model almost never ends before the length limit; here the last LayerNorm's bias
-    raises the [END] logit by `end_bias`, so that beam hypotheses end at different lengths and the
-    length penalty, the end token's place in it and the two searches' stopping rules all come into
-    play (greedy outputs still run to their limit at 1.5; at 4 most end within a few tokens).
-    """
-    src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
-    save_tokenizers(src_tok, tgt_tok, tmp_path)
-    torch.manual_seed(0)
-    config = dict(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=32,
-        num_heads=4,
-        d_ff=64,
-        dropout=0.0,
-    )
-    model = Transformer(ModelConfig(**{**config, **overrides}))
-    last_norm = model.decoder_norm if model.config.norm_position == "pre" else model.decoder_layers[-1].ff_residual.norm
-    end = model.output.weight[EOS_ID].detach()
-    with torch.no_grad():
-        last_norm.bias += end_bias * end / end.norm() ** 2
-    save_model_dir(model, tmp_path)
-    experiment = ExperimentConfig()
-    experiment.decode.max_len_b = 5
-    experiment.save(tmp_path / "config.yaml")
-    return tmp_path
 
 
 def assert_same_translations(model_dir, sources, beam):

@@ -17,7 +17,12 @@ from nmt.config import load_config
 from nmt.training.distributed import Distributed
 from nmt.training.run import train
 
-QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.valid_every=1000"]
+QUIET = [
+    "train.valid_bleu_sentences=0",
+    "train.best_metric=loss",
+    "train.valid_every=1000",
+    "train.tune_decoding=false",
+]
 
 
 def torchrun(model_dir, sets, *, resume=False, background=False):

@@ -16,7 +16,12 @@ from nmt.config import TrainConfig, load_config
 from nmt.training.launch import Layout, choose_layout
 from nmt.training.run import train
 
-QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.valid_every=1000"]
+QUIET = [
+    "train.valid_bleu_sentences=0",
+    "train.best_metric=loss",
+    "train.valid_every=1000",
+    "train.tune_decoding=false",
+]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from nmt.config import load_config
 from nmt.model_dir import read_metrics
 from nmt.training.run import train
 
-QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss"]
+QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.tune_decoding=false"]
 
 
 def run(overrides, model_dir, steps, *extra, resume=False):

@@ -1,6 +1,7 @@
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from safetensors.torch import load_file
 
 from nmt.checkpoint import latest_checkpoint, list_checkpoints
 from nmt.config import load_config
+from nmt.model_dir import read_decode_config
 from nmt.training import loss as loss_module
 from nmt.training import trainer as trainer_module
 from nmt.training.run import train
@@ -160,17 +162,20 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert "training stopped: stopped by SIGTERM" in err
     assert f"to continue it: nmt train --out {model_dir} --resume" in err
+    assert "choosing the decoding settings" not in err  # an unfinished model keeps its config's
     weights, _ = latest_checkpoint(model_dir)
     stopped_at = int(weights.stem.split("_")[1])
     assert stopped_at >= 3
-    resumed = subprocess.run(
-        args[:4] + args[4:] + ["--resume", "--set", f"train.max_steps={stopped_at + 2}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    finish = ["--resume", "--set", f"train.max_steps={stopped_at + 2}", "train.tune_decoding=true"]
+    resumed = subprocess.run(args[:4] + args[4:] + finish, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert latest_checkpoint(model_dir)[0].name == f"step_{stopped_at + 2:08d}.safetensors"
+    # A finished run chooses its alpha and CPU precision on validation, says so, and keeps them.
+    said = re.search(r"length penalty: ([\d.]+).*; BLEU on val.de by alpha: 0.6: [\d.]+, 1: ", resumed.stderr)
+    precision = re.search(r"precision: (fp32|int8) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 ", resumed.stderr)
+    assert said and precision, resumed.stderr
+    decode = read_decode_config(model_dir)
+    assert decode.length_penalty == float(said[1]) and (decode.precision or "fp32") == precision[1]
 
 
 def test_cli_refuses_to_overwrite_a_run_without_resume(overrides, tmp_path):

@@ -3,13 +3,15 @@ import shutil
 
 import pytest
 
+from nmt import tuning
 from nmt.evaluation import Scores, score_translations
-from nmt.model_dir import RUN_CONFIG, read_decode_config
+from nmt.model_dir import RUN_CONFIG, read_decode_config, write_decode_settings
 from nmt.translator import Translator
 from nmt.tuning import (
     PenaltyTrial,
     PrecisionTrial,
     best_trial,
+    choose_decoding,
     chosen_precision,
     length_ratio,
     try_length_penalties,
@@ -17,6 +19,8 @@ from nmt.tuning import (
     write_length_penalty,
     write_precision,
 )
+
+from conftest import model_dir_with, read_head
 
 SOURCES = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Kind.", "Eine Frau mit einem Hut."]
 REFERENCES = ["A man rides a bike.", "Two dogs play in the snow.", "A child.", "A woman with a hat."]
@@ -116,3 +120,40 @@ def test_an_imported_model_s_decode_settings_are_written_where_they_are_read(tin
     written = json.loads((model_dir / "imported_from.json").read_text())
     assert written["format"] == "marian"
     assert set(written["decode"]) == {"beam", "length_penalty", "length_normalization", "precision"}  # no more
+
+
+def exact_matches(hypotheses, references, pretokenized=False) -> Scores:
+    """A stand-in for BLEU that a random model's one-word outputs can move: the share of exact matches."""
+    share = 100.0 * sum(h == r for h, r in zip(hypotheses, references, strict=True)) / len(references)
+    return Scores(bleu=share, bleu_lowercase=share, chrf=0.0, bleu_signature="", chrf_signature="", sentences=1)
+
+
+def test_choose_decoding_keeps_the_alpha_that_scores_best_on_the_held_out_set(
+    tiny_model_dir, multi30k_dir, tmp_path, monkeypatch
+):
+    """References made by the model itself at one alpha: that alpha scores best and is chosen, the
+    precision trials run under it, and both land in the model's config."""
+    monkeypatch.setattr(tuning, "score_translations", exact_matches)
+    model_dir = model_dir_with(tmp_path, tiny_model_dir, end_bias=2)  # beams that end at various lengths
+    sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 20)
+    translator = Translator.load(model_dir)
+    outputs = {alpha: translator.translate(sources, length_penalty=alpha) for alpha in (0.6, 3.0)}
+    assert outputs[0.6] != outputs[3.0]  # the alphas must lead to different outputs for the test to mean anything
+    choice = choose_decoding(model_dir, sources, outputs[3.0], alphas=(0.6, 3.0))
+    assert [t.alpha for t in choice.penalties] == [0.6, 3.0] and choice.length_penalty == 3.0
+    assert choice.penalties[1].scores.bleu == 100.0 > choice.penalties[0].scores.bleu
+    assert [t.precision for t in choice.precisions] == ["fp32", "int8"]
+    assert choice.precisions[0].scores.bleu == 100.0  # measured under the chosen alpha
+    decode = read_decode_config(model_dir)
+    assert (decode.length_penalty, decode.precision or "fp32") == (3.0, choice.precision)
+    lines = choice.report(before=0.6, on="val.de")
+    assert lines[0].startswith("length penalty: 3 (was 0.6); BLEU on val.de by alpha: 0.6: ")
+    assert lines[1].startswith(f"precision: {choice.precision} on CPU (fp32 BLEU 100.00 in ")
+
+
+def test_a_greedy_model_has_no_alpha_to_choose(tiny_model_dir, tmp_path):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "greedy")
+    write_decode_settings(model_dir, beam=1)
+    choice = choose_decoding(model_dir, SOURCES, REFERENCES, precision=False)
+    assert (choice.penalties, choice.length_penalty, choice.precisions, choice.precision) == ([], None, [], None)
+    assert choice.report(before=0.6, on="val") == []

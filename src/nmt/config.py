@@ -155,6 +155,10 @@ class TrainConfig:
     keep_best: int = 0  # besides keep_last, keep the K best by best_metric (for nmt average --best; 0: off)
     patience: int | None = None  # stop after this many validations without improvement (null: never)
     max_bad_steps: int = 10  # consecutive non-finite losses before training stops
+    # At the end of a run, choose decode.length_penalty (beam > 1) and the CPU precision (int8 where as
+    # good and faster) on the validation set, written into the model's config.yaml (nmt.tuning);
+    # false keeps the config's.
+    tune_decoding: bool = True
 
     RULES: ClassVar[dict[str, Rule]] = {
         "max_steps": at_least(1),
@@ -298,6 +302,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "decode.min_len",
         "decode.early_stopping",
         "decode.precision",
+        "train.tune_decoding",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

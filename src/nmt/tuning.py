@@ -12,10 +12,14 @@ do not take the gain for granted there: on the 20-minute en→de model val's cho
 int8 runs a model's linear layers 1.5-5x faster on CPU (docs/results.md) at a cost in BLEU that
 depends on the model: so it is measured too, on the same held-out set, and int8 becomes the
 model's default only where it is faster here and within INT8_TOLERANCE BLEU of fp32.
+
+`choose_decoding` does both, as `nmt train` does at the end of a run: a model then decodes with
+settings chosen for itself rather than with those its config inherited from another run.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +33,8 @@ from .translator import Translator
 
 DEFAULT_ALPHAS = LENGTH_PENALTIES
 WARM_UP = 32  # sentences translated before timing a precision
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -154,3 +160,64 @@ def chosen_precision(trials: Sequence[PrecisionTrial], tolerance: float = INT8_T
 def write_precision(model_dir: str | Path, precision: str) -> Path:
     """Make `precision` the model directory's decode.precision (fp32 is written as null: the default)."""
     return write_decode_settings(model_dir, precision=None if precision == "fp32" else precision)
+
+
+# --- both, for a freshly trained model ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodingChoice:
+    """What `choose_decoding` chose for a model, with the figures it chose by."""
+
+    penalties: list[PenaltyTrial]  # empty where the model searches greedily (no alpha to choose)
+    precisions: list[PrecisionTrial]
+    length_penalty: float | None  # None: not chosen (greedy)
+    precision: str | None  # None: not chosen
+
+    def report(self, before: float | None, on: str) -> list[str]:
+        """One line per choice, with the validation BLEU of each candidate (`before`: the alpha the
+        config had; `on`: the set's name)."""
+        lines = []
+        if self.length_penalty is not None:
+            tried = ", ".join(f"{t.alpha:g}: {t.scores.bleu:.2f}" for t in self.penalties)
+            kept = "" if before is None or before == self.length_penalty else f" (was {before:g})"
+            lines.append(f"length penalty: {self.length_penalty:g}{kept}; BLEU on {on} by alpha: {tried}")
+        if self.precision is not None:
+            measured = ", ".join(
+                f"{t.precision} BLEU {t.scores.bleu:.2f} in {t.seconds:.2f} s" for t in self.precisions
+            )
+            lines.append(f"precision: {self.precision} on CPU ({measured} on {on})")
+        return lines
+
+
+def choose_decoding(
+    model_dir: str | Path,
+    sources: Sequence[str],
+    references: Sequence[str],
+    *,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    pretokenized: bool = False,
+    precision: bool = True,
+) -> DecodingChoice:
+    """Choose the model directory's length penalty (where its search is a beam) and then, unless
+    `precision` is False, its CPU precision (under that penalty) on a held-out set, and write both
+    into its config."""
+    check_alphas(alphas)
+    penalties: list[PenaltyTrial] = []
+    translator = Translator.load(model_dir, engine="auto")
+    try:
+        if translator.decode.beam > 1:
+            for alpha in alphas:
+                penalties.append(try_length_penalty(translator, sources, references, alpha, pretokenized=pretokenized))
+                log.info("length penalty %g: BLEU %.2f on validation", alpha, penalties[-1].scores.bleu)
+    finally:
+        translator.close()
+    alpha = best_trial(penalties).alpha if penalties else None
+    if alpha is not None:
+        write_length_penalty(model_dir, alpha)
+    if not precision:
+        return DecodingChoice(penalties, [], alpha, None)
+    precisions = try_precisions(model_dir, sources, references, pretokenized=pretokenized)
+    chosen = chosen_precision(precisions)
+    write_precision(model_dir, chosen)
+    return DecodingChoice(penalties, precisions, alpha, chosen)

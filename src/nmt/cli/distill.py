@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ..inference.choices import INT8_TOLERANCE
 from .common import CommandError, require_model_dir
 from .shortlist import shortlist_from_corpus
-from .train import add_set_option, cmd_train
+from .train import add_set_option, cmd_train, tune_decoding
 
 if TYPE_CHECKING:
     from ..training.distill import DistillationPlan
@@ -136,6 +136,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
         verbose=getattr(args, "verbose", False),
         # a stopped student is resumed by distill, which then builds its shortlist and precision
         continue_with="the same nmt distill command again",
+        tune_decoding=False,  # chosen below, once the shortlist is there
     )
     started = time.perf_counter()
     status = cmd_train(run)
@@ -146,8 +147,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     if args.shortlist:  # the student's own output vocabulary: the teacher's translations
         path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
-    if args.choose_precision:
-        choose_student_precision(out, plan.student_config())
+    tune_decoding(out, plan.student_config(), precision=args.choose_precision)
     stages["shortlist and precision"] = time.perf_counter() - started
     spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
@@ -169,19 +169,3 @@ def refuse_another_corpus(out: Path, plan: DistillationPlan) -> None:
             f"{wanted.train_tgt} (--hypotheses or --with-references differ from its first run): give them as "
             "then, or another --out"
         )
-
-
-def choose_student_precision(student: Path, config) -> None:
-    """Translate the student config's validation set in fp32 and int8 and write the choice
-    (nmt.tuning.chosen_precision) as the student's decode.precision, saying both scores."""
-    from ..training.datasets import split_files, validation_is_pretokenized
-    from ..tuning import chosen_precision, try_precisions, write_precision
-
-    files = split_files(config.data, "valid")
-    pairs = list(files.pairs())
-    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    trials = try_precisions(student, sources, references, pretokenized=validation_is_pretokenized(config.data))
-    choice = chosen_precision(trials)
-    write_precision(student, choice)
-    measured = ", ".join(f"{t.precision} BLEU {t.scores.bleu:.2f} in {t.seconds:.2f} s" for t in trials)
-    print(f"precision: {choice} on CPU ({measured} on {files.src})", file=sys.stderr)

@@ -34,7 +34,8 @@ def add_train(sub: argparse._SubParsersAction) -> None:
         "warm-up; the config's model section must build the same model, dropout aside)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_train)
+    # distill (which calls cmd_train) chooses them itself, once the student's shortlist is built
+    p.set_defaults(func=cmd_train, tune_decoding=True)
 
 
 def config_path(args: argparse.Namespace) -> Path | str:
@@ -94,6 +95,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         status = run_workers(worker_command(args), layout)
         if was_interrupted(status):
             say_how_to_continue(args, out)
+        elif status == 0 and args.tune_decoding:
+            tune_decoding(out, config)
         return status
     created = not out.exists()
     try:
@@ -108,6 +111,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if int(os.environ.get("WORLD_SIZE", "1")) == 1:
         if status:
             say_how_to_continue(args, out)
+        elif args.tune_decoding:
+            tune_decoding(out, config)
         return status
     # Everything is saved and the process group is gone, but under torchrun torch's C++ threads
     # now and then abort the interpreter's teardown ("terminate called without an active
@@ -125,3 +130,28 @@ def say_how_to_continue(args: argparse.Namespace, out: Path) -> None:
     caller is another command, such as nmt distill, that has steps left after training)."""
     continuing = getattr(args, "continue_with", None) or f"nmt train --out {out} --resume"
     print(f"the run is saved but not finished; to continue it: {continuing}", file=sys.stderr)
+
+
+def tune_decoding(out: Path, config, *, precision: bool = True) -> None:
+    """Choose the trained model's length penalty and CPU precision on its validation set
+    (nmt.tuning.choose_decoding) and say what was chosen, with the figures; skipped where the config
+    says so (train.tune_decoding false)."""
+    from ..training.datasets import split_files, validation_is_pretokenized
+    from ..tuning import choose_decoding
+
+    if not config.train.tune_decoding:
+        print("decoding settings: the config's (train.tune_decoding is false)", file=sys.stderr)
+        return
+    files = split_files(config.data, "valid")
+    pairs = list(files.pairs())
+    print(f"choosing the decoding settings on {files.src} ({len(pairs)} sentences)", file=sys.stderr)
+    choice = choose_decoding(
+        out,
+        [s for s, _ in pairs],
+        [t for _, t in pairs],
+        pretokenized=validation_is_pretokenized(config.data),
+        precision=precision,
+    )
+    for line in choice.report(config.decode.length_penalty, files.src.name):
+        print(line, file=sys.stderr)
+    print(f"written to {out}/config.yaml (--set train.tune_decoding=false keeps the config's)", file=sys.stderr)
