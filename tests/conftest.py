@@ -47,6 +47,10 @@ def read_head(path: Path, n: int) -> list[str]:
         return [next(f).rstrip("\n") for _ in range(n)]
 
 
+# the tiny test models' shape (vocabularies aside)
+TINY_SHAPE = dict(encoder_layers=2, decoder_layers=2, d_model=32, num_heads=4, d_ff=64, dropout=0.0)
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
     """A complete model directory (config.yaml, model.json, tokenizer.json, model.safetensors) holding a
@@ -63,16 +67,7 @@ def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
     src_tok, tgt_tok = train_tokenizers(de, en, TokenizerConfig(vocab_size=500))
     save_tokenizers(src_tok, tgt_tok, model_dir)
     torch.manual_seed(0)
-    config = ModelConfig(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=32,
-        num_heads=4,
-        d_ff=64,
-        dropout=0.0,
-    )
+    config = ModelConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, **TINY_SHAPE)
     save_model_dir(Transformer(config), model_dir)
     experiment = ExperimentConfig()
     experiment.decode.max_len_b = 5  # random weights rarely say [END]: keep outputs short
@@ -174,17 +169,8 @@ def model_dir_with(tmp_path, tiny_model_dir, end_bias=1.5, **overrides):
     src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
     save_tokenizers(src_tok, tgt_tok, tmp_path)
     torch.manual_seed(0)
-    config = dict(
-        src_vocab_size=src_tok.vocab_size,
-        tgt_vocab_size=tgt_tok.vocab_size,
-        encoder_layers=2,
-        decoder_layers=2,
-        d_model=32,
-        num_heads=4,
-        d_ff=64,
-        dropout=0.0,
-    )
-    model = Transformer(ModelConfig(**{**config, **overrides}))
+    vocabularies = dict(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size)
+    model = Transformer(ModelConfig(**vocabularies, **{**TINY_SHAPE, **overrides}))
     last_norm = model.decoder_norm if model.config.norm_position == "pre" else model.decoder_layers[-1].ff_residual.norm
     end = model.output.weight[EOS_ID].detach()
     with torch.no_grad():

@@ -277,6 +277,11 @@ REAL_TEXT_CASES = [
     case("evaluate --model {model} --src {src} --ref {ref} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
     case("serve --model {model} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
     case("serve --model {model} --glossary {good_tsv} --engine ctranslate2", 2, "--glossary needs the torch engine"),
+    case("translate --model {model} --input {src} --n-best 0", 2, "--n-best must be at least 1, got 0"),
+    case("translate --model {model} --input {src} --n-best 2 --format text", 2, "--n-best lists each sentence"),
+    # refused before the model is converted to CTranslate2 for the run
+    case("translate --model {model} --glossary {good_tsv} --engine ctranslate2", 2, "--glossary needs the torch"),
+    case("translate --model {model} --sample --engine ctranslate2", 2, "--sample needs the torch engine"),
     case("translate --model {model} --input {src} --format text --scores", 2, "are per sentence: use them with"),
     case("translate --model {model} --input {src} --format html --glossary {good_tsv}", 2, "--glossary applies to"),
 ]
@@ -390,7 +395,7 @@ def test_bad_input_is_one_line_naming_it(argv, status, message, files, tmp_path,
     (tmp_path / "mirror").mkdir()
     monkeypatch.setenv("NMT_MIRROR", str(tmp_path / "mirror"))
     monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
-    monkeypatch.setattr("nmt.server.app.run_app", lambda *args, **kwargs: None)
+    monkeypatch.setattr("nmt.server.running.run_app", lambda *args, **kwargs: None)
     paths = {name: str(path) for name, path in {**files, "new_dir": tmp_path / "never_created"}.items()}
     args = [word.format(**paths) for word in shlex.split(argv)]
 

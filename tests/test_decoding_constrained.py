@@ -8,7 +8,7 @@ import torch
 from nmt.decoding import SearchLimits, beam_search, gnmt_length_penalty
 from nmt.decoding.constrained import Progress, as_constraints, constrained_beam_search
 
-from fake_model import LIMITS, PAD, source_batch, tiny_model
+from fake_model import BOS, EOS, LIMITS, PAD, A, C, ScriptedModel, source_batch, tiny_model
 
 
 def contains(tokens: list[int], run: list[int]) -> bool:
@@ -49,7 +49,9 @@ def test_shared_starts_are_both_placed_by_the_search():
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_every_constraint_appears_in_the_output(seed):
-    model = tiny_model(seed=seed)
+    # No end bias: a model that wants to end early would rightly refuse terms pasted after its end
+    # (test_a_term_is_never_pasted_after_the_end_of_the_sentence); here the terms fit in the sentence.
+    model = tiny_model(seed=seed, eos_bias=0.0)
     src = source_batch([9], seed=seed)
     constraints = [[7, 8, 9], [12], [20, 21]]
     free = beam_search(model, src, beam_size=4, limits=LIMITS)[0][0].tokens
@@ -105,3 +107,21 @@ def test_a_position_may_be_met_by_any_of_several_tokens():
     assert result.missed == [] and (contains(tokens, [10, 11]) or contains(tokens, [10, 12]))
     p = Progress().advance(10, as_constraints([[10, {11, 12}]])).advance(12, as_constraints([[10, {11, 12}]]))
     assert p.met == {0}
+
+
+STOP = 7  # the scripted model's full stop
+
+
+def test_a_term_is_never_pasted_after_the_end_of_the_sentence():
+    # The model says "A ." and would end there (EOS 0.9); it could go on with the term C after it.
+    pasted_only = {(): {A: 1.0}, (A,): {STOP: 1.0}, (A, STOP): {EOS: 0.9, C: 0.1}, (A, STOP, C): {STOP: 1.0}}
+    model, src = ScriptedModel(pasted_only), torch.tensor([[BOS, 7, EOS]])
+    limits = SearchLimits(max_len_a=0.0, max_len_b=6)
+    result = constrained_beam_search(model, src, [[C]], beam_size=3, limits=limits)
+    assert result.hypotheses[0].tokens == [A, STOP] and result.missed == [0]  # "A . C ." is no placement
+    # Where the term fits inside the sentence, it is placed there, though the model prefers "A .".
+    inside = {**pasted_only, (): {A: 0.6, C: 0.4}, (C,): {A: 1.0}, (C, A): {STOP: 1.0}}
+    result = constrained_beam_search(ScriptedModel(inside), src, [[C]], beam_size=3, limits=limits)
+    assert result.hypotheses[0].tokens == [C, A, STOP] and result.missed == []
+    p = Progress().advance(A, as_constraints([[C]])).advance(C, as_constraints([[C]]), past_end=True)
+    assert (p.met, p.outside, p.missed(as_constraints([[C]]))) == ({0}, {0}, [0])

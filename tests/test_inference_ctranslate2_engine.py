@@ -146,8 +146,17 @@ def test_an_nmt_model_directory_is_converted_at_load(tiny_model_dir, sources):
 def test_int8_weights_exported_or_quantised_at_load_translate_alike(tmp_path, tiny_model_dir, sources):
     export_ctranslate2(tiny_model_dir, tmp_path / "int8", quantization="int8")
     export_ctranslate2(tiny_model_dir, tmp_path / "fp32")
-    stored = Translator.load(tmp_path / "int8", engine="ctranslate2", precision="int8")
+    stored = Translator.load(tmp_path / "int8", engine="ctranslate2")  # computed as stored: int8
     at_load = Translator.load(tmp_path / "fp32", engine="ctranslate2", precision="int8")
+    assert (stored.engine.precision, Translator.load(tmp_path / "fp32", engine="ctranslate2").engine.precision) == (
+        "int8",
+        "fp32",
+    )
+    assert Translator.load(tmp_path / "int8", engine="ctranslate2", precision="fp32").engine.precision == "fp32"
+    info = subprocess.run(
+        [sys.executable, "-m", "nmt", "info", str(tmp_path / "int8")], capture_output=True, text=True, check=True
+    )
+    assert "int8 on CPU" in info.stdout
     assert (tmp_path / "int8" / "model.bin").stat().st_size < 0.7 * (tmp_path / "fp32" / "model.bin").stat().st_size
     assert stored.translate(sources[:10], beam=2) == at_load.translate(sources[:10], beam=2)
 

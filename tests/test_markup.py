@@ -225,3 +225,16 @@ def test_a_block_of_many_tags_is_rebuilt_in_linear_time():
     out = translate_html(page, lambda sentences: [(s, None) for s in sentences], lang="de")
     assert out == page
     assert time.perf_counter() - start < 30  # about 3 s here; the quadratic version took over 100 s
+
+
+def test_only_text_changes_the_rest_of_the_page_is_written_as_it_was():
+    page = (
+        '<!DOCTYPE html>\n<html lang="de">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width">\n<title>Titel &amp; mehr</title>\n</head>\n'
+        '<body>\n<p class="a b" id="x" data-z="1">Ein <b>Hund</b> rennt.</p>\n'
+        '<img src="a.png" alt=""><br>\n<input type="text" disabled>\n<!-- c -->\n</body>\n</html>\n'
+    )
+    unchanged = translate_html(page, lambda sentences: [(s, None) for s in sentences], lang="de")
+    assert unchanged == page  # attribute order, bare booleans, alt="", <meta> unclosed, one line break
+    xhtml = '<p>Ein<br/>Hund <img src="a.png" alt="x"/> rennt.</p>'
+    assert translate_html(xhtml, lambda sentences: [(s, None) for s in sentences], lang="de") == xhtml

@@ -50,3 +50,17 @@ def test_a_byte_order_mark_is_no_text_to_translate():
 
     lines = list(decode_lines(io.BytesIO("\ufeffEin Kind.\n\ufeffzwei\n".encode()), "in.txt"))
     assert lines == [(1, "Ein Kind."), (2, "\ufeffzwei")]  # the file's mark only: inside, it is text
+
+
+def test_n_best_lists_each_line_s_translations_best_first_in_moses_form(translator):
+    lines = ["Ein Hund rennt.", "Zwei Männer spielen Fußball."]
+    out = io.StringIO()
+    translate_stream(translator, io.BytesIO("\n".join(lines).encode()), out, beam=3, n_best=3)
+    rows = [line.split(" ||| ") for line in out.getvalue().splitlines()]
+    assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1]
+    found = translator.translate_detailed(lines, beam=3, n_best=3)
+    assert [r[1] for r in rows] == [t.text for sentence in found for t in sentence]
+    assert [r[1] for r in rows[::3]] == translator.translate(lines, beam=3)  # the first is the translation
+    for sentence in (rows[:3], rows[3:]):
+        scores = [float(r[2]) for r in sentence]
+        assert scores == sorted(scores, reverse=True)

@@ -145,7 +145,8 @@ class TrainConfig:
     adam_eps: float = 1e-9  # Adam epsilon
     weight_decay: float = 0.0  # decoupled weight decay (AdamW); 0 is plain Adam
     label_smoothing: float = 0.1  # epsilon of label smoothing
-    r_drop_alpha: float = 0.0  # R-Drop: each batch twice, + alpha/4 * symmetric KL of the two (0: off; ~2.5x step time)
+    # R-Drop: each batch twice, + alpha/4 * symmetric KL of the two (0: off; each step costs about 2.5 times)
+    r_drop_alpha: float = 0.0
     clip_norm: float | None = 1.0  # clip the global gradient norm to this (null: no clipping)
     log_every: int = 50  # steps between metric records
     valid_every: int = 1000  # steps between validations (and checkpoints)

@@ -8,7 +8,9 @@ to the text node that the source word it is aligned to came from (word alignment
 cross-attention, nmt.alignment), under the constraint that the nodes keep their order, which a
 dynamic program over the output words solves exactly (fewest words placed away from their source).
 
-So the page's tag tree, attributes included, is the input's; only text changes. Scripts, styles,
+So the page's tag tree, attributes included, is the input's; only text changes. The page is written
+back as it was written where Beautiful Soup's own output would differ: attributes in their order,
+boolean attributes bare, void elements closed as the page closes them, the doctype unchanged. Scripts, styles,
 code, preformatted text and anything marked translate="no" or class="notranslate" are left as
 they are. The parser is the standard library's, through Beautiful Soup, which reads broken markup
 rather than failing (though not always as a browser would: an unclosed <p> holds the next one).
@@ -21,7 +23,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
-from bs4.element import PreformattedString
+from bs4.element import Doctype, PreformattedString
+from bs4.formatter import HTMLFormatter
 
 from .documents import Paragraph
 
@@ -33,6 +36,13 @@ INLINE = {
     "a", "abbr", "b", "bdi", "bdo", "button", "cite", "data", "del", "dfn", "em", "font", "i", "img", "input", "ins",
     "label", "mark", "q", "s", "small", "span", "strong", "sub", "sup", "time", "u", "wbr",
 }  # fmt: skip
+# HTML's boolean attributes: present or absent, written bare ("disabled"); other empty values keep ="".
+BOOLEAN_ATTRIBUTES = {
+    "allowfullscreen", "async", "autofocus", "autoplay", "checked", "controls", "default", "defer", "disabled",
+    "formnovalidate", "hidden", "inert", "ismap", "itemscope", "loop", "multiple", "muted", "nomodule",
+    "novalidate", "open", "playsinline", "readonly", "required", "reversed", "selected",
+}  # fmt: skip
+_SELF_CLOSED = re.compile(r"<[A-Za-z][^<>]*/>")  # <br/>, <meta ... />: the XHTML way of closing
 _WORD = re.compile(r"\S+")
 inf = float("inf")
 AWAY = 1e6  # the cost of a piece of a split word away from its own node: never, unless nothing else fits
@@ -233,6 +243,7 @@ class HtmlPage:
 
     def __init__(self, html: str, lang: str):
         self.soup = BeautifulSoup(html, "html.parser")
+        self.formatter = AsWritten(self_closing=bool(_SELF_CLOSED.search(html)))
         self.blocks = blocks_of(self.soup)
         self.paragraphs = [Paragraph.parse(block.text, lang) for block in self.blocks]
         self.sentences = [s for p in self.paragraphs for s in p.sentences]
@@ -263,7 +274,28 @@ class HtmlPage:
                 continue
             placed = no_empty_nodes(place_words(placing.costs), placing.glued, placing.owned)
             fill_block(block, placing.words, placed, placing.glued)
-        return self.soup.decode(formatter="minimal")
+        return "".join(
+            f"<!DOCTYPE {node}>"
+            if isinstance(node, Doctype)
+            else node.decode(formatter=self.formatter)
+            if isinstance(node, Tag)
+            else node.output_ready(self.formatter)
+            for node in self.soup.contents
+        )  # Beautiful Soup writes a line break after a doctype, which the page has (or not) itself
+
+
+class AsWritten(HTMLFormatter):
+    """Beautiful Soup's minimal formatter, but attributes in the page's order (it sorts them),
+    boolean ones bare, and void elements closed with "/>" only where the page does so."""
+
+    def __init__(self, self_closing: bool):
+        super().__init__(
+            entity_substitution=HTMLFormatter.REGISTRY["minimal"].entity_substitution,
+            void_element_close_prefix="/" if self_closing else None,
+        )
+
+    def attributes(self, tag: Tag):
+        return [(k, None if v == "" and k in BOOLEAN_ATTRIBUTES else v) for k, v in (tag.attrs or {}).items()]
 
 
 def translate_html(

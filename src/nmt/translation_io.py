@@ -48,7 +48,7 @@ def decode_lines(source: BinaryIO, name: str, first_line: int = 1):
 
 
 def warn_missed_terms(name: str, numbers: Sequence[int], results: list[list[Translation]]) -> None:
-    """A warning for each line whose glossary terms could not all be placed (too long for the limit)."""
+    """A warning for each line whose glossary terms could not all be placed within the sentence."""
     for number, best in zip(numbers, results, strict=True):
         if best[0].glossary_missed:
             log.warning("%s:%d: glossary terms not placed: %s", name, number, ", ".join(best[0].glossary_missed))
@@ -143,8 +143,9 @@ def translate_stream(
     scores: bool = False,
     alignments: bool = False,
     glossary: Glossary | None = None,
+    n_best: int = 1,
 ) -> int:
-    """Translate every line of `source` into `target`; returns the number of lines written.
+    """Translate every line of `source` into `target`; returns the number of input lines translated.
 
     pretokenized: the lines are in the form of the model's tokenised corpus (see Translator.translate).
     split_sentences: each line is a paragraph of running text, translated sentence by sentence with
@@ -154,6 +155,8 @@ def translate_stream(
     confidence and token probabilities, then " ||| " and its word alignment (see `output_line`).
     glossary: its target terms are required wherever its source terms occur (line mode); a line
     whose terms could not all be placed is named in a warning.
+    n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
+    them: "LINE ||| translation [||| scores ||| alignment] ||| score", LINE counted from 0.
 
     With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
@@ -182,7 +185,7 @@ def translate_stream(
         else:
             more = {"glossary": glossary} if glossary is not None else {}
             results = translator.translate_detailed(
-                list(texts), scores=scores, alignments=alignments, **more, **options
+                list(texts), scores=scores, alignments=alignments, n_best=n_best, **more, **options
             )
             warn_missed_terms(name, numbers, results)
             for number, best in zip(numbers, results, strict=True):
@@ -194,7 +197,11 @@ def translate_stream(
                         translator.max_source_tokens,
                         translator.max_source_tokens,
                     )
-                target.write(output_line(best[0], scores=scores, alignments=alignments) + "\n")
+                if n_best == 1:
+                    target.write(output_line(best[0], scores=scores, alignments=alignments) + "\n")
+                for t in best if n_best > 1 else []:
+                    line = output_line(t, scores=scores, alignments=alignments)
+                    target.write(f"{number - 1} ||| {line} ||| {t.score:.4f}\n")
         target.flush()
         written += len(chunk)
     if split_sentences:

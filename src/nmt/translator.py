@@ -63,7 +63,7 @@ class Translation:
     # words of the text the model read and wrote (nmt.alignment).
     alignment: list[tuple[int, int]] | None = None
     # With a glossary: the target terms its source called for that this translation lacks (none
-    # unless a term could not be placed within the length limit).
+    # unless a term could not be placed within the sentence and its length limit).
     glossary_missed: list[str] | None = None
 
 

@@ -189,6 +189,8 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
                 "`beam` hypotheses have finished); use --engine torch, or auto, which picks it for this"
             )
         asked.append("--no-early-stopping")
+    if values["engine"] == "ctranslate2" and asked:  # refused before a model is loaded (or converted)
+        raise CommandError(f"{', '.join(asked)} needs the torch engine (or auto, which picks it), not ctranslate2")
     if values["engine"] == "auto" and asked:
         logging.getLogger(__name__).info("engine auto: nmt's engine (%s needs it)", ", ".join(asked))
         values["engine"] = "torch"

@@ -62,6 +62,15 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "indices ('0-0 1-2', the fast_align/Pharaoh format; the torch engine; line format)",
     )
     p.add_argument(
+        "--n-best",
+        type=int,
+        default=1,
+        metavar="N",
+        help="the N best translations of each line, best first (N at most the beam), as Moses and Marian "
+        "write them: 'LINE ||| translation ||| score', LINE counted from 0 (line format; default 1: the "
+        "translation alone)",
+    )
+    p.add_argument(
         "--chunk",
         type=int,
         default=CHUNK_LINES,
@@ -212,6 +221,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     split = args.split_sentences or args.format == "text"
     if (split or args.format == "html") and (args.scores or args.alignments):
         raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
+    if args.n_best < 1:
+        raise CommandError(f"--n-best must be at least 1, got {args.n_best}")
+    if args.n_best > 1 and (split or args.format == "html" or sampling is not None):
+        raise CommandError("--n-best lists each sentence's translations: use it with --format lines, without --sample")
     if args.format == "html" and args.split_sentences:
         raise CommandError("--split-sentences is --format text; html splits sentences anyway")
     glossary = load_glossary(args)
@@ -223,7 +236,9 @@ def cmd_translate(args: argparse.Namespace) -> int:
         source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         translator = load_translator(args)
         translator.choose_target_language(args.target_lang)
-        translator.search_request(beam=args.beam, length_penalty=args.length_penalty, sampling=sampling)
+        translator.search_request(
+            beam=args.beam, n_best=args.n_best, length_penalty=args.length_penalty, sampling=sampling
+        )
         if args.alignments and not translator.engine.supports_alignment:
             raise CommandError(f"--alignments needs the torch engine; this {translator.engine.name} model gives none")
         if args.format == "html":
@@ -258,6 +273,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             scores=args.scores,
             alignments=args.alignments,
             glossary=glossary,
+            n_best=args.n_best,
         )
     return 0
 

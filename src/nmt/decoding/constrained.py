@@ -8,10 +8,15 @@ hypotheses which have placed a term are not crowded out by ones that put it off,
 before every constraint is met. A partial match that the next token leaves is undone: a term's
 tokens count only once it is whole.
 
+A term is never pasted after the sentence: where the model's own best next token is the end, the
+sentence is over for it, so a constraint met after that point counts as missed ("on the beach.
+seaside."), and the hypothesis may end there too, its terms missed. Where no hypothesis places
+every term within the sentence, the best of those that missed the fewest wins, which is then
+usually the model's own sentence without the term (the caller is told which were missed).
+
 One sentence at a time: each sentence has its own constraints. The beam is widened to one bank per
 constraint token plus one (up to `max_beam`), which is the bound on its cost. A sentence whose
-constraints cannot all be met within its length limit gets the hypothesis that met the most,
-and the caller is told which were missed.
+constraints cannot all be met within its length limit gets the hypothesis that met the most.
 """
 
 from __future__ import annotations
@@ -46,13 +51,21 @@ class Progress:
 
     met: frozenset[int] = frozenset()
     partial: frozenset[tuple[int, int]] = frozenset()
+    past_end: bool = False  # went on where the model would have ended the sentence
+    outside: frozenset[int] = frozenset()  # constraints met only after that point: not placed
 
-    def advance(self, token: int, constraints: Constraints) -> Progress:
-        """The progress after appending `token`."""
+    def advance(self, token: int, constraints: Constraints, *, past_end: bool = False) -> Progress:
+        """The progress after appending `token` (`past_end`: instead of the model's own end)."""
         grown = {(i, done + 1) for i, done in self.partial if token in constraints[i][done]}
         grown |= {(i, 1) for i, tokens in enumerate(constraints) if i not in self.met and token in tokens[0]}
         met = self.met | {i for i, done in grown if done == len(constraints[i])}
-        return Progress(met, frozenset((i, done) for i, done in grown if i not in met))
+        past_end = self.past_end or past_end
+        outside = self.outside | (met - self.met if past_end else frozenset())
+        return Progress(met, frozenset((i, done) for i, done in grown if i not in met), past_end, outside)
+
+    def missed(self, constraints: Constraints) -> list[int]:
+        """The constraints not placed within the sentence: not met, or met after its end."""
+        return sorted((set(range(len(constraints))) - self.met) | self.outside)
 
     def tokens_met(self, constraints: Constraints) -> int:
         """Constraint tokens produced: those of the met constraints and of the longest partial match."""
@@ -97,18 +110,19 @@ def constrained_beam_search(
     max_steps = int(limits.max_steps(state.src_lengths)[0])
     scores = torch.zeros(1, device=src.device)  # (rows,) running log-probs
     progress = [Progress()]
-    finished: list[tuple[Hypothesis, int]] = []  # (hypothesis, constraints missed)
+    finished: list[tuple[Hypothesis, list[int]]] = []  # (hypothesis, constraints missed)
     for step_index in range(max_steps):
         step = state.next_step()
         totals = scores.unsqueeze(1) + step.log_probs  # (rows, vocab)
         last = step_index == max_steps - 1
         candidates = _candidates(totals, progress, constraints, beam)
-        # Ending: EOS where every constraint is met; at the length limit, whatever is reached.
+        would_end = (step.log_probs.argmax(dim=1) == eos).tolist()  # the model's own end of the sentence
+        # Ending: EOS where every constraint is met or the model ends; at the length limit, whatever is reached.
         ending, going = [], []
         for row, token in candidates:
-            after = progress[row].advance(token, constraints)
+            after = progress[row].advance(token, constraints, past_end=would_end[row] and token != eos)
             if token == eos:
-                if len(progress[row].met) == len(constraints):
+                if len(progress[row].met) == len(constraints) or would_end[row]:
                     ending.append((row, token, after))
             elif last:
                 ending.append((row, token, after))
@@ -124,8 +138,8 @@ def constrained_beam_search(
                 alpha=length_penalty,
                 normalization=length_normalization,
             )[0]
-            finished.append((hyp, len(constraints) - len(after.met)))
-        complete = [f for f in finished if f[1] == 0]
+            finished.append((hyp, after.missed(constraints)))
+        complete = [f for f in finished if not f[1]]
         if last or len(complete) >= beam or not going:
             break
         chosen = _allocate(going, totals, constraints, beam)
@@ -136,11 +150,10 @@ def constrained_beam_search(
         state.advance(step, tokens, rows)
     if not finished:  # no step could be taken (max_steps 0 is refused by SearchLimits): nothing found
         return ConstrainedResult([], list(range(len(constraints))))
-    finished.sort(key=lambda f: (f[1], -f[0].score))  # fewest constraints missed, then best score
-    best_missed = finished[0][1]
-    ranked = [h for h, missed in finished if missed == best_missed][:n_best]
-    missed = [] if best_missed == 0 else _missed_by(ranked[0].tokens, constraints)
-    return ConstrainedResult(ranked, missed)
+    finished.sort(key=lambda f: (len(f[1]), -f[0].score))  # fewest constraints missed, then best score
+    fewest = len(finished[0][1])
+    ranked = [h for h, missed in finished if len(missed) == fewest][:n_best]
+    return ConstrainedResult(ranked, finished[0][1])
 
 
 def _candidates(
@@ -178,13 +191,3 @@ def _allocate(
     rest = sorted((item for bank in banks.values() for item in bank[size:]), key=lambda item: -item[0])
     chosen += [c for _, c in rest[: max(0, beam - len(chosen))]]
     return chosen[:beam]
-
-
-def _missed_by(tokens: list[int], constraints: Constraints) -> list[int]:
-    """The constraints that do not occur in `tokens` as a contiguous run."""
-    missed = []
-    for index, c in enumerate(constraints):
-        runs = range(len(tokens) - len(c) + 1)
-        if not any(all(tokens[i + k] in allowed for k, allowed in enumerate(c)) for i in runs):
-            missed.append(index)
-    return missed

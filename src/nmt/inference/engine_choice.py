@@ -9,8 +9,8 @@ with the same outputs up to float rounding. So auto picks CTranslate2 where it c
 - nmt's engine for a model CTranslate2 cannot express (an activation or layer order it lacks);
 - nmt's engine for a weights file other than the directory's (`--weights`), which CTranslate2
   would need converted at every run, and for a model imported from Marian: since large models run
-  as one worker (nmt.inference.plan.WorkerPolicy) the two engines are within 10% on OPUS-MT's shape
-  in fp32 (3.52 against 3.22 s greedy, 11.11 against 11.24 s beam 5 in one benchmark run), and an
+  as one worker (nmt.inference.plan.WorkerPolicy) the two engines were within 10% on OPUS-MT's
+  shape in fp32 (docs/results.md), and an
   imported model searches with transformers' stopping rule (decode.early_stopping false), which
   CTranslate2's beam search does not have, so nmt's engine gives the original's outputs;
 - CTranslate2 otherwise, on an export cached in the model directory (`ctranslate2/`), made at the

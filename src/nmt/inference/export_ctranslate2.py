@@ -43,7 +43,7 @@ from ..checkpoint import load_model_dir
 from ..files import staged_directory
 from ..model import ModelConfig, Transformer
 from ..model.embedding import sinusoidal_encoding
-from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config
+from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config, write_decode_settings
 from ..tokenizer import SubwordTokenizer, load_tokenizers, save_tokenizers
 from .choices import QUANTIZATIONS
 from .shortlist import SHORTLIST, VOCABULARY_MAP, model_shortlist
@@ -187,7 +187,8 @@ def export_ctranslate2(
     """Write `model_dir`'s model (or `weights`) as a CTranslate2 model directory `out_dir`; returns it.
 
     quantization: how the weights are stored (float32, int8, int16). The engine can still compute
-    in another type at load time (--precision), e.g. quantise float32 weights to int8.
+    in another type at load time (--precision), e.g. quantise float32 weights to int8; int8 weights
+    make int8 the export's decode.precision, so that they are computed as stored unless a run says.
     shortlist: write the model directory's lexical shortlist, if it has one, as a vocabulary map
     (one that does not fit the tokenizers is refused); False leaves it out. extra_files: name ->
     text, written into the export before it appears.
@@ -224,6 +225,8 @@ def export_ctranslate2(
         for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *([SHORTLIST] if candidates is not None else [])):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
+        if quantization == "int8":  # int8 weights computed in fp32 would be slower than fp32 weights
+            write_decode_settings(staging, precision="int8")
         alignment = {"layer": DEFAULT_METHOD.layer, "heads": "all"}
         for name, text in {ALIGNMENT: json.dumps(alignment), **(extra_files or {})}.items():
             (staging / name).write_text(text, encoding="utf-8")
