@@ -25,8 +25,10 @@ ALLOWED = {
     "checkpoint": {"model", "files", "model_dir"},
     "evaluation": set(),
     # Inference knows the model, the searches and the files of a model directory, never the
-    # Translator, the CLI or the server that use it (its own modules' rules: INFERENCE below).
+    # Translator, the CLI or the server that use it (its own modules' rules: INFERENCE below); the
+    # CTranslate2 export returns the attention that alignment's method reads.
     "inference": {
+        "alignment",
         "checkpoint",
         "config",
         "config_checks",
@@ -199,14 +201,65 @@ def import_graph() -> dict[str, set[str]]:
     return {module_name(p): module_imports(p) - {"nmt"} for p in SRC.rglob("*.py")}
 
 
-def test_inference_modules_keep_their_places():
+def check_places(package: str, rules: dict[str, set[str]]) -> None:
+    """Each module of `package` imports only the modules of the package that `rules` allow it."""
     checked = 0
-    for path in (SRC / "inference").glob("*.py"):
-        name = path.stem
-        inside = {m.removeprefix("nmt.inference.") for m in module_imports(path) if m.startswith("nmt.inference.")}
-        assert inside <= INFERENCE[name], f"inference/{path.name} imports {sorted(inside - INFERENCE[name])}"
+    for path in (SRC / package).glob("*.py"):
+        prefix = f"nmt.{package}."
+        inside = {m.removeprefix(prefix) for m in module_imports(path) if m.startswith(prefix)}
+        assert inside <= rules[path.stem], f"{package}/{path.name} imports {sorted(inside - rules[path.stem])}"
         checked += 1
-    assert checked == len(INFERENCE), "add the new inference module to INFERENCE"
+    assert checked == len(rules), f"add the new {package} module to its rules"
+
+
+def test_inference_modules_keep_their_places():
+    check_places("inference", INFERENCE)
+
+
+# Within server/: the pure parts below the service, the service below the two API routers, the app
+# above them, and running it above all (nothing below imports an API or the app).
+SERVER = {
+    "__init__": set(),
+    "settings": set(),
+    "access": set(),
+    "keys": set(),
+    "requests": {"settings"},
+    "batching_queue": {"settings"},
+    "connections": {"settings"},
+    "metrics": {"batching_queue"},
+    "libretranslate": {"requests"},
+    "service": {"batching_queue", "keys", "metrics", "requests", "settings"},
+    "libretranslate_api": {"batching_queue", "libretranslate", "requests", "service"},
+    "nmt_api": {"batching_queue", "libretranslate", "libretranslate_api", "requests", "service"},
+    "app": {
+        "access",
+        "batching_queue",
+        "connections",
+        "keys",
+        "libretranslate",
+        "libretranslate_api",
+        "metrics",
+        "nmt_api",
+        "requests",
+        "service",
+    },
+    "running": {"access", "app", "batching_queue", "connections", "keys", "service", "settings"},
+}
+
+
+def test_server_modules_keep_their_places():
+    check_places("server", SERVER)
+
+
+def test_the_readme_layout_names_every_package_and_module():
+    readme = (SRC.parents[1] / "README.md").read_text(encoding="utf-8")
+    layout = readme[readme.index("## Layout") : readme.index("## Dependencies")]
+    names = [
+        f"{p.name}/" if p.is_dir() else p.name
+        for p in SRC.iterdir()
+        if not p.name.startswith("_") and ((p / "__init__.py").is_file() or p.suffix == ".py")
+    ]
+    assert len(names) > 20 and [n for n in names if n not in layout] == []
 
 
 def test_no_module_imports_itself_through_others():

@@ -384,7 +384,7 @@ def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch,
     """nmt's engine plans its workers per model call (a small batch runs on one); CTranslate2 takes
     its own layout (single-threaded workers: one worker of several OpenMP threads slows ~10x once
     torch has run in the process, as the server's first load does when it exports)."""
-    from nmt.server import app
+    from nmt.server import running as app
 
     loaded, calls = {}, []
 
@@ -486,10 +486,10 @@ def test_a_client_that_leaves_mid_body_is_counted_and_logs_no_error(capfd):
 
 
 def test_nmt_serve_on_a_port_in_use_is_one_line_before_the_model_loads(monkeypatch, capsys):
-    import nmt.server.app
+    import nmt.server.running
     from nmt.cli import main
 
-    monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded the model"))
+    monkeypatch.setattr(nmt.server.running.Translator, "load", lambda *a, **k: pytest.fail("loaded the model"))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()

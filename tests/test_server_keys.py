@@ -155,11 +155,11 @@ def test_libretranslatepy_with_and_without_its_key(key_file, tiny_model_dir):
 
 
 def test_nmt_serve_refuses_a_bad_key_file_before_loading(tiny_model_dir, tmp_path, monkeypatch, capsys):
-    import nmt.server.app
+    import nmt.server.running
 
     path = tmp_path / "keys.txt"
     path.write_text("ok-key-0001\nbad line here\n", encoding="utf-8")
-    monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
+    monkeypatch.setattr(nmt.server.running.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
     assert main(["serve", "--model", str(tiny_model_dir), "--api-keys", str(path), "--port", "0"]) == 2
     assert f"{path}:2: expected KEY [REQUESTS_PER_MINUTE > 0]" in capsys.readouterr().err
 

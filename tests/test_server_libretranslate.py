@@ -15,7 +15,7 @@ import pytest
 from bs4 import BeautifulSoup
 from fastapi.testclient import TestClient
 
-import nmt.server.app
+import nmt.server.running
 from nmt.cli import main
 from nmt.config import DecodeConfig
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
@@ -262,7 +262,7 @@ def test_nmt_serve_takes_several_models_and_refuses_a_direction_twice(tiny_model
         config.replace("src_lang: de", "src_lang: en").replace("tgt_lang: en", "tgt_lang: de")
     )
     served = {}
-    monkeypatch.setattr(nmt.server.app, "run_app", lambda app, *a, **k: served.setdefault("app", app))
+    monkeypatch.setattr(nmt.server.running, "run_app", lambda app, *a, **k: served.setdefault("app", app))
     assert main(["serve", "--model", str(tiny_model_dir), "--model", str(reverse), "--port", "0"]) == 0
     with TestClient(served["app"], base_url=LOCAL) as client:
         assert [lang["targets"] for lang in client.get("/languages").json()] == [["en"], ["de"]]
@@ -270,7 +270,7 @@ def test_nmt_serve_takes_several_models_and_refuses_a_direction_twice(tiny_model
 
     twin = tmp_path / "twin"
     shutil.copytree(tiny_model_dir, twin)
-    monkeypatch.setattr(nmt.server.app.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
+    monkeypatch.setattr(nmt.server.running.Translator, "load", lambda *a, **k: pytest.fail("loaded a model"))
     assert main(["serve", "--model", str(tiny_model_dir), "--model", str(twin), "--port", "0"]) == 2
     assert "both translate de -> en: serve one model per direction" in capsys.readouterr().err
 

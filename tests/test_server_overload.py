@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from served import nmt_serve
 from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
 
-import nmt.server.app
+import nmt.server.nmt_api
 from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import (
     Abandoned,
@@ -444,14 +444,14 @@ def test_attention_is_refused_past_its_cell_limit(translator, tiny_model_dir):
 
 def test_health_answers_while_a_large_answer_is_built(translator, tiny_model_dir, monkeypatch):
     building = threading.Event()
-    real = nmt.server.app.answer_body
+    real = nmt.server.nmt_api.answer_body
 
     def slow_answer_body(*args, **kwargs):
         building.set()
         time.sleep(2.0)  # as a large attention answer would take
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(nmt.server.app, "answer_body", slow_answer_body)
+    monkeypatch.setattr(nmt.server.nmt_api, "answer_body", slow_answer_body)
     app = create_app(translator, ServerLimits(), info=model_info(tiny_model_dir, translator))
     with serve_in_thread(app) as url, ThreadPoolExecutor(1) as pool:
         big = pool.submit(httpx.post, f"{url}/translate", json={"text": ["Ein Hund."], "attention": True}, timeout=30)

@@ -4,12 +4,17 @@
     from nmt.server import serve; serve("runs/de_en", port=8000)
 
 settings.py        ServerLimits, BatchingConfig, ConnectionOptions: every setting, its option and help
-app.py             the FastAPI app: routes, the web page, model info, serve / run_app / serve_in_thread
+app.py             the FastAPI app: the two routers below over one service, behind the guards
+service.py         the models and their batching queues, admission, metrics, the lifecycle
+nmt_api.py         nmt's API: the web page, /health, /metrics, POST /translate (JSON)
+libretranslate_api.py  LibreTranslate's API, in its shapes (libretranslate.py: its pure parts)
+running.py         serve / run_app / serve_in_thread: loading the models and running uvicorn
 requests.py        reading and checking a request body; the JSON answer
 batching_queue.py  one worker thread translating concurrent requests together, bounded, with deadlines
 access.py          Host and Origin allow-lists (AccessPolicy)
 connections.py     uvicorn's timeouts and connection limits; draining at SIGTERM
 metrics.py         /metrics in the Prometheus text format, one registry per app
+keys.py            API keys and rate limits (Admission)
 web/index.html     the web page
 
 The public names load on first use, so that `nmt --help` can read the settings without loading
@@ -30,12 +35,12 @@ _PUBLIC = {
     "BatchingConfig": "settings",
     "ConnectionOptions": "settings",
     "ServerLimits": "settings",
-    "access_policy": "app",
+    "access_policy": "running",
     "create_app": "app",
-    "model_info": "app",
-    "run_app": "app",
-    "serve": "app",
-    "serve_in_thread": "app",
+    "model_info": "service",
+    "run_app": "running",
+    "serve": "running",
+    "serve_in_thread": "running",
 }
 __all__ = list(_PUBLIC)
 

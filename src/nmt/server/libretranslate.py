@@ -132,7 +132,7 @@ class LanguageDetector:
 
     @functools.cached_property
     def _identifier(self):
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier  # noqa: PLC0415 - 0.6 s to load: on first use
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier  # noqa: PLC0415 - slow to load: on first use
 
         identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         known = [code for code in self.languages if code in identifier.nb_classes]

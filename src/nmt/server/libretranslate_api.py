@@ -1,0 +1,362 @@
+"""LibreTranslate's API as a router over the translation service (service.py).
+
+Its endpoints (POST /translate with a form body, q in the query string or LibreTranslate's JSON,
+/translate_file, /download_file, /languages, /frontend/settings, /suggest, /detect) answer in
+LibreTranslate's shapes, errors included: every route of this router turns the service's ApiError
+into LibreTranslate's `{"error": ...}` (LibreTranslateRoute), so a new endpoint is one method here
+and one line in `router`. What is pure (parsing fields, the answers, languages) is in
+libretranslate.py; nmt's own POST /translate hands LibreTranslate's bodies to `translate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
+
+from ..documents import Paragraph
+from ..markup import HtmlPage, page_text
+from ..translation_io import cut_sentences, gives_alignments
+from ..translator import Translation
+from .batching_queue import Overloaded
+from .libretranslate import (
+    DOWNLOAD_NAME,
+    FORM_TYPES,
+    Directions,
+    LanguageDetector,
+    LibreTranslateError,
+    alternatives_of,
+    file_text,
+    form_parts,
+    frontend_settings,
+    parse_translate,
+    query_fields,
+    request_fields,
+    translate_answer,
+)
+from .requests import ApiError, check_json_content_type
+from .service import TranslationService
+
+MAX_DOWNLOADS = 100  # translated files waiting to be fetched, at most (the oldest make room)
+LEFT = {"error": "the client left"}  # the answer nobody reads, in LibreTranslate's shape
+
+
+def media_type(request: Request) -> str:
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def sends_form(request: Request) -> bool:
+    """A form body, or LibreTranslate's fields in the query string without one. (A form is what
+    LibreTranslate's clients send; the Origin check, access.py, still keeps other sites' pages out,
+    since a browser sends Origin with every cross-site POST.)"""
+    kind = media_type(request)
+    return kind in FORM_TYPES or (not kind and "q" in request.query_params)
+
+
+def in_its_shape(err: ApiError) -> LibreTranslateError:
+    """The service's refusal (a body too large or too slow, the deadline, ...) as LibreTranslate's."""
+    return LibreTranslateError(err.status, err.message, err.retry_after_s)
+
+
+class LibreTranslateRoute(APIRoute):
+    """A route whose ApiErrors reach the client in LibreTranslate's shape."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def shaped(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ApiError as err:
+                raise in_its_shape(err) from None
+
+        return shaped
+
+
+class LibreTranslateApi:
+    """LibreTranslate's endpoints over `service`, its models reached by their languages."""
+
+    def __init__(self, service: TranslationService):
+        self.service, self.limits = service, service.limits
+        self.directions = Directions(tuple(service.routes))
+        self.detector = LanguageDetector(self.directions.languages)
+
+    def router(self) -> APIRouter:
+        router = APIRouter(route_class=LibreTranslateRoute)
+        router.add_api_route("/translate_file", self.translate_file, methods=["POST"])
+        router.add_api_route("/download_file/{name}", self.download_file, methods=["GET"])
+        router.add_api_route("/languages", self.languages, methods=["GET"])
+        router.add_api_route("/frontend/settings", self.settings, methods=["GET"])
+        router.add_api_route("/suggest", self.suggest, methods=["POST"])
+        router.add_api_route("/detect", self.detect, methods=["POST"])
+        return router
+
+    # --- checks -----------------------------------------------------------------------------------
+    def require_languages(self) -> None:
+        if not self.directions.pairs:
+            raise LibreTranslateError(
+                500,
+                "this model's languages are unknown: an nmt model's config names them (data.src_lang, "
+                "data.tgt_lang), an imported one is given them (nmt import --source-lang XX --target-lang YY)",
+            )
+
+    def admit(self, request: Request, fields: dict[str, Any], sentences: int | None = None, *, charge=True) -> None:
+        """The key and rate checks: the rate limit charged one unit per text of q (or `sentences`: a
+        file's); charge False checks the key alone."""
+        q = fields.get("q")
+        cost = sentences if sentences is not None else len(q) if isinstance(q, list) and q else 1
+        refusal = self.service.admit(request, fields.get("api_key"), cost if charge else 0)
+        if refusal is not None:
+            raise LibreTranslateError(refusal.status, refusal.message, refusal.retry_after_s)
+
+    def resolve_source(self, source: str, target: str, texts: list[str]) -> tuple[str, dict | None]:
+        """(source language, the detected-language answer where source was "auto")."""
+        if source != "auto":
+            return source, None
+        found = self.detector.detect(" ".join(texts))
+        if found:
+            return found[0]["language"], found[0]
+        # digits, symbols, emoji: no language to tell; LibreTranslate then takes a default, confidence 0:
+        # here the first source language that translates into the target
+        directions = self.directions
+        into = [s for s in directions.sources if (s, directions.code(target)) in directions.pairs]
+        best = {"confidence": 0.0, "language": (into or directions.sources)[0]}
+        return best["language"], best
+
+    def served(self, source: str, target: str) -> tuple[str, str]:
+        """A request's language pair in the served codes (zh-Hans: zh), checked: LibreTranslate's 400s."""
+        source, target = self.directions.code(source), self.directions.code(target)
+        self.directions.check(source, target)
+        return source, target
+
+    # --- translating --------------------------------------------------------------------------------
+    async def translate_via_route(
+        self,
+        request: Request,
+        source: str,
+        target: str,
+        texts: list[str],
+        n_best: int = 1,
+        alignments: bool = False,
+        deadline: float | None = None,
+    ) -> list[list[Translation]] | None:
+        """The n-best of each text from the model that serves source -> target (None: the client left).
+        deadline: a time.monotonic() value, the whole request's (default: deadline_s from now)."""
+        source, target = self.served(source, target)
+        chosen, target_lang = self.service.routes[(source, target)]
+        queue = self.service.queues[chosen]
+        if not queue.running:
+            raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
+        if deadline is not None and deadline <= time.monotonic():  # a document's earlier parts took it all
+            raise LibreTranslateError(
+                503,
+                f"the document was not translated within the {self.limits.deadline_s:g} s deadline: "
+                "the server is busy, or the document too long for it",
+                queue.retry_after_s(),
+            )
+        try:
+            return await self.service.translate(
+                request,
+                chosen,
+                texts,
+                deadline=deadline,
+                beam=max(self.service.default_beam(chosen), n_best),
+                n_best=n_best,
+                target_lang=target_lang,
+                alignments=alignments,
+            )
+        except Overloaded as err:  # 429 + "Slowdown": what LibreTranslate's clients read as "back off and retry"
+            raise LibreTranslateError(429, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
+        except ApiError as err:  # the deadline, a shutdown, a model failure: in LibreTranslate's shape
+            raise in_its_shape(err) from None
+
+    async def translate_documents(
+        self,
+        request: Request,
+        source: str,
+        target: str,
+        texts: list[str],
+        html: bool,
+        charge: Callable[[int], None] | None = None,
+    ) -> list[str] | None:
+        """Each text translated as a document: paragraphs (lines) split into sentences, or a web page
+        with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
+        sentences go through the route's queue in requests of max_sentences, under one deadline for
+        them all (None: the client left). charge: called with the sentence count before any is
+        translated (a file's cost for the rate limit)."""
+        deadline = time.monotonic() + self.limits.deadline_s
+        source, target = self.served(source, target)
+        chosen, target_lang = self.service.routes[(source, target)]
+        translator = self.service.models[chosen][0]
+
+        def prepare():  # parsing, sentence splitting and tokenising: off the event loop
+            if html:
+                docs = [HtmlPage(text, source) for text in texts]
+                sentences = [[*page.sentences] for page in docs]
+            else:
+                docs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
+                sentences = [[s for p in doc for s in p.sentences] for doc in docs]
+            return docs, sentences, cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
+
+        docs, sentences, cut = await asyncio.to_thread(prepare)
+        pieces, best = cut.pieces, []
+        if charge is not None:
+            charge(len(pieces))
+        aligned = html and gives_alignments(translator)
+        step = self.limits.max_sentences
+        for start in range(0, len(pieces), step):  # the queue's request size, one after another
+            part = pieces[start : start + step]
+            results = await self.translate_via_route(
+                request, source, target, part, alignments=aligned, deadline=deadline
+            )
+            if results is None:
+                return None
+            best += [found[0] for found in results]
+
+        def rebuild() -> list[str]:
+            answers = iter(cut.joined(best))
+            out = []
+            for doc, doc_sentences in zip(docs, sentences, strict=True):
+                mine = [next(answers) for _ in doc_sentences]
+                if html:
+                    out.append(doc.rebuilt(mine))
+                else:
+                    texts_of = iter(text for text, _ in mine)
+                    out.append("\n".join(p.rebuilt([next(texts_of) for _ in p.sentences]) for p in doc))
+            return out
+
+        return await asyncio.to_thread(rebuild)
+
+    # --- the endpoints ------------------------------------------------------------------------------
+    async def translate_request(self, request: Request) -> Response:
+        """POST /translate with a form body or q in the query string (nmt's router hands it over)."""
+        try:
+            body = await self.service.body(request)
+        except ApiError as err:
+            raise in_its_shape(err) from None
+        if body is None:
+            return self.service.client_left(LEFT, "body")
+        query = query_fields(request.query_params.multi_items())
+        return await self.translate(request, request_fields(request.headers.get("content-type", ""), body, query))
+
+    async def translate(self, request: Request, fields: dict[str, Any]) -> Response:
+        """POST /translate's fields, from any of the bodies LibreTranslate takes."""
+        self.require_languages()
+        # Checked before the rate limit is charged: a request over the batch limit is a 400 at once,
+        # not a cost larger than the whole limit (a 429 at every try).
+        call = parse_translate(fields, self.limits.max_sentences, self.limits.max_chars)
+        self.admit(request, fields)
+        html = call.format == "html"
+        texts = [page_text(t) for t in call.texts] if html else call.texts
+        source, detected = self.resolve_source(call.source, call.target, texts)
+        if call.alternatives and not html:  # alternatives of a whole text: each text is one input
+            results = await self.translate_via_route(request, source, call.target, call.texts, call.alternatives + 1)
+            if results is None:
+                return self.service.client_left(LEFT)
+            texts, others = [best[0].text for best in results], alternatives_of(results, call.alternatives)
+        else:
+            texts, others = await self.translate_documents(request, source, call.target, call.texts, html), None
+            if texts is None:
+                return self.service.client_left(LEFT)
+        return JSONResponse(translate_answer(call, texts, others, detected))
+
+    async def translate_file(self, request: Request) -> Response:
+        self.require_languages()
+        content_type = request.headers.get("content-type", "")
+        if media_type(request) != "multipart/form-data":
+            raise LibreTranslateError(400, "Invalid request: send the file as multipart/form-data")
+        body = await self.service.body(request)
+        if body is None:
+            return self.service.client_left(LEFT, "body")
+        fields, upload = form_parts(content_type, body)
+        fields = {**query_fields(request.query_params.multi_items()), **fields}  # api_key may be in the query
+        # The key is checked now (nothing is charged); the rate limit is charged the file's sentences
+        # once they are counted, as a request of that many texts would be.
+        self.admit(request, {"api_key": fields.get("api_key")}, charge=False)
+        for name in ("source", "target"):
+            if not fields.get(name):
+                raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
+        extension, text = file_text(upload)
+        html = extension in (".html", ".htm")
+        for line in text.split("\n"):
+            if len(line) > self.limits.max_chars and not html:
+                raise LibreTranslateError(
+                    400, f"Invalid request: request ({len(line)}) exceeds text limit ({self.limits.max_chars})"
+                )
+        source, _ = self.resolve_source(
+            fields["source"].lower(), fields["target"].lower(), [(page_text(text) if html else text)[:5000]]
+        )
+        source, target = self.served(source, fields["target"].lower())  # the served codes name the file
+
+        def charge(sentences: int) -> None:
+            self.admit(request, {"api_key": fields.get("api_key")}, sentences)
+
+        translated = await self.translate_documents(request, source, target, [text], html, charge=charge)
+        if translated is None:
+            return self.service.client_left(LEFT)
+        name = f"{uuid.uuid4().hex}_{target}{extension}"
+        self.keep_download(name, translated[0] if html else translated[0] + "\n")
+        return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
+
+    def keep_download(self, name: str, text: str) -> None:
+        """Keep a translated file until it is fetched, the oldest unfetched ones making room."""
+        downloads = self.service.downloads
+        kept = sorted(downloads.iterdir(), key=lambda p: p.stat().st_mtime) if downloads.is_dir() else []
+        for old in kept[: max(0, len(kept) - MAX_DOWNLOADS + 1)]:
+            old.unlink(missing_ok=True)
+        downloads.mkdir(exist_ok=True)  # an app run again after its lifespan ended
+        (downloads / name).write_text(text, encoding="utf-8")
+
+    async def download_file(self, name: str) -> Response:
+        path = self.service.downloads / name
+        if not DOWNLOAD_NAME.fullmatch(name):
+            raise LibreTranslateError(400, "Invalid filename")
+        if not path.is_file():
+            raise LibreTranslateError(404, "no such file: it was fetched already, or the server restarted")
+        content = path.read_bytes()
+        path.unlink(missing_ok=True)  # fetched once: the server keeps no one's documents
+        filename = name.split("_", 1)[1]
+        return Response(
+            content,
+            media_type=("text/html" if name.endswith((".html", ".htm")) else "text/plain") + "; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="translated_{filename}"'},
+        )
+
+    async def languages(self) -> JSONResponse:
+        return JSONResponse(self.directions.languages_json())
+
+    async def settings(self) -> JSONResponse:
+        self.require_languages()
+        return JSONResponse(
+            frontend_settings(self.directions, self.limits.max_chars, self.service.admission.keys_required)
+        )
+
+    async def suggest(self) -> JSONResponse:
+        """LibreTranslate's answer where suggestions are off (nmt keeps none: frontend settings say so)."""
+        return JSONResponse({"error": "Suggestions are disabled on this server."}, 403)
+
+    async def detect(self, request: Request) -> JSONResponse:
+        self.require_languages()
+        if not sends_form(request):
+            check_json_content_type(request)
+        body = await self.service.body(request)
+        if body is None:
+            return self.service.client_left(LEFT, "body")
+        query = query_fields(request.query_params.multi_items())
+        fields = request_fields(request.headers.get("content-type", ""), body, query)
+        self.admit(request, {"api_key": fields.get("api_key")})
+        q = fields.get("q")
+        if not q or not isinstance(q, str):
+            raise LibreTranslateError(400, "Invalid request: missing q parameter")
+        if len(q) > self.limits.max_chars:
+            raise LibreTranslateError(
+                400, f"Invalid request: request ({len(q)}) exceeds text limit ({self.limits.max_chars})"
+            )
+        found = await asyncio.to_thread(self.detector.detect, q)
+        return JSONResponse(found or [{"confidence": 0.0, "language": self.directions.sources[0]}])

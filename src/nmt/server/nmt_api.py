@@ -1,0 +1,146 @@
+"""nmt's own API as a router over the translation service (service.py): the web page at /,
+GET /health, GET /metrics and POST /translate with a JSON body (requests.py has its fields).
+
+    curl -s localhost:8000/translate -H 'Content-Type: application/json' \\
+         -d '{"text": ["Ein Mann fährt Fahrrad."], "beam": 5}'
+    # -> {"beam": 5, "translations": [{"text": "A man rides a bike.", "score": -0.41, "truncated": false}]}
+
+With `"attention": true` each translation also carries its cross-attention:
+`{"src_pieces": [...], "tgt_pieces": [...], "weights": [layer][head][tgt piece][src piece]}`, one row
+per target piece (the last piece is "[END]" when the sentence ended), each row summing to 1.
+
+Errors are ApiError's JSON, `{"error": CODE, "message": TEXT}`, plus `"limit": NAME` when a limit was
+hit. POST /translate is LibreTranslate's path too: a body in its shape is handed to its router.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from functools import partial
+from importlib.resources import files
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from .batching_queue import Overloaded
+from .libretranslate import is_libretranslate_body, request_fields
+from .libretranslate_api import LibreTranslateApi, sends_form
+from .requests import ApiError, TranslateRequest, answer_body, check_json_content_type, parse_request
+from .service import CLIENT_GONE, TranslationService
+
+LEFT = {"error": "client_disconnected", "message": "the client left"}  # the answer nobody reads
+
+
+def index_page() -> str:
+    """The web page, shipped as package data beside this module."""
+    return files(__package__).joinpath("web", "index.html").read_text(encoding="utf-8")
+
+
+class NmtApi:
+    """nmt's endpoints over `service` (its first model); LibreTranslate's bodies go to `libretranslate`."""
+
+    def __init__(self, service: TranslationService, libretranslate: LibreTranslateApi):
+        self.service, self.libretranslate, self.limits = service, libretranslate, service.limits
+        self.page = index_page()
+        engine = service.models[0][0].engine
+        self.available = {"attention": engine.supports_attention, "alignments": engine.supports_alignment}
+        self.engine_name = engine.name
+
+    def router(self) -> APIRouter:
+        router = APIRouter()
+        router.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse)
+        router.add_api_route("/health", self.health, methods=["GET"])
+        router.add_api_route("/metrics", self.metrics, methods=["GET"])
+        router.add_api_route("/translate", self.translate, methods=["POST"])
+        return router
+
+    async def index(self) -> HTMLResponse:
+        return HTMLResponse(self.page)
+
+    async def health(self) -> JSONResponse:
+        body, ready = self.service.health()
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def metrics(self) -> Response:
+        content, content_type = self.service.metrics.exposition()
+        return Response(content, media_type=content_type)
+
+    async def translate(self, request: Request) -> Response:
+        """POST /translate, both APIs' requests timed as one."""
+        start, outcome = time.perf_counter(), "error"
+        try:
+            response = await self.translate_request(request)
+            outcome = {200: "ok", CLIENT_GONE: "disconnected"}.get(response.status_code, "error")
+            return response
+        except ApiError as err:
+            outcome = err.code if err.status >= 500 else "refused"
+            raise
+        finally:
+            self.service.metrics.latency.labels(outcome).observe(time.perf_counter() - start)
+
+    async def translate_request(self, request: Request) -> Response:
+        if sends_form(request):
+            return await self.libretranslate.translate_request(request)
+        check_json_content_type(request)
+        body = await self.service.body(request)
+        if body is None:
+            return self.service.client_left(LEFT, "body")
+        content_type = request.headers.get("content-type", "")
+        if is_libretranslate_body(content_type.split(";")[0].strip().lower(), body):
+            return await self.libretranslate.translate(request, request_fields(content_type, body))
+        parsed = parse_request(body, self.limits)
+        self.check(request, parsed)
+        beam = self.service.default_beam() if parsed.beam is None else parsed.beam
+        if not parsed.text:  # nothing to translate: no need to queue
+            return JSONResponse({"beam": beam, "translations": []})
+        try:
+            results = await self.service.translate(
+                request,
+                0,
+                parsed.text,
+                beam=beam,
+                attention=parsed.attention,
+                target_lang=parsed.target_lang,
+                scores=parsed.scores,
+                alignments=parsed.alignments,
+            )
+        except Overloaded as err:
+            raise ApiError(
+                503,
+                "overloaded",
+                f"the server is busy: {err}; try again later",
+                limit=err.limit,
+                retry_after_s=err.retry_after_s,
+            ) from None
+        if results is None:
+            return self.service.client_left(LEFT)
+        build = partial(
+            answer_body, beam, results, attention=parsed.attention, max_cells=self.limits.max_attention_cells
+        )
+        # Attention is megabytes of JSON for long sentences: built in a thread, the loop stays free.
+        body = await asyncio.to_thread(build) if parsed.attention else build()
+        return Response(body, media_type="application/json")
+
+    def check(self, request: Request, parsed: TranslateRequest) -> None:
+        """Refuse, before the queue, what this request may not have or the model cannot give."""
+        refusal = self.service.admit(request, request.headers.get("x-api-key"), max(1, len(parsed.text)))
+        if refusal is not None:
+            code = {429: "rate_limited", 413: "limit_exceeded"}.get(refusal.status, "forbidden_key")
+            raise ApiError(refusal.status, code, refusal.message, retry_after_s=refusal.retry_after_s)
+        if not self.service.queues[0].running:
+            raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
+        for field, asked in (("attention", parsed.attention), ("alignments", parsed.alignments)):
+            if asked and not self.available[field]:
+                raise ApiError(
+                    422,
+                    "attention_unavailable",
+                    f"this server's engine ({self.engine_name}) does not return the attention weights that "
+                    f'{field} needs; leave out "{field}"',
+                )
+        check_target = getattr(self.service.models[0][0], "check_target_language", None)
+        if check_target is not None:  # before the queue: in the worker it would be a 500
+            try:
+                check_target(parsed.target_lang)
+            except ValueError as err:
+                raise ApiError(422, "invalid_request", str(err)) from None

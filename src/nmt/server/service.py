@@ -1,0 +1,257 @@
+"""The translation service behind both HTTP APIs.
+
+One object holds what the two APIs share: the models and their batching queues, admission (API keys
+and rate limits), the metrics, the route from a language pair to a model, the store of translated
+files, and the lifecycle (the queues start with the app and drain at SIGTERM). The APIs are routers
+over it (nmt_api.py, libretranslate_api.py): each turns its own body into calls here and owns the
+shape of its errors; app.py assembles them.
+
+A request waits for its answer here (`translate`): handlers only validate and wait, one worker
+thread per model runs it (batching_queue.py), and a client that hangs up takes its work out of
+the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Future
+from contextlib import asynccontextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from starlette.types import Receive
+
+from ..model_dir import read_languages
+from ..translator import Translation, Translator
+from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
+from .keys import Admission, Refusal
+from .metrics import ServerMetrics
+from .requests import ApiError, BodyAbandoned, ServerLimits, read_body
+
+CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
+
+
+def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
+    """What /health says about the model: its directory name, size, languages and engine."""
+    model_dir = Path(model_dir)
+    src_lang, tgt_lang = read_languages(model_dir)
+    return {
+        "model": model_dir.resolve().name,
+        "parameters": translator.parameter_count,
+        "engine": translator.engine.name,
+        "attention": translator.engine.supports_attention,  # the page shows a heatmap only where true
+        "precision": translator.engine.precision,
+        "length_penalty": translator.decode.length_penalty,
+        "min_len": translator.decode.min_len,
+        "early_stopping": translator.decode.early_stopping,
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        # a multi-target model: the languages of its >>xx<< tokens, each a direction of its own
+        "target_langs": list(getattr(translator, "target_languages", [])),
+        "device": str(translator.device),
+    }
+
+
+def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, str | None]]:
+    """(source, target) -> (which model translates it, the target language to ask a multi-target model
+    for, else None); a model of unknown languages serves nmt's API only.
+
+    Two models for one direction are refused: the server could not say which one answers."""
+    routes: dict[tuple[str, str], tuple[int, str | None]] = {}
+    for index, info in enumerate(infos):
+        several = info.get("target_langs") or []
+        targets = [(t, t) for t in several] if several else [(info.get("tgt_lang"), None)]
+        for target, asked in targets:
+            pair = (info.get("src_lang"), target)
+            if not all(pair):
+                continue
+            if pair in routes:
+                raise ValueError(
+                    f"{infos[routes[pair][0]]['model']} and {info['model']} both translate {pair[0]} -> "
+                    f"{pair[1]}: serve one model per direction"
+                )
+            routes[pair] = (index, asked)
+    return routes
+
+
+class TranslationService:
+    """The models a server runs (anything with Translator.translate_detailed), each with its own
+    batching queue, and everything both APIs share; see the module's docstring.
+
+    info: what /health reports about the first model (see model_info); more_models: further
+    (translator, info) pairs, reached through LibreTranslate's API by their languages (nmt's own
+    API and the web page use the first); admission: API keys and rate limits (keys.py).
+    """
+
+    def __init__(
+        self,
+        translator: Any,
+        limits: ServerLimits,
+        *,
+        info: dict[str, Any],
+        batching: BatchingConfig | None = None,
+        more_models: Sequence[tuple[Any, dict[str, Any]]] = (),
+        admission: Admission | None = None,
+    ):
+        self.limits = limits
+        self.admission = admission or Admission()
+        self.metrics = ServerMetrics()
+        self.models = [(translator, info), *more_models]
+        self.queues = [BatchingQueue(t, batching, on_batch=self.metrics.batch) for t, _ in self.models]
+        self.metrics.watch(self.queues)
+        self.routes = model_routes([i for _, i in self.models])  # (source, target) -> index into models
+        self.downloads = Path(tempfile.mkdtemp(prefix="nmt-files-"))  # translated files until fetched
+
+    def default_beam(self, index: int = 0) -> int:
+        """Model `index`'s own beam, within the server's limit."""
+        return min(self.models[index][0].decode.beam, self.limits.max_beam)
+
+    @asynccontextmanager
+    async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
+        """The app's lifespan: the queues' workers run while the app does."""
+        for queue in self.queues:
+            queue.start()
+        yield
+        # stop() joins the worker, which may be mid-batch: wait in a thread, not on the event loop
+        await asyncio.gather(*(asyncio.to_thread(queue.stop) for queue in self.queues))
+        shutil.rmtree(self.downloads, ignore_errors=True)  # translated files nobody fetched
+
+    def close(self) -> None:
+        """Stop taking requests on every model's queue (SIGTERM: the drain begins)."""
+        for queue in self.queues:
+            queue.close()
+
+    def draining(self) -> bool:
+        """Whether the drain has begun (keep-alive connections are then closed after each answer)."""
+        return any(queue.running and not queue.accepting for queue in self.queues)
+
+    def health(self) -> tuple[dict[str, Any], bool]:
+        """/health's body (the first model's info, the limits, the batching figures) and readiness."""
+        ready = all(queue.running for queue in self.queues)
+        queue = self.queues[0]
+        body = {
+            "ready": ready,
+            **self.models[0][1],
+            "default_beam": self.default_beam(),
+            "limits": asdict(self.limits),
+            "batching": {**asdict(queue.config), **asdict(queue.stats), "pending_sentences": queue.pending_sentences},
+            "models": [info for _, info in self.models],
+        }
+        return body, ready
+
+    def admit(self, request: Request, key: Any, cost: int) -> Refusal | None:
+        """The key and rate-limit check of a request costing `cost` units (None: admitted)."""
+        address = request.client.host if request.client else ""
+        return self.admission.check(key if isinstance(key, str) else None, address, cost)
+
+    async def body(self, request: Request) -> bytes | None:
+        """The request's body within the size and time limits (ApiError past them); None where the
+        client left while sending it (counted: answer with `client_left`)."""
+        try:
+            return await read_body(request, self.limits.max_body_bytes, self.limits.body_timeout_s)
+        except BodyAbandoned:
+            self.metrics.disconnects.labels("body").inc()
+            return None
+
+    def client_left(self, body: dict[str, str], stage: str = "answer") -> JSONResponse:
+        """The answer nobody reads (logged as one access line) once the client left; counted unless
+        `stage` is "body" (`body` counted it)."""
+        if stage != "body":
+            self.metrics.disconnects.labels(stage).inc()
+        return JSONResponse(body, CLIENT_GONE)
+
+    async def translate(
+        self, request: Request, index: int, texts: list[str], *, deadline: float | None = None, **search: Any
+    ) -> list[list[Translation]] | None:
+        """The n-best of each text from model `index` (None: the client left first), under a
+        time.monotonic() `deadline` (default: the server's deadline_s from now); search:
+        BatchingQueue.submit's options (beam, n_best, ...). Overloaded where the queue is full;
+        ApiError (503) past the deadline or at shutdown."""
+        queue, wait_s = self.queues[index], self.limits.deadline_s
+        if deadline is None:
+            deadline = time.monotonic() + wait_s
+        else:
+            wait_s = deadline - time.monotonic()
+        future = await submit_unless_gone(request, queue, texts, deadline=deadline, **search)
+        if future is None:
+            return None
+        return await wait_for_answer(request, future, queue, wait_s)
+
+
+async def client_gone(receive: Receive) -> None:
+    """Returns when the client disconnects. Only call it once the body has been read: from then on
+    the ASGI server's receive() has nothing else to say."""
+    while (await receive())["type"] != "http.disconnect":
+        await asyncio.sleep(0.05)  # uvicorn blocks in receive(); an ASGI server that answers at once must not spin
+
+
+async def wait_for_answer(
+    request: Request, future: Future[list[list[Translation]]], queue: BatchingQueue, deadline_s: float
+) -> list[list[Translation]] | None:
+    """The translations, or None if the client hung up first; ApiError (503) past the deadline.
+
+    Either way the request is cancelled: still queued, it is dropped before the model sees it;
+    already in the model's hands, its batch finishes and its part of the answer is not read.
+    """
+    answer = asyncio.wrap_future(future)
+    gone = asyncio.ensure_future(client_gone(request.receive))
+    try:
+        done, _ = await asyncio.wait({answer, gone}, timeout=deadline_s, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        if queue.accepting:
+            raise
+        # uvicorn cancels what is still running when the grace period at shutdown ends: tell the
+        # client so (503, retry elsewhere) rather than let uvicorn answer a bare 500.
+        raise ApiError(503, "shutting_down", "the server is shutting down", retry_after_s=1) from None
+    finally:
+        gone.cancel()
+        if not answer.done():
+            answer.cancel()  # cancels `future` too (asyncio chains the cancel), also when this task is cancelled
+    if answer in done:
+        try:
+            return answer.result()
+        except DeadlineExceeded as err:
+            raise ApiError(
+                503,
+                "deadline_exceeded",
+                f"{err} of {deadline_s:g} s: the server is busy",
+                limit="deadline_s",
+                retry_after_s=queue.retry_after_s(),
+            ) from None
+        except ShuttingDown as err:
+            raise ApiError(503, "shutting_down", str(err), retry_after_s=1) from None
+        except Exception as err:  # noqa: BLE001 - a model failure is reported as JSON, not a bare 500
+            raise ApiError(500, "translation_failed", f"{type(err).__name__}: {err}") from err
+    if gone in done:
+        return None
+    raise ApiError(
+        503,
+        "deadline_exceeded",
+        f"no translation within the {deadline_s:g} s deadline: the server is busy",
+        limit="deadline_s",
+        retry_after_s=queue.retry_after_s(),
+    )
+
+
+async def submit_unless_gone(request: Request, queue: BatchingQueue, texts: list[str], **options: Any) -> Future | None:
+    """queue.submit, or None when the client left before its turn (it takes no room in the queue).
+
+    A full queue is asked once more 50 ms later: clients that hung up just before this request came
+    leave the queue as soon as the event loop hears of them, which may be a moment after this
+    request is read (50 abandoned requests, then one that waits)."""
+    if await request.is_disconnected():
+        return None
+    try:
+        return queue.submit(texts, **options)
+    except Overloaded as err:
+        if err.limit != "max_pending_sentences":
+            raise
+        await asyncio.sleep(0.05)
+        return queue.submit(texts, **options)
