@@ -157,6 +157,17 @@ def test_positional_encoding_png_shows_the_encoding(tmp_path):
     assert torch.allclose(torch.as_tensor(heatmap).float(), sinusoidal_encoding(torch.arange(30), 16).T)
 
 
+@pytest.mark.parametrize("layout", ["halves", "marian"])
+def test_the_picture_follows_the_model_s_layout(layout):
+    fig = positional_encoding_figure(d_model=16, length=30, base=100.0, layout=layout)
+    heatmap = fig.axes[0].collections[0].get_array().reshape(16, 30)
+    expected = sinusoidal_encoding(torch.arange(30), 16, 100.0, layout).T
+    assert torch.allclose(torch.as_tensor(heatmap).float(), expected)
+    assert not torch.allclose(expected, sinusoidal_encoding(torch.arange(30), 16, 100.0).T)
+    for line in fig.axes[1].get_lines():  # each curve is a sine that starts at 0
+        assert line.get_ydata()[0] == pytest.approx(0.0, abs=1e-6)
+
+
 # --- the command line --------------------------------------------------------------------------
 def test_cli_plot_and_positions_write_pngs(tmp_path, capsys):
     write_metrics(tmp_path / "run", synthetic_records())
@@ -165,6 +176,14 @@ def test_cli_plot_and_positions_write_pngs(tmp_path, capsys):
     for name in ("curves.png", "pe.png"):
         png_size(tmp_path / name)
     assert capsys.readouterr().out.split() == [str(tmp_path / "curves.png"), str(tmp_path / "pe.png")]
+
+
+def test_cli_positions_of_a_model_are_its_own_and_written_beside_it(tiny_model_dir, tmp_path, capsys):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    assert main(["positions", "--model", str(model_dir), "--length", "20"]) == 0
+    out = model_dir / "positional_encoding.png"
+    assert capsys.readouterr().out.split() == [str(out)] and png_size(out)[0] > 0
+    assert main(["positions", "--model", str(model_dir), "--d-model", "64"]) == 2  # one or the other
 
 
 def test_cli_attention_writes_one_png_per_kind(tiny_model_dir, tmp_path):

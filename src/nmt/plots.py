@@ -245,12 +245,15 @@ def plot_attention(
 
 
 # --- positional encoding ---------------------------------------------------------------------
-def positional_encoding_figure(*, d_model: int = 128, length: int = 100, base: float = 10000.0) -> Figure:
-    """Left: the PE matrix as a heatmap (dimension against position). Right: a few dimensions as curves,
-    showing that the wavelength grows geometrically from 2*pi (dimension 0) to base * 2*pi (the last)."""
+def positional_encoding_figure(
+    *, d_model: int = 128, length: int = 100, base: float = 10000.0, layout: str = "interleaved"
+) -> Figure:
+    """Left: the PE matrix as a heatmap (dimension against position). Right: a few sine dimensions as
+    curves, showing that the wavelength grows geometrically from 2*pi to about base * 2*pi.
+    layout: where the sines and cosines sit (nmt.model.embedding.sinusoidal_encoding)."""
     if d_model < 2 or length < 1:
         raise ValueError(f"need d_model >= 2 and length >= 1, got {d_model} and {length}")
-    pe = sinusoidal_encoding(torch.arange(length), d_model, base).numpy()  # (length, d_model)
+    pe = sinusoidal_encoding(torch.arange(length), d_model, base, layout).numpy()  # (length, d_model)
     fig = Figure(figsize=(13, 4.8), layout="constrained")
     heat, curves = fig.subplots(1, 2, width_ratios=[1.5, 1])
 
@@ -258,15 +261,18 @@ def positional_encoding_figure(*, d_model: int = 128, length: int = 100, base: f
     mesh = heat.pcolormesh(pe.T, cmap="RdBu", vmin=-1, vmax=1)
     heat.set_xlabel("position")
     heat.set_ylabel("dimension (depth)")
-    heat.set_title(
-        f"PE(position, dimension), d_model={d_model}, base={base:g}\neven dimensions: sin, odd dimensions: cos"
-    )
+    where = "even dimensions: sin, odd dimensions: cos" if layout == "interleaved" else "first half: sin, then cos"
+    heat.set_title(f"PE(position, dimension), d_model={d_model}, base={base:g}\n{where}")
     fig.colorbar(mesh, ax=heat, label="value")
 
-    # Sines (even dimensions) from a quarter to half of the width: wavelengths 2*pi * base^(d / d_model).
-    dims = sorted({2 * round(d_model * f / 2) for f in (0, 1 / 8, 1 / 4, 3 / 8, 1 / 2)} & set(range(0, d_model, 2)))
-    for d in dims:
-        wavelength = 2 * math.pi * base ** (d / d_model)
+    # Sine pairs i from none to half of the pairs: wavelength 2*pi / (the pair's frequency).
+    pairs = d_model // 2
+    inv_freq = 1 / base ** (torch.arange(pairs, dtype=torch.float64) * 2 / d_model)
+    if layout == "marian":
+        inv_freq = 1 / base ** (torch.arange(pairs, dtype=torch.float64) / max(pairs - 1, 1))
+    for i in sorted({min(round(pairs * f), pairs - 1) for f in (0, 1 / 8, 1 / 4, 3 / 8, 1 / 2)}):
+        d = 2 * i if layout == "interleaved" else i
+        wavelength = 2 * math.pi / float(inv_freq[i])
         curves.plot(range(length), pe[:, d], lw=1.2, label=f"dimension {d} (wavelength {wavelength:.0f})")
     curves.set_xlabel("position")
     curves.set_ylabel("value")
@@ -277,6 +283,8 @@ def positional_encoding_figure(*, d_model: int = 128, length: int = 100, base: f
     return fig
 
 
-def plot_positional_encoding(out: str | Path, *, d_model: int = 128, length: int = 100, base: float = 10000.0) -> Path:
+def plot_positional_encoding(
+    out: str | Path, *, d_model: int = 128, length: int = 100, base: float = 10000.0, layout: str = "interleaved"
+) -> Path:
     """Write the sinusoidal positional encoding picture to `out` (PNG); returns its path."""
-    return _save(positional_encoding_figure(d_model=d_model, length=length, base=base), out)
+    return _save(positional_encoding_figure(d_model=d_model, length=length, base=base, layout=layout), out)

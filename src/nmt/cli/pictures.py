@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import ENGINE_DEFAULTS, check_beam, check_device, model_options
+from .common import ENGINE_DEFAULTS, CommandError, check_beam, check_device, model_options, require_model_dir
 
 
 def add_picture_commands(sub: argparse._SubParsersAction) -> None:
@@ -33,10 +33,19 @@ def add_picture_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "positions",
         help="plot the sinusoidal positional encodings (PNG)",
-        description="Heatmap of PE(p, i) as in the reference design.",
+        description="Heatmap of PE(p, i) as in the reference design: a model's own (--model), or one of "
+        "the width --d-model.",
     )
-    p.add_argument("--out", default="positional_encoding.png", help="PNG to write (default %(default)s)")
-    p.add_argument("--d-model", type=int, default=128, help="encoding width (default %(default)s)")
+    p.add_argument(
+        "--model",
+        metavar="DIR",
+        help="draw this model's table (its d_model, base and layout) into DIR/positional_encoding.png",
+    )
+    p.add_argument(
+        "--out",
+        help="PNG to write (default: DIR/positional_encoding.png with --model, else positional_encoding.png here)",
+    )
+    p.add_argument("--d-model", type=int, default=None, help="encoding width without --model (default 128)")
     p.add_argument("--length", type=int, default=100, help="positions to draw (default %(default)s)")
     p.set_defaults(func=cmd_positions)
 
@@ -63,7 +72,23 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
 
 def cmd_positions(args: argparse.Namespace) -> int:
+    from ..model import ModelConfig
+    from ..model_dir import MODEL_CONFIG
     from ..plots import plot_positional_encoding
 
-    print(plot_positional_encoding(args.out, d_model=args.d_model, length=args.length))
+    if args.model is None:
+        out = args.out or "positional_encoding.png"
+        d_model = 128 if args.d_model is None else args.d_model
+        print(plot_positional_encoding(out, d_model=d_model, length=args.length))
+        return 0
+    if args.d_model is not None:
+        raise CommandError("--d-model draws a table of that width; --model draws the model's own: not both")
+    require_model_dir(args.model, "--model")
+    config = ModelConfig.load(Path(args.model) / MODEL_CONFIG)
+    out = args.out or Path(args.model) / "positional_encoding.png"  # beside the model, as `nmt plot` writes
+    print(
+        plot_positional_encoding(
+            out, d_model=config.d_model, length=args.length, base=config.positional_base, layout=config.position_layout
+        )
+    )
     return 0
