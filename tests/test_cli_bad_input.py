@@ -55,6 +55,8 @@ def train(overrides: str, status: int = 2, message: str = "") -> object:
     return case(f"train {{config}} --out {{new_dir}} --set {overrides}", status, "{config}: " + message)
 
 
+GLOSSARY_REFUSED = r"a glossary \(--glossary\): the ctranslate2 engine cannot; nmt's engine can"
+
 # --- argparse: usage errors (exit 2) -------------------------------------------------------------
 USAGE = [
     case("", 2, "the following arguments are required: COMMAND"),
@@ -276,12 +278,14 @@ REAL_TEXT_CASES = [
     case("translate --model {model} --input {src} --glossary {no_file}", 2, "{no_file}: no such glossary file"),
     case("evaluate --model {model} --src {src} --ref {ref} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
     case("serve --model {model} --glossary {bad_tsv}", 2, "{bad_tsv}:2: expected"),
-    case("serve --model {model} --glossary {good_tsv} --engine ctranslate2", 2, "--glossary needs the torch engine"),
+    case("serve --model {model} --glossary {good_tsv} --engine ctranslate2", 2, GLOSSARY_REFUSED),
     case("translate --model {model} --input {src} --n-best 0", 2, "--n-best must be at least 1, got 0"),
     case("translate --model {model} --input {src} --n-best 2 --format text", 2, "--n-best lists each sentence"),
     # refused before the model is converted to CTranslate2 for the run
-    case("translate --model {model} --glossary {good_tsv} --engine ctranslate2", 2, "--glossary needs the torch"),
-    case("translate --model {model} --sample --engine ctranslate2", 2, "--sample needs the torch engine"),
+    case("translate --model {model} --glossary {good_tsv} --engine ctranslate2", 2, GLOSSARY_REFUSED),
+    case(
+        "translate --model {model} --sample --engine ctranslate2", 2, r"sampling \(--sample\): the ctranslate2 engine"
+    ),
     case("translate --model {model} --input {src} --format text --scores", 2, "are per sentence: use them with"),
     case("translate --model {model} --input {src} --format html --glossary {good_tsv}", 2, "--glossary applies to"),
 ]

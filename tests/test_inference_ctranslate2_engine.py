@@ -363,7 +363,7 @@ def test_the_export_returns_the_attention_alignments_read_so_both_engines_align_
     assert ct2.translate_detailed(sources[:6], alignments=True)[3][0].alignment == (
         torch_run.translate_detailed(sources[:6], alignments=True)[3][0].alignment
     )
-    with pytest.raises(ValueError, match="top layer only"):
+    with pytest.raises(ValueError, match="attention weights: the ctranslate2 engine cannot"):
         ct2.align(sources[:1], ["a dog"], AlignmentMethod(layer=0))
 
 
@@ -371,8 +371,8 @@ def test_an_export_that_does_not_say_which_attention_it_returns_gives_no_alignme
     export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
     (tmp_path / "ct2" / ALIGNMENT).unlink()  # as an export from before alignment.json
     old = Translator.load(tmp_path / "ct2", engine="ctranslate2")
-    assert old.translate(["Ein Hund."]) and not old.engine.supports_alignment
-    with pytest.raises(ValueError, match="does not give word alignments"):
+    assert old.translate(["Ein Hund."]) and not old.engine.capabilities.alignment
+    with pytest.raises(ValueError, match="word alignments: the ctranslate2 engine cannot"):
         old.translate_detailed(["Ein Hund."], alignments=True)
     assert not gives_alignments(old)  # HTML falls back to placing words in proportion
 
@@ -397,7 +397,7 @@ def test_html_markup_lands_alike_through_the_cli_and_the_server_on_the_default_e
     assert main([*args, "--input", str(tmp_path / "page.html"), "--output", str(tmp_path / "out.html")]) == 0
     by_cli = (tmp_path / "out.html").read_text(encoding="utf-8")
     served = Translator.load(model_dir, engine="auto")  # as nmt serve loads it
-    assert served.engine.name == "ctranslate2" and served.engine.supports_alignment
+    assert served.engine.name == "ctranslate2" and served.engine.capabilities.alignment
     app = create_app(served, ServerLimits(), info=model_info(model_dir, served))
     with TestClient(app, base_url="http://127.0.0.1") as client:
         answer = client.post("/translate", json={"q": page, "source": "de", "target": "en", "format": "html"})

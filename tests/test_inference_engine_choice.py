@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from nmt.inference import engine_choice
+from nmt.inference.contract import EngineOptions
 from nmt.inference.engine_choice import CACHE_KEY, EXPORT_CACHE, cached_export, choose_engine, export_status
-from nmt.inference.plan import EngineOptions
 from nmt.model_dir import MODEL_CONFIG, WEIGHTS
 
 
@@ -131,7 +131,7 @@ def test_translate_says_which_engine_auto_chose_and_gives_the_torch_engines_outp
     torch_aligned = run_nmt("translate", "--model", str(model_dir), "--alignments", "--engine", "torch", stdin=text)
     assert aligned.stdout == torch_aligned.stdout and all(" ||| " in line for line in aligned.stdout.splitlines())
     sampled = run_nmt("translate", "--model", str(model_dir), "--sample", "--seed", "1", stdin=text)
-    assert sampled.returncode == 0 and "engine auto: nmt's engine (--sample needs it)" in sampled.stderr
+    assert sampled.returncode == 0 and "engine auto: nmt's engine, for sampling (--sample)" in sampled.stderr
 
 
 def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
@@ -179,5 +179,5 @@ def test_a_named_stopping_rule_is_honoured_or_refused_never_a_warning():
     assert engine_options(command_line(engine="auto", early_stopping=False)).engine == "torch"
     assert engine_options(command_line(engine="auto", early_stopping=None)).engine == "auto"
     assert engine_options(command_line(engine="auto", early_stopping=True)).engine == "auto"
-    with pytest.raises(CommandError, match="--no-early-stopping: CTranslate2"):
+    with pytest.raises(CommandError, match=r"stopping rule \(--no-early-stopping\): the ctranslate2 engine cannot"):
         engine_options(command_line(engine="ctranslate2", early_stopping=False))

@@ -3,9 +3,9 @@
 import pytest
 
 from nmt.config_checks import ConfigError
+from nmt.inference.contract import EngineOptions
 from nmt.inference.plan import (
     DEFAULT_POLICY,
-    EngineOptions,
     Sampling,
     SearchRequest,
     batch_budget,

@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from nmt.alignment import pharaoh
 from nmt.config import DecodeConfig
+from nmt.inference.contract import ENGINE_CAPABILITIES
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import BatchingConfig, BatchingQueue
 from nmt.translator import EngineOptions, Translation, Translator
@@ -29,7 +30,7 @@ class EchoTranslator:
     def __init__(self, *, delay: float = 0.0, fail_once: bool = False, poison: str | None = None):
         self.decode = DecodeConfig()
         # what the app asks of an engine
-        self.engine = SimpleNamespace(name="echo", supports_attention=True, supports_alignment=True)
+        self.engine = SimpleNamespace(name="echo", capabilities=ENGINE_CAPABILITIES["torch"])
         self.delay, self.fail_once, self.poison = delay, fail_once, poison
         self.calls: list[tuple[list[str], int, bool]] = []
         self.entered = threading.Event()  # set when a call starts

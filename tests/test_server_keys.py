@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 import nmt.server.keys as keys_module
 from nmt.cli import main
 from nmt.config import DecodeConfig
+from nmt.inference.contract import Capabilities
 from nmt.server import ServerLimits, create_app
 from nmt.server.keys import Admission, ApiKeys, RateLimiter
 from nmt.translator import Translation
@@ -22,7 +23,7 @@ libretranslatepy = pytest.importorskip("libretranslatepy")
 class Echo:
     def __init__(self):
         self.decode = DecodeConfig(beam=1)
-        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False, "supports_alignment": False})()
+        self.engine = type("Engine", (), {"name": "echo", "capabilities": Capabilities()})()
         self.text_form = None
 
     def source_fits(self, text, **_):

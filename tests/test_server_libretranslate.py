@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 import nmt.server.running
 from nmt.cli import main
 from nmt.config import DecodeConfig
+from nmt.inference.contract import Capabilities
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.translator import Translation, Translator
 
@@ -32,7 +33,7 @@ class NBestEcho:
 
     def __init__(self):
         self.decode = DecodeConfig(beam=2)
-        self.engine = type("Engine", (), {"name": "echo", "supports_attention": False, "supports_alignment": False})()
+        self.engine = type("Engine", (), {"name": "echo", "capabilities": Capabilities()})()
         self.calls = []
         self.lock = threading.Lock()
 

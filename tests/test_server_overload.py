@@ -251,12 +251,13 @@ SLOW_SERVER = """
 import socket, sys, time, types
 from nmt.server.batching_queue import BatchingConfig
 from nmt.config import DecodeConfig
+from nmt.inference.contract import ENGINE_CAPABILITIES
 from nmt.server import ConnectionOptions, ServerLimits, create_app, run_app
 from nmt.translator import Translation
 
 class Slow:
     decode = DecodeConfig()
-    engine = types.SimpleNamespace(name="slow", supports_attention=True, supports_alignment=True)
+    engine = types.SimpleNamespace(name="slow", capabilities=ENGINE_CAPABILITIES["torch"])
     text_form = None
     def source_fits(self, text, **_):
         return True

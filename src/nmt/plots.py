@@ -21,9 +21,10 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
+from .model import ModelConfig
 from .model.embedding import sinusoidal_encoding
 from .model_dir import METRICS as METRICS_FILE
-from .model_dir import read_metrics
+from .model_dir import MODEL_CONFIG, read_metrics
 from .translator import Translator
 
 DPI = 120
@@ -288,3 +289,12 @@ def plot_positional_encoding(
 ) -> Path:
     """Write the sinusoidal positional encoding picture to `out` (PNG); returns its path."""
     return _save(positional_encoding_figure(d_model=d_model, length=length, base=base, layout=layout), out)
+
+
+def plot_model_positions(model_dir: str | Path, out: str | Path, *, length: int = 100) -> Path:
+    """The positional encoding picture of a model directory's own table (its d_model, base and layout)."""
+    config = ModelConfig.load(Path(model_dir) / MODEL_CONFIG)
+    layout = config.position_layout
+    return plot_positional_encoding(
+        out, d_model=config.d_model, length=length, base=config.positional_base, layout=layout
+    )

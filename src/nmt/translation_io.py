@@ -112,7 +112,7 @@ def gives_alignments(translator: Translator) -> bool:
     it is given: its engine gives alignments, its model reads running text (not a tokenised corpus's
     form), and its tokenizers' words are the text's (WordPiece's also split off punctuation)."""
     return (
-        translator.engine.supports_alignment
+        translator.engine.capabilities.alignment
         and translator.text_form is None
         and "wordpiece" not in (translator.src_tokenizer.kind, translator.tgt_tokenizer.kind)
     )

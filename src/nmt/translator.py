@@ -6,7 +6,7 @@
     Translator.load("runs/de_en.ct2", engine="ctranslate2")          # the same model run by CTranslate2
 
 The engine turns source ids into hypotheses: nmt's own (`nmt.inference.torch_engine`) or
-CTranslate2 (`nmt.inference.ctranslate2_engine`), behind one protocol (`nmt.inference.plan.Engine`).
+CTranslate2 (`nmt.inference.ctranslate2_engine`), behind one protocol (`nmt.inference.contract.Engine`).
 Tokenisation, truncation, the request (checked by `SearchRequest`, and against the model's
 vocabulary and the engine's abilities here) and the text of the result are the Translator's, the
 same for both.
@@ -29,8 +29,9 @@ from .config_checks import ConfigError
 from .decoding import Hypothesis
 from .glossary import Glossary
 from .inference.batch_search import search_limits
+from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
-from .inference.plan import Engine, EngineOptions, Sampling, SearchRequest, check_length_penalty
+from .inference.plan import Sampling, SearchRequest, check_length_penalty
 from .model import Transformer
 from .model_dir import read_decode_config, read_languages, read_text_form
 from .text_form import TextForm
@@ -347,10 +348,8 @@ class Translator:
 
     def _check_aligns(self, method: AlignmentMethod) -> None:
         """A ValueError where the engine cannot give the attention that `method` reads."""
-        if method != DEFAULT_METHOD and not self.engine.supports_attention:
-            raise ValueError(f"the {self.engine.name} engine aligns by its top layer only: use the torch engine")
-        if not self.engine.supports_alignment:
-            raise ValueError(f"the {self.engine.name} engine does not give word alignments: use the torch engine")
+        # another layer's alignment reads the attention of every layer; the default, one of them
+        self.engine.capabilities.require(["alignment" if method == DEFAULT_METHOD else "attention"], self.engine.name)
 
     def _word_pairs(
         self, src_ids: Sequence[int], tgt_ids: Sequence[int], attention: torch.Tensor, method: AlignmentMethod
@@ -491,10 +490,8 @@ class Translator:
             raise ValueError(
                 f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the target vocabulary"
             )
-        if sampling is not None and not self.engine.supports_sampling:
-            raise ValueError(f"the {self.engine.name} engine does not sample here: use the torch engine")
-        if return_attention and not self.engine.supports_attention:
-            raise ValueError(f"the {self.engine.name} engine does not return attention weights: use the torch engine")
+        asked = [name for name, on in (("sampling", sampling is not None), ("attention", return_attention)) if on]
+        self.engine.capabilities.require(asked, self.engine.name)
         return request
 
     def translate_ids(

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..inference.choices import COMMAND_LINE_ENGINE, ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
-from ..inference.plan import DEFAULT_POLICY, ENGINE_DEFAULTS, EngineOptions, check_beam
+from ..inference.contract import ENGINE_CAPABILITIES, ENGINE_DEFAULTS, Capabilities, EngineOptions, engine_for
+from ..inference.plan import DEFAULT_POLICY, check_beam
 
 
 class CommandError(Exception):
@@ -173,27 +174,32 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
     return parent
 
 
-# What only nmt's engine does: asked for, `--engine auto` means the torch engine.
-TORCH_ONLY = (("sample", "--sample"), ("glossary", "--glossary"))
+# Options that ask for an engine feature (nmt.inference.contract.Capabilities): dest -> feature.
+FEATURE_OPTIONS = {"sample": "sampling", "glossary": "constraints", "alignments": "alignment"}
+
+
+def asked_features(args: argparse.Namespace) -> list[str]:
+    """The engine features a command line asks for; --no-early-stopping named by the user is
+    honoured or refused, never a warning."""
+    asked = [feature for dest, feature in FEATURE_OPTIONS.items() if getattr(args, dest, None)]
+    return asked + (["transformers_stopping"] if getattr(args, "early_stopping", None) is False else [])
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
-    """The EngineOptions that the engine options on the command line describe."""
+    """The EngineOptions that the engine options on the command line describe: auto becomes nmt's
+    engine where CTranslate2 lacks a feature asked for, a named engine that lacks one is refused
+    before any model loads (or converts)."""
     check_device(args.device)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(EngineOptions)}
-    asked = [option for dest, option in TORCH_ONLY if getattr(args, dest, None)]
-    if getattr(args, "early_stopping", None) is False:  # named by the user: honoured, never a warning
-        if values["engine"] == "ctranslate2":
-            raise CommandError(
-                "--no-early-stopping: CTranslate2's beam search has no such rule (it ends a sentence once "
-                "`beam` hypotheses have finished); use --engine torch, or auto, which picks it for this"
-            )
-        asked.append("--no-early-stopping")
-    if values["engine"] == "ctranslate2" and asked:  # refused before a model is loaded (or converted)
-        raise CommandError(f"{', '.join(asked)} needs the torch engine (or auto, which picks it), not ctranslate2")
-    if values["engine"] == "auto" and asked:
-        logging.getLogger(__name__).info("engine auto: nmt's engine (%s needs it)", ", ".join(asked))
-        values["engine"] = "torch"
+    asked = asked_features(args)
+    try:
+        engine = engine_for(values["engine"], asked)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+    if engine != values["engine"]:
+        needs = ", ".join(Capabilities.NAMES[name] for name in ENGINE_CAPABILITIES["ctranslate2"].missing(asked))
+        logging.getLogger(__name__).info("engine auto: nmt's engine, for %s", needs)
+        values["engine"] = engine
     return EngineOptions(**values)
 
 

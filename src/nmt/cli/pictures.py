@@ -72,9 +72,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
 
 
 def cmd_positions(args: argparse.Namespace) -> int:
-    from ..model import ModelConfig
-    from ..model_dir import MODEL_CONFIG
-    from ..plots import plot_positional_encoding
+    from ..plots import plot_model_positions, plot_positional_encoding
 
     if args.model is None:
         out = args.out or "positional_encoding.png"
@@ -84,11 +82,6 @@ def cmd_positions(args: argparse.Namespace) -> int:
     if args.d_model is not None:
         raise CommandError("--d-model draws a table of that width; --model draws the model's own: not both")
     require_model_dir(args.model, "--model")
-    config = ModelConfig.load(Path(args.model) / MODEL_CONFIG)
     out = args.out or Path(args.model) / "positional_encoding.png"  # beside the model, as `nmt plot` writes
-    print(
-        plot_positional_encoding(
-            out, d_model=config.d_model, length=args.length, base=config.positional_base, layout=config.position_layout
-        )
-    )
+    print(plot_model_positions(args.model, out, length=args.length))
     return 0

@@ -127,8 +127,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(f"--req-limit must be >= 0, got {args.req_limit}")
     keys = server.ApiKeys.load(args.api_keys) if args.api_keys else None  # a bad file fails before models load
     glossary = load_glossary(args)
-    if glossary is not None and args.engine not in (None, "torch", "auto"):
-        raise CommandError(f"--glossary needs the torch engine (constrained beam search); not --engine {args.engine}")
     admission = server.Admission(keys, per_address=args.req_limit)
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")

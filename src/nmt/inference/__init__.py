@@ -1,8 +1,10 @@
 """Inference: from source ids to hypotheses, on nmt's own engine or on CTranslate2.
 
     choices.py        the names a user picks among (engines, precisions, quantisations); no torch
-    plan.py           what a call asks for and how it is cut: SearchRequest, EngineOptions,
-                      WorkerPolicy, batches and workers per call, the Engine protocol
+    contract.py       the engine contract: the Engine protocol, EngineOptions, and what each engine
+                      can do (Capabilities), refused in one place
+    plan.py           what a call asks for and how it is cut: SearchRequest, WorkerPolicy,
+                      batches and workers per call
     batch_search.py   what one batch computes: a free function of model, ids, request and limits
     workers.py        where batches run: in the caller, in threads or in worker processes
     torch_engine.py   nmt's engine: plan -> workers -> results in input order

@@ -23,6 +23,7 @@ engine: the other layers' attention (plots) and sampling.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -39,6 +40,7 @@ from ..model import ModelConfig
 from ..model_dir import MODEL_CONFIG
 from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
+from .contract import ENGINE_CAPABILITIES, EngineOptions
 from .export_ctranslate2 import (
     export_ctranslate2,
     is_ctranslate2_dir,
@@ -48,7 +50,6 @@ from .export_ctranslate2 import (
 )
 from .plan import (
     DEFAULT_POLICY,
-    EngineOptions,
     SearchRequest,
     WorkerPolicy,
     available_cores,
@@ -116,8 +117,6 @@ class CTranslate2Engine:
     """
 
     name = "ctranslate2"
-    supports_attention = False  # every layer and head: only the one that alignments read (supports_alignment)
-    supports_sampling = False
     parameter_count = None  # CTranslate2 does not say
     model = None  # CTranslate2 holds its own
 
@@ -168,7 +167,11 @@ class CTranslate2Engine:
         )
         torch.set_num_threads(torch_threads)
         self.decode, self.precision = decode, precision
-        self.supports_alignment = returns_alignment_attention(ct2_dir)
+        # every layer's attention, sampling and glossaries need nmt's engine; alignments, an export that
+        # returns the attention they read
+        self.capabilities = dataclasses.replace(
+            ENGINE_CAPABILITIES["ctranslate2"], alignment=returns_alignment_attention(ct2_dir)
+        )
         self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
         self.use_vmap = uses_vmap
@@ -226,7 +229,7 @@ class CTranslate2Engine:
 
     def translate_constrained(self, ids, constraints, request):
         """Terminology constraints need nmt's own beam search (CTranslate2 has none)."""
-        raise ValueError("the ctranslate2 engine does not take a glossary: use the torch engine")
+        self.capabilities.require(["constraints"], self.name)
 
     def score_ids(
         self,
@@ -239,7 +242,7 @@ class CTranslate2Engine:
         """Teacher-forced per-token log-probabilities of given outputs (CTranslate2's score_batch,
         which scores an end token after each); with need_attention, the attention word alignments
         read as cross_attention, (1, 1, steps, src_len): one layer, its heads averaged."""
-        if need_attention and not self.supports_alignment:
+        if need_attention and not self.capabilities.alignment:
             raise ValueError(
                 "this CTranslate2 export returns no alignment attention (made by an older nmt): export it "
                 "again (nmt export --to ctranslate2 --force), or use the torch engine"
@@ -318,7 +321,7 @@ class CTranslate2Engine:
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
-        refuses attention and sampling before they reach this engine (supports_attention/sampling)."""
+        refuses what this engine cannot do before it reaches it (capabilities)."""
         if request.beam > 1 and not request.early_stopping and not self._warned_stopping:
             self._warned_stopping = True
             log.warning(

@@ -14,9 +14,9 @@ from ..config import DecodeConfig
 from ..model import Transformer
 from ..model_dir import WEIGHTS, stored_parameter_count
 from ..tokenizer import SubwordTokenizer, load_tokenizers
+from .contract import ENGINE_DEFAULTS, Engine, EngineOptions
 from .engine_choice import cached_export, choose_engine, other_weights
 from .export_ctranslate2 import is_ctranslate2_dir
-from .plan import ENGINE_DEFAULTS, Engine, EngineOptions
 from .shortlist import LexicalShortlist, model_shortlist
 from .torch_engine import TorchEngine
 

@@ -1,7 +1,6 @@
 """What a translate call asks of an engine, and how the call is cut into batches for workers.
 
     request = SearchRequest(beam=5, length_penalty=1.0)          # what to search for
-    options = EngineOptions(engine="torch", precision="int8")    # how a model directory is run
     plan = plan_call(lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None,
                      processes=True)                              # batches, workers, threads
 
@@ -11,28 +10,23 @@ team cannot finish until its slowest thread does). N workers with one thread eac
 length-sorted batches side by side instead: no barrier between them, and a taken core slows
 only the worker on it. `WorkerPolicy` holds the numbers that decide how.
 
-No torch at import: the CLI reads `EngineOptions` and `WorkerPolicy` to write its --help.
+How a model directory is run (EngineOptions) and what each engine can do: contract.py.
+
+No torch at import: the CLI reads `WorkerPolicy` to write its --help.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
 from ..config_checks import ConfigError, Rule, at_least, check_fields, one_of
-from .choices import ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
+from .choices import LENGTH_NORMALIZATIONS
 
 if TYPE_CHECKING:
-    import torch
-
-    from ..decoding import Hypothesis
-    from ..decoding.constrained import ConstrainedResult
-    from ..decoding.forced import ForcedScore
-    from ..model import ModelConfig, Transformer
+    from ..model import ModelConfig
 
 
 # Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
@@ -103,47 +97,6 @@ class SearchRequest:
 
 
 @dataclass(frozen=True)
-class EngineOptions:
-    """How a model directory is run: by which engine, in which precision, where, on how many workers.
-
-    engine: "torch" (nmt's own), "ctranslate2" (an exported directory, or an nmt one converted at
-    load), or "auto" (the faster that can run the model here: nmt.inference.engine_choice; the
-    command line's default). precision: fp32 | int8 | bf16 (None: on CPU the model's
-    decode.precision, else fp32; bf16 for CTranslate2 on CUDA); a precision the device runs badly
-    is refused (see nmt.inference.precision). workers / threads: parallel
-    batches and intra-op threads each (None: chosen per call, see WorkerPolicy).
-    worker_processes: nmt's engine runs the workers beyond the caller's as child processes (False:
-    threads of this process, half the memory, a little slower). device: auto | cpu | cuda[:N].
-    weights: a weights file instead of the directory's model.safetensors.
-    shortlist: restrict greedy and beam search to the candidates of the model directory's lexical
-    shortlist, where it has one (nmt.inference.shortlist); False scores the whole vocabulary.
-    """
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "engine": one_of(*ENGINES),
-        "precision": one_of(*PRECISIONS),
-        "workers": at_least(1),
-        "threads": at_least(1),
-    }
-    engine: str = "torch"
-    precision: str | None = None
-    workers: int | None = None
-    threads: int | None = None
-    worker_processes: bool = True
-    device: str = "auto"
-    weights: str | Path | None = None
-    shortlist: bool = True
-
-    def __post_init__(self) -> None:
-        if self.device is not None and not isinstance(self.device, str):  # a torch.device
-            object.__setattr__(self, "device", str(self.device))
-        check_fields(self)
-
-
-ENGINE_DEFAULTS = EngineOptions()
-
-
-@dataclass(frozen=True)
 class WorkerPolicy:
     """How nmt's engine shares a call between workers; this docstring is the one place its numbers
     are explained (the measurements are in docs/benchmarks-log.md).
@@ -197,55 +150,6 @@ def decoder_step_bytes(config: ModelConfig, precision: str, *, shortlist: bool =
     per_layer = 6 * d * d + 2 * d * config.d_ff
     weights = config.decoder_layers * per_layer + (0 if shortlist else config.tgt_vocab_size * d)
     return weights * BYTES_PER_WEIGHT.get(precision, 4)
-
-
-class Engine(Protocol):
-    """What a Translator (and the server) needs of a search engine: TorchEngine, CTranslate2Engine."""
-
-    name: str  # "torch", "ctranslate2"
-    precision: str
-    supports_attention: bool  # can return cross-attention weights (every layer and head)
-    supports_alignment: bool  # can return the attention word alignments read (nmt.alignment.DEFAULT_METHOD)
-    supports_sampling: bool  # can draw at random (SearchRequest.sampling)
-    model: Transformer | None  # the PyTorch model, where the engine runs one (attention plots)
-
-    @property
-    def device(self) -> torch.device: ...
-
-    @property
-    def parameter_count(self) -> int | None:
-        """The model's distinct parameters (None where the engine cannot say)."""
-
-    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
-        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
-
-    def score_ids(
-        self,
-        sources: Sequence[Sequence[int]],
-        outputs: Sequence[Sequence[int]],
-        *,
-        ended: Sequence[bool] | None = None,
-        need_attention: bool = False,
-    ) -> list[ForcedScore]:
-        """Each output's per-token log-probabilities (and, with need_attention, cross-attention: every
-        layer where supports_attention, else the one alignments read) under teacher forcing; see
-        nmt.decoding.forced."""
-
-    def translate_constrained(
-        self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest
-    ) -> ConstrainedResult:
-        """One sentence's n-best containing every constraint (target ids), nmt.decoding.constrained;
-        a ValueError from an engine that cannot."""
-
-    def autocast(self) -> contextlib.AbstractContextManager:
-        """The context its PyTorch model runs in (bf16 autocast; a null context otherwise)."""
-
-    def start(self, wait: bool = False) -> None:
-        """Start background workers now, for a long-lived caller that will pay for them anyway;
-        with `wait`, return once they are ready (benchmarks time the workers, not their start)."""
-
-    def close(self) -> None:
-        """Stop background workers (the engine still translates, in the caller's thread)."""
 
 
 # --- cutting a call -----------------------------------------------------------------------------

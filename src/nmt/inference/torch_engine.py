@@ -22,9 +22,9 @@ from ..decoding.constrained import ConstrainedResult, constrained_beam_search
 from ..decoding.forced import ForcedScore, force_decode
 from ..model import Transformer
 from .batch_search import BatchJob, search_limits
+from .contract import ENGINE_CAPABILITIES, EngineOptions
 from .plan import (
     DEFAULT_POLICY,
-    EngineOptions,
     SearchRequest,
     WorkerPolicy,
     available_cores,
@@ -53,9 +53,7 @@ class TorchEngine:
     """
 
     name = "torch"
-    supports_attention = True
-    supports_alignment = True
-    supports_sampling = True
+    capabilities = ENGINE_CAPABILITIES["torch"]
 
     def __init__(
         self,

@@ -44,7 +44,7 @@ class NmtApi:
         self.service, self.libretranslate, self.limits = service, libretranslate, service.limits
         self.page = index_page()
         engine = service.models[0][0].engine
-        self.available = {"attention": engine.supports_attention, "alignments": engine.supports_alignment}
+        self.available = {"attention": engine.capabilities.attention, "alignments": engine.capabilities.alignment}
         self.engine_name = engine.name
 
     def router(self) -> APIRouter:

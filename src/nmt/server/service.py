@@ -46,7 +46,7 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
         "engine": translator.engine.name,
-        "attention": translator.engine.supports_attention,  # the page shows a heatmap only where true
+        "attention": translator.engine.capabilities.attention,  # the page shows a heatmap only where true
         "precision": translator.engine.precision,
         "length_penalty": translator.decode.length_penalty,
         "min_len": translator.decode.min_len,

@@ -1,0 +1,174 @@
+"""The engine contract: what every engine gives a Translator and the server (`Engine`), how a model
+directory is to be run (`EngineOptions`), and what each engine can do beyond translating
+(`Capabilities`), asked in one place:
+
+    ENGINE_CAPABILITIES["ctranslate2"].missing({"sampling"})   # ["sampling"]: before anything loads
+    engine_for("auto", {"sampling"})                             # "torch": auto picks the engine that can
+    engine.capabilities.require({"attention"}, engine.name)      # a ValueError naming what, and the way out
+
+A feature an engine lacks is refused with one message, here, whoever asks (the CLI, the Python API,
+the server); nothing outside this package compares engine names. No torch at import: the CLI reads
+these to write its --help.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from ..config_checks import Rule, at_least, check_fields, one_of
+from .choices import ENGINES, PRECISIONS
+from .plan import SearchRequest
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..decoding import Hypothesis
+    from ..decoding.constrained import ConstrainedResult
+    from ..decoding.forced import ForcedScore
+    from ..model import Transformer
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an engine can do beyond translating: each field a feature a caller may ask for by name."""
+
+    attention: bool = False  # cross-attention of every layer and head (plots, the page's heatmap)
+    alignment: bool = False  # the attention word alignments read (nmt.alignment.DEFAULT_METHOD)
+    sampling: bool = False  # random draws (SearchRequest.sampling)
+    constraints: bool = False  # glossary terms placed by constrained beam search
+    transformers_stopping: bool = False  # beam search under transformers' rule (early_stopping false)
+
+    # How a refusal names each feature (and the option that asks for it).
+    NAMES: ClassVar[dict[str, str]] = {
+        "attention": "attention weights",
+        "alignment": "word alignments",
+        "sampling": "sampling (--sample)",
+        "constraints": "a glossary (--glossary)",
+        "transformers_stopping": "transformers' stopping rule (--no-early-stopping)",
+    }
+
+    def missing(self, asked: Iterable[str]) -> list[str]:
+        """The features of `asked` this engine lacks, in `asked`'s order (an unknown one: KeyError)."""
+        asked = list(asked)
+        unknown = [name for name in asked if name not in self.NAMES]
+        if unknown:
+            raise KeyError(f"no engine feature {unknown[0]!r}: one of {', '.join(self.NAMES)}")
+        return [name for name in asked if not getattr(self, name)]
+
+    def require(self, asked: Iterable[str], engine: str) -> None:
+        """A ValueError, naming what and the way out, unless this engine (named `engine`) has all of `asked`."""
+        lacking = self.missing(asked)
+        if lacking:
+            what = ", ".join(self.NAMES[name] for name in lacking)
+            raise ValueError(f"{what}: the {engine} engine cannot; nmt's engine can (torch, or auto, which picks it)")
+
+
+# What each engine can do, known before one loads. A CTranslate2 export made before exports carried
+# alignment.json gives no alignments: its engine says so (Capabilities with alignment False).
+ENGINE_CAPABILITIES = {
+    "torch": Capabilities(attention=True, alignment=True, sampling=True, constraints=True, transformers_stopping=True),
+    "ctranslate2": Capabilities(alignment=True),
+}
+
+
+def engine_for(engine: str, asked: Iterable[str]) -> str:
+    """The engine to load for a run that asks for the features `asked`: "auto" stays auto unless
+    CTranslate2 lacks one (then nmt's engine, which has them all); a named engine that lacks one is a
+    ValueError naming what (before any model loads or converts)."""
+    asked = list(asked)
+    if engine == "auto":
+        return "torch" if ENGINE_CAPABILITIES["ctranslate2"].missing(asked) else "auto"
+    ENGINE_CAPABILITIES[engine].require(asked, engine)
+    return engine
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """How a model directory is run: by which engine, in which precision, where, on how many workers.
+
+    engine: "torch" (nmt's own), "ctranslate2" (an exported directory, or an nmt one converted at
+    load), or "auto" (the faster that can run the model here: nmt.inference.engine_choice; the
+    command line's default). precision: fp32 | int8 | bf16 (None: on CPU the model's
+    decode.precision, else fp32; bf16 for CTranslate2 on CUDA); a precision the device runs badly
+    is refused (see nmt.inference.precision). workers / threads: parallel
+    batches and intra-op threads each (None: chosen per call, see WorkerPolicy).
+    worker_processes: nmt's engine runs the workers beyond the caller's as child processes (False:
+    threads of this process, half the memory, a little slower). device: auto | cpu | cuda[:N].
+    weights: a weights file instead of the directory's model.safetensors.
+    shortlist: restrict greedy and beam search to the candidates of the model directory's lexical
+    shortlist, where it has one (nmt.inference.shortlist); False scores the whole vocabulary.
+    """
+
+    RULES: ClassVar[dict[str, Rule]] = {
+        "engine": one_of(*ENGINES),
+        "precision": one_of(*PRECISIONS),
+        "workers": at_least(1),
+        "threads": at_least(1),
+    }
+    engine: str = "torch"
+    precision: str | None = None
+    workers: int | None = None
+    threads: int | None = None
+    worker_processes: bool = True
+    device: str = "auto"
+    weights: str | Path | None = None
+    shortlist: bool = True
+
+    def __post_init__(self) -> None:
+        if self.device is not None and not isinstance(self.device, str):  # a torch.device
+            object.__setattr__(self, "device", str(self.device))
+        check_fields(self)
+
+
+ENGINE_DEFAULTS = EngineOptions()
+
+
+class Engine(Protocol):
+    """What a Translator (and the server) needs of a search engine: TorchEngine, CTranslate2Engine."""
+
+    name: str  # "torch", "ctranslate2"
+    precision: str
+    capabilities: Capabilities  # what it can do beyond translating (ENGINE_CAPABILITIES, or less)
+    model: Transformer | None  # the PyTorch model, where the engine runs one (attention plots)
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def parameter_count(self) -> int | None:
+        """The model's distinct parameters (None where the engine cannot say)."""
+
+    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+
+    def score_ids(
+        self,
+        sources: Sequence[Sequence[int]],
+        outputs: Sequence[Sequence[int]],
+        *,
+        ended: Sequence[bool] | None = None,
+        need_attention: bool = False,
+    ) -> list[ForcedScore]:
+        """Each output's per-token log-probabilities (and, with need_attention, cross-attention: every
+        layer where capabilities.attention, else the one alignments read) under teacher forcing; see
+        nmt.decoding.forced."""
+
+    def translate_constrained(
+        self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest
+    ) -> ConstrainedResult:
+        """One sentence's n-best containing every constraint (target ids), nmt.decoding.constrained;
+        a ValueError from an engine that cannot."""
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """The context its PyTorch model runs in (bf16 autocast; a null context otherwise)."""
+
+    def start(self, wait: bool = False) -> None:
+        """Start background workers now, for a long-lived caller that will pay for them anyway;
+        with `wait`, return once they are ready (benchmarks time the workers, not their start)."""
+
+    def close(self) -> None:
+        """Stop background workers (the engine still translates, in the caller's thread)."""
