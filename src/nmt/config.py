@@ -136,6 +136,9 @@ class TrainConfig:
     processes: int | str = "auto"
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     compile: bool = False  # torch.compile the training pass (fuses element-wise work; CUDA: on CPU it was slower)
+    # auto: bf16 mixed precision on CUDA and on CPUs with bf16 units (AMX, AVX-512 BF16), else fp32
+    # (nmt.training.precision)
+    precision: str = "auto"
     fsdp: bool = False  # under torchrun: shard parameters, gradients and optimizer state (FSDP2) instead of DDP
     schedule: str = "noam"  # noam (the paper's) | inverse_sqrt (peak_lr, then 1/sqrt decay)
     lr_scale: float = 1.0  # noam: multiplier of d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
@@ -170,6 +173,7 @@ class TrainConfig:
         "threads": at_least(1),
         "processes": Rule(lambda v: v == "auto" or (type(v) is int and v >= 1), "auto or a whole number >= 1"),
         "device": DEVICE,
+        "precision": one_of("auto", "fp32", "bf16"),
         "schedule": one_of("noam", "inverse_sqrt"),
         "lr_scale": above(0),
         "peak_lr": above(0),
@@ -304,6 +308,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "decode.early_stopping",
         "decode.precision",
         "train.tune_decoding",
+        "train.precision",
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "tokenizer.pretokenized",

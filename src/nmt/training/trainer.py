@@ -32,6 +32,7 @@ from ..model import Transformer
 from .datasets import TrainingData
 from .metrics import MetricsLog
 from .placement import Replicas, Shards
+from .precision import training_precision
 from .schedule import inverse_sqrt_lr, noam_lr
 from .signals import stop_on_signals
 from .slowdown import SlowdownWatch
@@ -101,6 +102,9 @@ class Trainer:
         self.slowdown = SlowdownWatch()  # one log line when another process takes the cores
         self.progress_bar = progress_bar and self.dist.is_main
         self.max_time = parse_duration(train.max_time)
+        self.precision = training_precision(train.precision, self.device)
+        if self.dist.is_main:
+            log.info("precision: %s", self.precision.reason)
 
     # --- the schedule -----------------------------------------------------------------
     def learning_rate(self, step: int) -> float:
@@ -118,7 +122,7 @@ class Trainer:
         # DDP averages gradients over ranks; scaling by world_size turns that mean into the global sum.
         local_normaliser = normaliser / self.dist.world_size
         totals = torch.zeros(3, dtype=torch.float64)  # loss, nll, correct (summed, then reported per token)
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.device.type == "cuda")
+        autocast = self.precision.autocast(self.device)
         for i, batch in enumerate(micro_batches):
             batch = batch.to(self.device, non_blocking=True)
             last = i == len(micro_batches) - 1  # DDP synchronises gradients on the last micro-batch only
