@@ -23,7 +23,7 @@ from nmt.data.batching import TokenBatchSampler, collate
 from nmt.data.encoded import encode_corpus
 from nmt.model import ModelConfig, Transformer
 from nmt.training.loss import sequence_loss
-from nmt.training.precision import training_precision
+from nmt.training.precision import bf16_units, training_precision
 
 from common import joint_tokenizer, load_multi30k
 
