@@ -85,7 +85,7 @@ def test_a_bf16_run_trains_like_fp32_keeps_fp32_weights_and_resumes_exactly(over
 def test_the_log_says_which_precision_runs_and_why(overrides, tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(precision_module, "bf16_units", lambda: None)
     quiet = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
-    config = load_config(None, [*overrides, "train.max_steps=1", *quiet])
+    config = load_config(None, [*overrides, "train.max_steps=1", *quiet, "train.precision=auto"])
     with caplog.at_level("INFO"):
         train(config, tmp_path / "run", progress_bar=False)
     assert "precision: fp32: auto, this CPU has no bf16 units" in caplog.text

@@ -260,6 +260,7 @@ def copy_trainer(folder, **train_fields):
         valid_bleu_sentences=0,
         best_metric="loss",
         keep_last=2,
+        precision="fp32",  # the same arithmetic on every CPU (auto picks bf16 where it has bf16 units)
     )
     cfg = TrainConfig(**{**fields, **train_fields})
     sampler = TokenBatchSampler(
