@@ -32,6 +32,8 @@ def add_info(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    import torch
+
     from ..inference.engine_choice import choose_engine, export_status
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
     from ..inference.loading import resolve_device
@@ -44,6 +46,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         read_metrics,
         stored_parameter_count,
     )
+    from ..training.precision import training_precision
     from .common import check_device
 
     require_model_dir(args.model)
@@ -99,6 +102,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     info["engine auto"] = (
         choose_engine(model_dir, resolve_device(args.device), args.precision).line().removeprefix("engine auto: ")
     )
+    # what `nmt train` (train.precision: auto) would compute in on this machine, and how to force either
+    info["training here"] = training_precision("auto", torch.device(resolve_device(args.device))).reason
     if args.json:
         print(json.dumps(info))
     else:
