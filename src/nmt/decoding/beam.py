@@ -103,10 +103,11 @@ def beam_search(
     distinct; the vocabulary needs at least 2 * beam_size tokens.
     limits, use_cache, return_attention, vocabulary and allowed as in `greedy_search`. An empty batch gives [].
 
-    One function, read top to bottom as one step of the search: the per-sentence tensors (scores,
-    rows, room, max_len, best_finished) change together at every step and shrink together when
-    sentences finish; split into helpers, each step would pass them all back and forth. The steps
-    that stand alone (beam_step, ended_candidates, live_positions, _collect) are functions already.
+    Long (about 120 lines) on purpose: one function, read top to bottom as one step of the search.
+    The per-sentence tensors (scores, rows, room, max_len, best_finished) change together at every
+    step and shrink together when sentences finish; split into helpers, each step would pass them
+    all back and forth. The steps that stand alone (beam_step, ended_candidates, live_positions,
+    _collect) are functions already.
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
