@@ -199,7 +199,8 @@ def translate_stream(
                     )
                 if n_best == 1:
                     target.write(output_line(best[0], scores=scores, alignments=alignments) + "\n")
-                for t in best if n_best > 1 else []:
+                    continue
+                for t in best:
                     line = output_line(t, scores=scores, alignments=alignments)
                     target.write(f"{number - 1} ||| {line} ||| {t.score:.4f}\n")
         target.flush()

@@ -115,8 +115,9 @@ def constrained_beam_search(
         step = state.next_step()
         totals = scores.unsqueeze(1) + step.log_probs  # (rows, vocab)
         last = step_index == max_steps - 1
-        candidates = _candidates(totals, progress, constraints, beam)
-        would_end = (step.log_probs.argmax(dim=1) == eos).tolist()  # the model's own end of the sentence
+        row_best = totals.argmax(dim=1).tolist()  # each row's best next token (its running score shifts all alike)
+        candidates = _candidates(totals, row_best, progress, constraints, beam)
+        would_end = [token == eos for token in row_best]  # the model's own end of the sentence
         # Ending: EOS where every constraint is met or the model ends; at the length limit, whatever is reached.
         ending, going = [], []
         for row, token in candidates:
@@ -157,7 +158,7 @@ def constrained_beam_search(
 
 
 def _candidates(
-    totals: torch.Tensor, progress: list[Progress], constraints: Constraints, beam: int
+    totals: torch.Tensor, row_best: list[int], progress: list[Progress], constraints: Constraints, beam: int
 ) -> list[tuple[int, int]]:
     """(row, token) candidates: the best `beam` overall, each row's best, and each row's constraint tokens."""
     rows, vocab = totals.shape
@@ -165,8 +166,7 @@ def _candidates(
     k = min(beam, rows * vocab)
     for flat in totals.reshape(-1).topk(k).indices.tolist():
         found.add((flat // vocab, flat % vocab))
-    for row, token in enumerate(totals.argmax(dim=1).tolist()):
-        found.add((row, token))
+    found.update(enumerate(row_best))
     for row, p in enumerate(progress):
         for token in p.wanted(constraints):
             found.add((row, token))

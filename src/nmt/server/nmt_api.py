@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from .batching_queue import Overloaded
 from .libretranslate import is_libretranslate_body, request_fields
-from .libretranslate_api import LibreTranslateApi, sends_form
+from .libretranslate_api import LibreTranslateApi, media_type, sends_form
 from .requests import ApiError, TranslateRequest, answer_body, check_json_content_type, parse_request
 from .service import CLIENT_GONE, TranslationService
 
@@ -86,9 +86,9 @@ class NmtApi:
         body = await self.service.body(request)
         if body is None:
             return self.service.client_left(LEFT, "body")
-        content_type = request.headers.get("content-type", "")
-        if is_libretranslate_body(content_type.split(";")[0].strip().lower(), body):
-            return await self.libretranslate.translate(request, request_fields(content_type, body))
+        if is_libretranslate_body(media_type(request), body):
+            fields = request_fields(request.headers.get("content-type", ""), body)
+            return await self.libretranslate.translate(request, fields)
         parsed = parse_request(body, self.limits)
         self.check(request, parsed)
         beam = self.service.default_beam() if parsed.beam is None else parsed.beam
