@@ -46,6 +46,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=6, help="batches per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--profile", action="store_true", help="then print where one round's time goes, by operator")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -91,6 +92,12 @@ def main() -> None:
         rates = [tokens / t for t in times]
         print(f"{name}: {statistics.median(rates):.0f} target tokens/s ({min(rates):.0f}-{max(rates):.0f})")
     print(f"bf16 / fp32 speed: {statistics.median(seconds['fp32']) / statistics.median(seconds['bf16']):.2f}x")
+    if args.profile:
+        for name in runs:
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+                steps(name)
+            print(f"\n{name}, one round by operator:")
+            print(profile.key_averages().table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=40))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 import torch
 
-from nmt.model.attention import MultiHeadAttention, explicit_attention
+from nmt.model.attention import MultiHeadAttention, explicit_attention, fused_attention
 from nmt.model.masks import causal_mask, padding_mask
 
 
@@ -52,3 +52,28 @@ def test_cross_attention_projections_are_blocks_of_the_fused_matrix():
     k2, v2 = mha.project_kv(x)
     assert torch.allclose(q, mha.project_q(x), atol=1e-6)
     assert torch.allclose(k, k2, atol=1e-6) and torch.allclose(v, v2, atol=1e-6)
+
+
+def test_bf16_attention_that_will_be_differentiated_on_cpu_runs_in_fp32_and_returns_bf16():
+    # bf16 training takes the fp32 kernel (its backward is the fast one on CPU): values and
+    # gradients must then be the fp32 ones rounded to bf16, not those of a bf16 computation.
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 7, 16) for _ in range(3))
+    mask = causal_mask(7)
+    reference = [t.clone().requires_grad_() for t in (q, k, v)]
+    expected = fused_attention(*reference, mask)
+    expected.sum().backward()
+    low = [t.to(torch.bfloat16).requires_grad_() for t in (q, k, v)]
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        values = fused_attention(*low, mask)
+    values.float().sum().backward()
+    assert values.dtype == torch.bfloat16
+    up = [t.detach().float().requires_grad_() for t in low]  # the bf16 inputs, computed in fp32
+    in_fp32 = fused_attention(*up, mask)
+    in_fp32.sum().backward()
+    assert torch.equal(values, in_fp32.to(torch.bfloat16))
+    for got, want in zip(low, up, strict=True):
+        assert torch.equal(got.grad, want.grad.to(torch.bfloat16))
+    assert torch.allclose(values.float(), expected, atol=0.05)
+    with torch.no_grad():  # decoding keeps the bf16 kernel
+        assert fused_attention(*low, mask).dtype == torch.bfloat16

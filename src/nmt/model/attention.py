@@ -35,6 +35,24 @@ def explicit_attention(
     return weights @ v, weights
 
 
+def fused_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None, dropout_p: float = 0.0
+) -> torch.Tensor:
+    """torch's fused kernel (flash / memory-efficient): the values of `explicit_attention`, no weights.
+
+    One exception to computing in the caller's type: on CPU, the flash kernel's backward pass
+    in bf16 is several times slower than in fp32, while its forward pass is faster. So when a
+    bf16 CPU call will be differentiated (bf16 mixed-precision training), the attention runs in
+    fp32 and returns bf16; decoding, which has no backward pass, keeps bf16.
+    """
+    if q.dtype == torch.bfloat16 and q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
+        with torch.autocast("cpu", enabled=False):  # autocast would cast the fp32 inputs back to bf16
+            q, k, v = q.float(), k.float(), v.float()
+            values = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        return values.to(torch.bfloat16)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+
+
 class MultiHeadAttention(nn.Module):
     """h parallel heads of width d_k = d_model / h, then the output projection W_O.
 
@@ -130,7 +148,7 @@ class MultiHeadAttention(nn.Module):
         if need_weights:
             values, weights = explicit_attention(q, k, v, mask, dropout_p)
         else:
-            values, weights = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p), None
+            values, weights = fused_attention(q, k, v, mask, dropout_p), None
         if group > 1:  # unfold: (batch, heads, group * q_len, x) -> (batch * group, heads, q_len, x)
             values = values.view(batch, heads, group, q_len, d_head).transpose(1, 2).reshape(rows, heads, q_len, d_head)
             if weights is not None:
