@@ -57,7 +57,7 @@ def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
     tiny de->en Transformer with random weights and a joint BPE tokenizer trained on 500 Multi30k pairs.
     Its translations are nonsense, but every code path from text to text runs for real."""
     from nmt.checkpoint import save_model_dir
-    from nmt.config import ExperimentConfig
+    from nmt.config import DecodeConfig, ExperimentConfig
     from nmt.model import ModelConfig, Transformer
     from nmt.tokenizer import TokenizerConfig, save_tokenizers, train_tokenizers
 
@@ -69,8 +69,7 @@ def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
     torch.manual_seed(0)
     config = ModelConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, **TINY_SHAPE)
     save_model_dir(Transformer(config), model_dir)
-    experiment = ExperimentConfig()
-    experiment.decode.max_len_b = 5  # random weights rarely say [END]: keep outputs short
+    experiment = ExperimentConfig(decode=DecodeConfig(max_len_b=5))  # random weights rarely say [END]: keep it short
     experiment.save(model_dir / "config.yaml")
     return model_dir
 
@@ -163,7 +162,7 @@ def model_dir_with(tmp_path, tiny_model_dir, end_bias=1.5, **overrides):
     play (greedy outputs still run to their limit at 1.5; at 4 most end within a few tokens).
     """
     from nmt.checkpoint import save_model_dir
-    from nmt.config import ExperimentConfig
+    from nmt.config import DecodeConfig, ExperimentConfig
     from nmt.model import ModelConfig, Transformer
     from nmt.tokenizer import EOS_ID, load_tokenizers, save_tokenizers
 
@@ -177,7 +176,6 @@ def model_dir_with(tmp_path, tiny_model_dir, end_bias=1.5, **overrides):
     with torch.no_grad():
         last_norm.bias += end_bias * end / end.norm() ** 2
     save_model_dir(model, tmp_path)
-    experiment = ExperimentConfig()
-    experiment.decode.max_len_b = 5
+    experiment = ExperimentConfig(decode=DecodeConfig(max_len_b=5))
     experiment.save(tmp_path / "config.yaml")
     return tmp_path

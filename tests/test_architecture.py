@@ -14,7 +14,9 @@ ALLOWED = {
     "sentencepiece_tokenizer": {"files"},
     "files": set(),
     "config_checks": set(),
-    "config": {"config_checks", "files", "model", "tokenizer"},
+    # The search options, declared once for a model's decode section and each call's request.
+    "search_settings": {"config_checks"},
+    "config": {"config_checks", "files", "model", "search_settings", "tokenizer"},
     "model_dir": {"config", "files", "text_form", "tokenizer"},
     # Real text around the model: pure functions of text (and, for alignments, attention tensors).
     "text_form": set(),
@@ -37,6 +39,7 @@ ALLOWED = {
         "inference",
         "model",
         "model_dir",
+        "search_settings",
         "tokenizer",
     },
     "translator": {
@@ -48,6 +51,7 @@ ALLOWED = {
         "inference",
         "model",
         "model_dir",
+        "search_settings",
         "text_form",
         "tokenizer",
     },
@@ -80,6 +84,7 @@ ALLOWED = {
         "inference",
         "markup",
         "model_dir",
+        "search_settings",
         "tokenizer",
         "translation_io",
         "translator",
@@ -98,6 +103,7 @@ ALLOWED = {
         "model_dir",
         "plots",
         "pretrained",
+        "search_settings",
         "server",
         "training",
         "translation_io",

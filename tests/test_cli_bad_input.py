@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from nmt.cli import main
-from nmt.inference.plan import MAX_BEAM
+from nmt.search_settings import MAX_BEAM
 
 REPO = Path(__file__).resolve().parents[1]
 COMMANDS = (
@@ -76,7 +76,7 @@ TRAIN = [
     train("train.lr_scale=-1", message="train.lr_scale must be > 0, got -1"),
     train("train.label_smoothing=1.5", message=r"train.label_smoothing must be in \[0, 1\), got 1.5"),
     train("train.max_steps=-5", message="train.max_steps must be >= 1 or null, got -5"),
-    train("decode.beam=0", message="decode.beam must be >= 1, got 0"),
+    train("decode.beam=0", message="decode.beam must be between 1 and 256, got 0"),
     train("decode.max_len_a=-1", message="decode.max_len_a must be >= 0, got -1"),
     train("train.warmup=0", message="train.warmup must be >= 1, got 0"),
     train("train.adam_betas=[0.9]", message=r"train.adam_betas must be two numbers in \[0, 1\), got \[0.9\]"),
@@ -157,6 +157,7 @@ TRANSLATE_CASES = [
         r"beam \(251\) must be at most 250, half the target vocabulary",
     ),
     case(f"{TRANSLATE} --length-penalty -1", 2, "--length-penalty must be >= 0, got -1.0"),
+    case(f"{TRANSLATE} --no-repeat-ngram-size -1", 2, "--no-repeat-ngram-size must be >= 0, got -1"),
     case(f"{TRANSLATE} --length-penalty nan", 2, "--length-penalty must be a finite number, got nan"),
     case(f"{TRANSLATE} --length-penalty one", 2, "argument --length-penalty: invalid float value: 'one'"),
     case(f"{TRANSLATE} --min-len -1", 2, "argument --min-len: must be >= 0, got -1"),

@@ -82,7 +82,7 @@ BAD_VALUES = [
     ("train.max_steps=true", "train.max_steps must be int or null, got True"),  # a bool is no count
     ("train.max_steps=2.5", "train.max_steps must be int or null"),
     # decode
-    ("decode.beam=0", "decode.beam must be >= 1, got 0"),
+    ("decode.beam=0", "decode.beam must be between 1 and 256, got 0"),
     ("decode.length_penalty=-1", "decode.length_penalty must be >= 0"),
     ("decode.max_len_a=-1", "decode.max_len_a must be >= 0, got -1"),
     ("decode.max_len_b=-1", "decode.max_len_b must be >= 0"),
@@ -194,7 +194,7 @@ def test_errors_from_a_file_name_the_file(tmp_path):
     with pytest.raises(ConfigError, match=r"x.yaml: train.clip_norm must be > 0 or null, got -1$"):
         load_config(path)
     path.write_text("train:\n  clip_norm: 1\n")
-    with pytest.raises(ConfigError, match=r"x.yaml: decode.beam must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match=r"x.yaml: decode.beam must be between 1 and 256, got 0"):
         load_config(path, ["decode.beam=0"])
 
 

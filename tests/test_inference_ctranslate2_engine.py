@@ -1,5 +1,6 @@
 """Export to CTranslate2 and its engine: the same hypotheses as nmt's own engine, for every model shape."""
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -123,8 +124,7 @@ def test_beams_that_reach_their_own_limit_in_a_longer_batch_are_searched_again_u
         return submit(self, ids, rows, max_len, options)
 
     monkeypatch.setattr(CTranslate2Engine, "_submit", spy)
-    ct2 = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1)
-    ct2.decode.batch_tokens = 100_000  # one batch for all
+    ct2 = Translator.load(model_dir / "ct2", engine="ctranslate2", workers=1, batch_tokens=100_000)  # one batch
     monkeypatch.setattr(ctranslate2_engine, "CPU_BATCH_TOKENS", 100_000)
     theirs = ct2.translate_detailed(sources, beam=3)
     ours = Translator.load(model_dir).translate_detailed(sources, beam=3)
@@ -316,11 +316,11 @@ def test_the_minimum_output_length_gives_the_same_translations_and_scores_on_bot
 
     model_dir = model_dir_with(tmp_path, tiny_model_dir, end_bias=4.0)  # some outputs end within 11-14 tokens
     config = load_config(model_dir / "config.yaml")
-    config.decode.min_len = 0
+    config.decode = dataclasses.replace(config.decode, min_len=0)
     config.save(model_dir / "config.yaml")
     plain = Translator.load(model_dir).translate_detailed(sources, beam=1)
     assert sum(len(t[0].tokens) < 20 for t in plain) >= 5  # the rule has work to do
-    config.decode.min_len = 20
+    config.decode = dataclasses.replace(config.decode, min_len=20)
     config.save(model_dir / "config.yaml")
     export_ctranslate2(model_dir, model_dir / "ct2")
     assert_same_translations(model_dir, sources, beam=1)
@@ -408,3 +408,31 @@ def test_html_markup_lands_alike_through_the_cli_and_the_server_on_the_default_e
         page, lambda s: [(t, None) for t, _ in aligned_translations(torch_run, s, beam=1)], lang="de"
     )
     assert by_cli.rstrip("\n") == by_server == by_torch != in_proportion
+
+
+def repeats(tokens: list[int], n: int) -> bool:
+    """Whether `tokens` holds some n-gram twice."""
+    grams = [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_no_repeat_ngram_size_gives_the_same_output_on_both_engines_and_no_repeated_ngram(
+    tmp_path, tiny_model_dir, sources, beam
+):
+    model_dir = model_dir_with(tmp_path, tiny_model_dir, end_bias=2.0)
+    export_ctranslate2(model_dir, model_dir / "ct2")
+    plain = Translator.load(model_dir).translate_detailed(sources, beam=beam)
+    assert sum(repeats(best[0].tokens, 2) for best in plain) >= 5  # the rule has work to do
+    ours = Translator.load(model_dir).translate_detailed(sources, beam=beam, n_best=beam, no_repeat_ngram_size=2)
+    theirs = Translator.load(model_dir / "ct2", engine="ctranslate2").translate_detailed(
+        sources, beam=beam, n_best=beam, no_repeat_ngram_size=2
+    )
+    assert [best[0].tokens for best in ours] == [best[0].tokens for best in theirs]
+    assert [best[0].score for best in ours] == pytest.approx([best[0].score for best in theirs], abs=1e-3)
+    assert not any(repeats(t.tokens, 2) for run in (ours, theirs) for best in run for t in best)
+    # The model's decode.no_repeat_ngram_size is the same rule for every call; 0 is the plain search.
+    loaded = Translator.load(model_dir, no_repeat_ngram_size=2).translate_detailed(sources, beam=beam, n_best=beam)
+    assert [[t.tokens for t in best] for best in loaded] == [[t.tokens for t in best] for best in ours]
+    off = Translator.load(model_dir).translate_detailed(sources, beam=beam, no_repeat_ngram_size=0)
+    assert [(b[0].tokens, b[0].score) for b in off] == [(b[0].tokens, b[0].score) for b in plain]

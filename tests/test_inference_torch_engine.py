@@ -35,9 +35,9 @@ def test_one_worker_keeps_a_batch_that_fits_whole(tiny_model_dir, sources):
 
 def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir, sources):
     for beam in (1, 3):
-        one = Translator.load(tiny_model_dir, workers=1, threads=1)
-        two = Translator.load(tiny_model_dir, workers=2, threads=1)
-        one.decode.batch_tokens = two.decode.batch_tokens = 200  # many small batches, for the workers to share
+        # many small batches, for the workers to share
+        one = Translator.load(tiny_model_dir, workers=1, threads=1, batch_tokens=200)
+        two = Translator.load(tiny_model_dir, workers=2, threads=1, batch_tokens=200)
         a = one.translate_detailed(sources, beam=beam, n_best=beam)
         b = two.translate_detailed(sources, beam=beam, n_best=beam)
         lengths = [len(one.encode_source(s)[0]) for s in sources]
@@ -48,8 +48,7 @@ def test_parallel_workers_give_the_same_hypotheses_in_input_order(tiny_model_dir
 
 
 def test_workers_run_on_separate_threads_and_restore_the_thread_count(tiny_model_dir, sources):
-    translator = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False)
-    translator.decode.batch_tokens = 100
+    translator = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False, batch_tokens=100)
     seen = set()
     run_here = translator.engine.runner.run_here
 
@@ -80,9 +79,9 @@ def batches_seen(translator: Translator, texts: list[str], **options) -> list[tu
 
 
 def test_a_call_is_spread_over_workers_only_in_batches_of_enough_rows(tiny_model_dir, sources):
-    translator = Translator.load(tiny_model_dir, worker_processes=False)  # workers and threads: the default plan
+    # workers and threads: the default plan; every call below fits one batch of the token budget
+    translator = Translator.load(tiny_model_dir, worker_processes=False, batch_tokens=100_000)
     translator.engine.cores = 2
-    translator.decode.batch_tokens = 100_000  # every call below fits one batch of the token budget
     # Too few rows for two batches of DEFAULT_POLICY.min_rows_threads: one worker takes both cores.
     beam = DEFAULT_POLICY.min_rows_threads // len(sources) + 1
     assert batches_seen(translator, sources, beam=beam) == [(60, 2)]
@@ -113,8 +112,8 @@ def test_start_workers_starts_a_process_per_core_beyond_the_first_up_to_the_cap(
 def test_seeded_sampling_does_not_depend_on_the_workers(tiny_model_dir, sources):
     draws = []
     for workers in (1, 2):
-        translator = Translator.load(tiny_model_dir, workers=workers, threads=1)
-        translator.decode.batch_tokens = 600  # two workers alone would cut these batches smaller
+        # batch_tokens: two workers alone would cut these batches smaller
+        translator = Translator.load(tiny_model_dir, workers=workers, threads=1, batch_tokens=600)
         draws.append(translator.translate(sources, sampling=Sampling(seed=7)))
     assert draws[0] == draws[1]
 

@@ -54,9 +54,9 @@ def batch_count(translator: Translator, ids: list[list[int]], beam: int) -> int:
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_worker_processes_give_exactly_what_worker_threads_give(tiny_model_dir, sources, precision):
-    threads = Translator.load(tiny_model_dir, workers=2, threads=1, precision=precision, worker_processes=False)
-    processes = Translator.load(tiny_model_dir, workers=2, threads=1, precision=precision)
-    threads.decode.batch_tokens = processes.decode.batch_tokens = 120  # many small batches to share
+    small = dict(workers=2, threads=1, precision=precision, batch_tokens=120)  # many small batches to share
+    threads = Translator.load(tiny_model_dir, worker_processes=False, **small)
+    processes = Translator.load(tiny_model_dir, **small)
     children = processes.engine.runner.start_processes(1)
     assert children is not None and children.wait_ready(READY_S)
     here = batches_run_here(processes.engine)
@@ -76,9 +76,8 @@ def test_worker_processes_give_exactly_what_worker_threads_give(tiny_model_dir, 
 
 
 def test_a_worker_process_that_dies_leaves_its_batches_to_the_caller(tiny_model_dir, sources):
-    translator = Translator.load(tiny_model_dir, workers=2, threads=1)
-    expected = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False)
-    translator.decode.batch_tokens = expected.decode.batch_tokens = 120
+    translator = Translator.load(tiny_model_dir, workers=2, threads=1, batch_tokens=120)
+    expected = Translator.load(tiny_model_dir, workers=2, threads=1, worker_processes=False, batch_tokens=120)
     processes = translator.engine.runner.start_processes(1)
     assert processes.wait_ready(READY_S)
     child = processes._children[0]
@@ -151,9 +150,8 @@ def test_a_model_in_training_is_never_copied_to_worker_processes():
 
 
 def test_worker_processes_start_once_the_engine_has_worked_long_enough(tiny_model_dir, sources):
-    translator = Translator.load(tiny_model_dir, workers=2, threads=1)
+    translator = Translator.load(tiny_model_dir, workers=2, threads=1, batch_tokens=120)  # several batches
     translator.engine.runner.policy = WorkerPolicy(processes_after_s=1e-6)  # instead of 30 s: any first call
-    translator.decode.batch_tokens = 120  # several batches: both calls are parallel
     translator.translate(sources[:8], beam=1)
     assert translator.engine.runner.pool is None  # a short run would spend on a start what it saves
     translator.translate(sources[:8], beam=1)

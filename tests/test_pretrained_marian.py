@@ -425,7 +425,7 @@ def test_an_imported_model_keeps_its_own_search_settings(trained, tmp_path, caps
     assert decode.min_len == 0  # transformers' min_length 0: an empty output stays possible, as there
     assert decode.early_stopping is False  # transformers' default stopping rule (OPUS-MT sets none)
     translator = Translator.load(nmt_dir, length_normalization="gnmt", length_penalty=0.6)
-    assert translator.search_request().length_normalization == "gnmt" and translator.search_request().beam == 4
+    assert translator.request().length_normalization == "gnmt" and translator.request().beam == 4
     source = tmp_path / "in.de"
     source.write_text("Ein Mann.\n", encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:

@@ -15,9 +15,12 @@ from fastapi.testclient import TestClient
 from nmt.alignment import pharaoh
 from nmt.config import DecodeConfig
 from nmt.inference.contract import ENGINE_CAPABILITIES
+from nmt.inference.plan import SearchRequest
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import BatchingConfig, BatchingQueue
 from nmt.translator import EngineOptions, Translation, Translator
+
+from conftest import read_head
 
 LOCAL = "http://127.0.0.1"  # TestClient's own Host, "testserver", is not one the server answers by default
 JSON = {"Content-Type": "application/json"}
@@ -42,7 +45,8 @@ class EchoTranslator:
     def source_fits(self, text, **_):  # every sentence is short enough
         return True
 
-    def translate_detailed(self, texts, *, beam=None, return_attention=False):
+    def translate_detailed(self, texts, request):
+        beam, return_attention = request.beam, request.return_attention
         self.entered.set()
         assert self.gate.wait(10), "the test never opened the gate"
         time.sleep(self.delay)
@@ -61,7 +65,7 @@ def holding_queue(config: BatchingConfig) -> tuple[EchoTranslator, BatchingQueue
     stub.gate.clear()
     queue = BatchingQueue(stub, config)
     queue.start()
-    first = queue.submit(["first"], beam=1)
+    first = queue.submit(["first"], SearchRequest(beam=1))
     assert stub.entered.wait(10)
     return stub, queue, first
 
@@ -175,6 +179,8 @@ def test_malformed_json_gets_400(client, body):
         ({"text": ["ok", 3]}, "text.1"),
         ({"text": ["a"], "beam": "2"}, "beam"),
         ({"text": ["a"], "beam": 0}, "beam"),
+        ({"text": ["a"], "no_repeat_ngram_size": -1}, "no_repeat_ngram_size"),
+        ({"text": ["a"], "no_repeat_ngram_size": "2"}, "no_repeat_ngram_size"),
         ({"text": ["a"], "attention": "yes"}, "attention"),
         ({"txet": ["a"]}, "txet"),
         ([["a"]], "body"),
@@ -198,7 +204,7 @@ def test_a_failing_batch_is_a_json_500_and_the_server_goes_on():
 def test_a_bad_request_fails_alone_not_the_requests_batched_with_it():
     stub, queue, first = holding_queue(BatchingConfig(window_ms=50))
     stub.poison = "bad"
-    before, bad, after = (queue.submit(texts, beam=2) for texts in (["x", "y"], ["ok", "bad"], ["z"]))
+    before, bad, after = (queue.submit(texts, SearchRequest(beam=2)) for texts in (["x", "y"], ["ok", "bad"], ["z"]))
     stub.gate.set()
     assert first.result(timeout=10)[0][0].text == "first|1"
     assert [t.text for [t] in before.result(timeout=10)] == ["x|2", "y|2"]
@@ -219,7 +225,9 @@ def test_a_bad_request_fails_alone_not_the_requests_batched_with_it():
 def held_worker_then_queue(config: BatchingConfig):
     """Hold the worker inside a first call, queue 8 requests of two kinds behind it, then let go."""
     stub, queue, first = holding_queue(config)
-    waiting = [queue.submit([f"s{i}a", f"s{i}b"], beam=2 + i % 2, attention=i % 2 == 1) for i in range(8)]
+    waiting = [
+        queue.submit([f"s{i}a", f"s{i}b"], SearchRequest(beam=2 + i % 2, return_attention=i % 2 == 1)) for i in range(8)
+    ]
     stub.gate.set()
     results = [f.result(timeout=10) for f in [first, *waiting]]
     queue.stop()
@@ -242,7 +250,7 @@ def test_max_sentences_1_turns_batching_off():
 
 def test_a_request_cancelled_while_queued_is_not_translated():
     stub, queue, _ = holding_queue(BatchingConfig(window_ms=0))
-    gone, kept = queue.submit(["gone"], beam=1), queue.submit(["kept"], beam=1)
+    gone, kept = queue.submit(["gone"], SearchRequest(beam=1)), queue.submit(["kept"], SearchRequest(beam=1))
     assert gone.cancel()
     stub.gate.set()
     assert kept.result(timeout=10)[0][0].text == "kept|1"
@@ -254,9 +262,9 @@ def test_a_request_after_stop_fails_at_once_instead_of_hanging():
     stub = EchoTranslator()
     queue = BatchingQueue(stub, BatchingConfig(window_ms=0))
     queue.start()
-    assert queue.submit(["before"], beam=1).result(timeout=10)[0][0].text == "before|1"
+    assert queue.submit(["before"], SearchRequest(beam=1)).result(timeout=10)[0][0].text == "before|1"
     queue.stop()
-    late = queue.submit(["late"], beam=1)
+    late = queue.submit(["late"], SearchRequest(beam=1))
     with pytest.raises(RuntimeError, match="not running"):
         late.result(timeout=1)
     assert not queue.running
@@ -415,15 +423,15 @@ def test_serve_plans_torch_workers_per_call_and_starts_them_at_once(monkeypatch,
 
 
 def test_nmt_serve_length_penalty_reaches_the_loader(monkeypatch):
-    assert serve_arguments(monkeypatch)["length_penalty"] is None  # the model's decode.length_penalty
-    assert serve_arguments(monkeypatch, "--length-penalty", "2.5")["length_penalty"] == 2.5
+    assert "length_penalty" not in serve_arguments(monkeypatch)["decode"]  # the model's decode.length_penalty
+    assert serve_arguments(monkeypatch, "--length-penalty", "2.5")["decode"]["length_penalty"] == 2.5
 
 
 def test_nmt_serve_minimum_length_and_stopping_rule_reach_the_loader(monkeypatch):
-    seen = serve_arguments(monkeypatch)
-    assert (seen["min_len"], seen["early_stopping"]) == (None, None)  # the model's decode settings
-    seen = serve_arguments(monkeypatch, "--min-len", "0", "--no-early-stopping")
-    assert (seen["min_len"], seen["early_stopping"]) == (0, False)
+    seen = serve_arguments(monkeypatch)["decode"]
+    assert (seen["min_len"], seen.get("early_stopping")) == (None, None)  # the model's decode settings
+    seen = serve_arguments(monkeypatch, "--min-len", "0", "--no-early-stopping", "--no-repeat-ngram-size", "3")
+    assert seen["decode"] == {"min_len": 0, "early_stopping": False, "no_repeat_ngram_size": 3}
 
 
 def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, translator):
@@ -501,3 +509,16 @@ def test_nmt_serve_on_a_port_in_use_is_one_line_before_the_model_loads(monkeypat
         err
         == f"nmt serve: error: port {port} on 127.0.0.1 is already in use: stop what holds it, or choose another port\n"
     )
+
+
+def test_the_json_api_takes_no_repeat_ngram_size_as_the_python_api_does(client, translator, multi30k_dir):
+    sources = [s for s in read_head(multi30k_dir / "data/task1/raw/val.de.gz", 60) if len(s) <= 50][:12]
+    plain = translator.translate_detailed(sources, beam=2)
+    ruled = translator.translate_detailed(sources, beam=2, no_repeat_ngram_size=1)
+    assert [b[0].tokens for b in ruled] != [b[0].tokens for b in plain]  # the rule changed something here
+    assert all(len(set(b[0].tokens)) == len(b[0].tokens) for b in ruled)  # n=1: no token twice
+    served = []
+    for i in range(0, len(sources), 3):  # the client's limit: 3 sentences a request
+        body = {"text": sources[i : i + 3], "beam": 2, "no_repeat_ngram_size": 1}
+        served += [t["text"] for t in client.post("/translate", json=body).json()["translations"]]
+    assert served == [b[0].text for b in ruled]

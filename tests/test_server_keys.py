@@ -29,7 +29,7 @@ class Echo:
     def source_fits(self, text, **_):
         return True
 
-    def translate_detailed(self, texts, **options):
+    def translate_detailed(self, texts, request, **options):
         return [[Translation(f"<{t}>", 0.0, 0.0, [], [])] for t in texts]
 
 

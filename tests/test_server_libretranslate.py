@@ -42,7 +42,8 @@ class NBestEcho:
     def source_fits(self, text, **_):  # every sentence is short enough
         return True
 
-    def translate_detailed(self, texts, *, beam=None, return_attention=False, n_best=1):
+    def translate_detailed(self, texts, request):
+        beam, n_best = request.beam, request.n_best
         with self.lock:
             self.calls.append((list(texts), beam, n_best))
 
@@ -216,7 +217,7 @@ class Tagged(NBestEcho):
         super().__init__()
         self.tag = tag
 
-    def translate_detailed(self, texts, **options):
+    def translate_detailed(self, texts, request, **options):
         return [[Translation(f"{self.tag}:{t}", 0.0, 0.0, [], [])] for t in texts]
 
 

@@ -19,6 +19,7 @@ from served import nmt_serve
 from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
 
 import nmt.server.nmt_api
+from nmt.inference.plan import SearchRequest
 from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import (
     Abandoned,
@@ -49,7 +50,7 @@ def answers_health(url: str) -> bool:
 
 def held(stub: EchoTranslator, app) -> None:
     """Put one request in the model's hands (held at the stub's gate) and wait until it is there."""
-    app.state.queue.submit(["in the model"], beam=1)
+    app.state.queue.submit(["in the model"], SearchRequest(beam=1))
     assert stub.entered.wait(10)
 
 
@@ -60,11 +61,11 @@ def texts_translated(stub: EchoTranslator) -> list[str]:
 # --- the queue itself -------------------------------------------------------------------------------
 def test_the_queue_refuses_sentences_past_its_bound_and_frees_room_on_cancel():
     stub, queue, _ = holding_queue(BatchingConfig(window_ms=0, max_pending_sentences=3))
-    first = queue.submit(["a", "b"], beam=1)
+    first = queue.submit(["a", "b"], SearchRequest(beam=1))
     with pytest.raises(Overloaded) as refused:
-        queue.submit(["c", "d"], beam=1)
+        queue.submit(["c", "d"], SearchRequest(beam=1))
     assert refused.value.retry_after_s >= 1 and queue.stats.rejected == 1
-    third = queue.submit(["c"], beam=1)  # exactly at the bound: taken
+    third = queue.submit(["c"], SearchRequest(beam=1))  # exactly at the bound: taken
     assert queue.pending_sentences == 3
     assert first.cancel() and queue.pending_sentences == 1  # an abandoned request frees its room at once
     stub.gate.set()
@@ -80,10 +81,10 @@ class Stepped(EchoTranslator):
         super().__init__()
         self.permits, self.started = threading.Semaphore(0), threading.Semaphore(0)
 
-    def translate_detailed(self, texts, **options):
+    def translate_detailed(self, texts, request, **options):
         self.started.release()
         assert self.permits.acquire(timeout=10), "the test never let the call go"
-        return super().translate_detailed(texts, **options)
+        return super().translate_detailed(texts, request, **options)
 
 
 def stepped_queue(max_sentences: int) -> tuple[Stepped, BatchingQueue]:
@@ -97,7 +98,7 @@ def test_a_large_request_is_split_over_calls_in_order():
     stub, queue = stepped_queue(max_sentences=2)
     for _ in range(3):
         stub.permits.release()
-    answer = queue.submit(list("abcde"), beam=1).result(timeout=10)
+    answer = queue.submit(list("abcde"), SearchRequest(beam=1)).result(timeout=10)
     queue.stop()
     assert [texts for texts, _, _ in stub.calls] == [["a", "b"], ["c", "d"], ["e"]]
     assert [t.text for [t] in answer] == ["a|1", "b|1", "c|1", "d|1", "e|1"]
@@ -105,7 +106,7 @@ def test_a_large_request_is_split_over_calls_in_order():
 
 def test_a_request_whose_client_left_is_dropped_before_its_next_call():
     stub, queue = stepped_queue(max_sentences=1)
-    future = queue.submit(list("abcd"), beam=1)
+    future = queue.submit(list("abcd"), SearchRequest(beam=1))
     assert stub.started.acquire(timeout=10)  # the first call is with the model: too late to cancel it
     assert not future.cancel()  # Future.cancel() fails once running, and the queue still hears of it
     stub.permits.release()
@@ -117,7 +118,7 @@ def test_a_request_whose_client_left_is_dropped_before_its_next_call():
 
 def test_a_request_whose_deadline_passed_is_dropped_before_its_next_call():
     stub, queue = stepped_queue(max_sentences=1)
-    future = queue.submit(list("abcd"), beam=1, deadline=time.monotonic() + 0.2)
+    future = queue.submit(list("abcd"), SearchRequest(beam=1), deadline=time.monotonic() + 0.2)
     assert stub.started.acquire(timeout=10)
     time.sleep(0.3)
     stub.permits.release()
@@ -131,17 +132,17 @@ def test_a_request_the_work_ahead_would_make_late_is_refused_at_once():
     stub = EchoTranslator(delay=0.1)
     queue = BatchingQueue(stub, BatchingConfig(window_ms=0))
     queue.start()
-    queue.submit(["x"], beam=1).result(timeout=10)  # measured: about 0.1 s per unit of work
+    queue.submit(["x"], SearchRequest(beam=1)).result(timeout=10)  # measured: about 0.1 s per unit of work
     stub.gate.clear()
     stub.entered.clear()
-    queue.submit(["held"], beam=1)
+    queue.submit(["held"], SearchRequest(beam=1))
     assert stub.entered.wait(10)
-    queue.submit(["p"] * 100, beam=1)  # about 10 s of work ahead, taken: no deadline
+    queue.submit(["p"] * 100, SearchRequest(beam=1))  # about 10 s of work ahead, taken: no deadline
     with pytest.raises(Overloaded) as refused:
-        queue.submit(["y"], beam=1, deadline=time.monotonic() + 1)
+        queue.submit(["y"], SearchRequest(beam=1), deadline=time.monotonic() + 1)
     assert refused.value.limit == "deadline_s" and refused.value.retry_after_s >= 5
     assert "work ahead" in str(refused.value) and queue.stats.refused_cost == 1
-    on_time = queue.submit(["z"], beam=1, deadline=time.monotonic() + 60)  # it fits: taken
+    on_time = queue.submit(["z"], SearchRequest(beam=1), deadline=time.monotonic() + 60)  # it fits: taken
     stub.gate.set()
     assert on_time.result(timeout=30)[0][0].text == "z|1"
     queue.stop()
@@ -150,7 +151,7 @@ def test_a_request_the_work_ahead_would_make_late_is_refused_at_once():
 
 def test_a_request_queued_past_its_deadline_is_dropped_untranslated():
     stub, queue, _ = holding_queue(BatchingConfig(window_ms=0))
-    late = queue.submit(["late"], beam=1, deadline=time.monotonic() + 0.05)
+    late = queue.submit(["late"], SearchRequest(beam=1), deadline=time.monotonic() + 0.05)
     time.sleep(0.1)
     stub.gate.set()
     with pytest.raises(DeadlineExceeded):
@@ -161,7 +162,7 @@ def test_a_request_queued_past_its_deadline_is_dropped_untranslated():
 
 def test_close_fails_the_queued_requests_and_lets_the_batch_in_hand_finish():
     stub, queue, in_hand = holding_queue(BatchingConfig(window_ms=0))
-    queued = queue.submit(["queued"], beam=1)
+    queued = queue.submit(["queued"], SearchRequest(beam=1))
     queue.close()
     with pytest.raises(ShuttingDown):
         queued.result(timeout=1)  # at once, not after the batch in hand
@@ -261,7 +262,7 @@ class Slow:
     text_form = None
     def source_fits(self, text, **_):
         return True
-    def translate_detailed(self, texts, *, beam=None, return_attention=False):
+    def translate_detailed(self, texts, request, **options):
         time.sleep(float(sys.argv[1]))
         return [[Translation(t, 0.0, 0.0, [], [])] for t in texts]
 

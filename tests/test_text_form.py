@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nmt.config import ExperimentConfig
+from nmt.config import DecodeConfig, ExperimentConfig
 from nmt.model_dir import read_text_form, write_text_form
 from nmt.text_form import TextForm, detokenize_treebank, tokenize_like_treebank
 from nmt.training.run import corpus_text_form
@@ -90,7 +90,7 @@ def ted_like_model(tiny_model_dir, tmp_path) -> Path:
     shutil.copytree(tiny_model_dir, model_dir)
     config = ExperimentConfig()
     config.data.corpus, config.data.src_lang, config.data.tgt_lang = "ted_hrlr", "pt", "en"
-    config.decode.max_len_b = 5
+    config.decode = DecodeConfig(max_len_b=5)
     config.save(model_dir / "config.yaml")
     write_text_form(model_dir, corpus_text_form(config))  # what a run on ted_hrlr writes
     return model_dir

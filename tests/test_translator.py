@@ -92,7 +92,7 @@ def test_the_minimum_length_and_the_stopping_rule_given_at_load_replace_the_dire
     assert (translator.decode.min_len, translator.decode.early_stopping) == (1, True)  # the directory's
     loaded = Translator.load(tiny_model_dir, device="cpu", min_len=4, early_stopping=False)
     assert (loaded.decode.min_len, loaded.decode.early_stopping) == (4, False)
-    assert loaded.search_request(beam=3).early_stopping is False  # what reaches the search
+    assert loaded.request(beam=3).early_stopping is False  # what reaches the search
     assert all(len(best[0].tokens) >= 4 for best in loaded.translate_detailed(SENTENCES, beam=3))
     with pytest.raises(ValueError, match=r"decode.min_len must be >= 0, got -1"):
         Translator.load(tiny_model_dir, device="cpu", min_len=-1)

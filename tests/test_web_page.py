@@ -31,9 +31,9 @@ class CountingTranslator:
     def __init__(self, translator: Translator):
         self.translator, self.decode, self.engine, self.calls = translator, translator.decode, translator.engine, 0
 
-    def translate_detailed(self, texts, **options):
+    def translate_detailed(self, texts, request, **options):
         self.calls += 1
-        return self.translator.translate_detailed(texts, **options)
+        return self.translator.translate_detailed(texts, request, **options)
 
 
 @pytest.fixture(scope="module")

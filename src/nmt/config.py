@@ -17,9 +17,11 @@ from typing import Any, ClassVar
 
 import yaml
 
+from . import search_settings
 from .config_checks import FRACTION, NOT_EMPTY, ConfigError, Rule, above, at_least, check_fields, check_type, one_of
 from .files import atomic_write_text
 from .model.config import PRESETS, ModelConfig
+from .search_settings import SearchSettings
 from .tokenizer import BOS_ID, EOS_ID, PAD_ID, TokenizerConfig
 
 # A torch device this code knows how to use (distributed.py and the Translator: CPU or CUDA).
@@ -203,14 +205,11 @@ class TrainConfig:
             raise ConfigError(f"train.max_time must be more than 0 seconds, got {self.max_time!r}")
 
 
-@dataclass
-class DecodeConfig:
-    """Defaults for translation (the CLI and server can override them)."""
+@dataclass(frozen=True)
+class DecodeConfig(SearchSettings):
+    """A model's defaults for translation: its search settings, and how its searches are bounded and
+    run (a call's settings replace the former: see SearchSettings)."""
 
-    beam: int = 5  # beam size; 1 is greedy search
-    length_penalty: float = 0.6  # GNMT alpha in ((5 + len) / 6)^alpha; 0 disables
-    length_normalization: str = "gnmt"  # gnmt: the line above; average: len^alpha (transformers')
-    early_stopping: bool = True  # beam search ends a sentence at `beam` finished; false: transformers' default
     precision: str | None = None  # on CPU, when a run names none: fp32 (null) or int8 (`nmt tune-precision`)
     max_len_a: float = 1.5  # output length limit: a * source_len + b
     max_len_b: int = 10  # output length limit: a * source_len + b
@@ -218,9 +217,7 @@ class DecodeConfig:
     batch_tokens: int = 8000  # source tokens per translation batch
 
     RULES: ClassVar[dict[str, Rule]] = {
-        "beam": at_least(1),
-        "length_penalty": at_least(0),
-        "length_normalization": one_of("gnmt", "average"),
+        **SearchSettings.RULES,
         "max_len_a": at_least(0),
         "max_len_b": at_least(0),
         "min_len": at_least(0),
@@ -303,9 +300,8 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "model.scale_embeddings",
         "model.position_layout",
         "model.output_bias",
-        "decode.length_normalization",
+        *(f"decode.{name}" for name in search_settings.ADDED_SINCE_SAVED),
         "decode.min_len",
-        "decode.early_stopping",
         "decode.precision",
         "train.tune_decoding",
         "train.precision",

@@ -19,7 +19,8 @@ from .alignment import pharaoh
 from .documents import DocumentStats, cut_to_fit, translate_paragraphs
 from .glossary import Glossary
 from .inference.choices import CHUNK_LINES
-from .translator import Sampling, Translation, Translator
+from .inference.plan import SearchRequest
+from .translator import Translation, Translator
 
 log = logging.getLogger(__name__)
 
@@ -119,12 +120,14 @@ def gives_alignments(translator: Translator) -> bool:
 
 
 def aligned_translations(
-    translator: Translator, sentences: list[str], **options
+    translator: Translator, sentences: list[str], request: SearchRequest | None = None, **settings
 ) -> list[tuple[str, list[tuple[int, int]] | None]]:
     """(best translation, its word alignment or None) of each sentence, for putting markup back
-    (nmt.markup); a sentence too long for the model is cut at a safe point and joined back."""
+    (nmt.markup); a sentence too long for the model is cut at a safe point and joined back.
+    request, settings: the search, as in Translator.translate."""
     cut = cut_sentences(translator, sentences)
-    found = translator.translate_detailed(cut.pieces, alignments=gives_alignments(translator), **options)
+    request = translator.request_of(request, settings)
+    found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator))
     return cut.joined([best[0] for best in found])
 
 
@@ -132,10 +135,8 @@ def translate_stream(
     translator: Translator,
     source: BinaryIO,
     target: TextIO,
+    request: SearchRequest | None = None,
     *,
-    beam: int | None = None,
-    length_penalty: float | None = None,
-    sampling: Sampling | None = None,
     name: str = "<stdin>",
     chunk_lines: int = CHUNK_LINES,
     pretokenized: bool = False,
@@ -143,10 +144,11 @@ def translate_stream(
     scores: bool = False,
     alignments: bool = False,
     glossary: Glossary | None = None,
-    n_best: int = 1,
+    **settings,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of input lines translated.
 
+    request, settings: the search, as in Translator.translate (default: the model's own settings).
     pretokenized: the lines are in the form of the model's tokenised corpus (see Translator.translate).
     split_sentences: each line is a paragraph of running text, translated sentence by sentence with
     its spacing kept, and sentences too long for the model cut and joined back (nmt.documents);
@@ -155,12 +157,14 @@ def translate_stream(
     confidence and token probabilities, then " ||| " and its word alignment (see `output_line`).
     glossary: its target terms are required wherever its source terms occur (line mode); a line
     whose terms could not all be placed is named in a warning.
-    n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
+    request.n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
     them: "LINE ||| translation [||| scores ||| alignment] ||| score", LINE counted from 0.
 
-    With a seeded `sampling`, each chunk draws from its own seed (seed + chunk index), so
+    With a seeded `request.sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
     """
+    request = translator.request_of(request, settings)
+    sampling, n_best = request.sampling, request.n_best
     lines = decode_lines(source, name)
     written = 0
     stats = DocumentStats()
@@ -169,14 +173,15 @@ def translate_stream(
         if not chunk:
             break
         numbers, texts = zip(*chunk, strict=True)
-        chunk_sampling = sampling
+        chunk_request = request
         if sampling is not None and sampling.seed is not None:
-            chunk_sampling = dataclasses.replace(sampling, seed=sampling.seed + index)
-        options = dict(beam=beam, length_penalty=length_penalty, sampling=chunk_sampling, pretokenized=pretokenized)
+            chunk_request = dataclasses.replace(
+                request, sampling=dataclasses.replace(sampling, seed=sampling.seed + index)
+            )
         if split_sentences:
             for text in translate_paragraphs(
                 texts,
-                functools.partial(best_texts, translator, **options),
+                functools.partial(best_texts, translator, request=chunk_request, pretokenized=pretokenized),
                 lang=translator.source_lang or "en",
                 fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
                 stats=stats,
@@ -185,7 +190,7 @@ def translate_stream(
         else:
             more = {"glossary": glossary} if glossary is not None else {}
             results = translator.translate_detailed(
-                list(texts), scores=scores, alignments=alignments, n_best=n_best, **more, **options
+                list(texts), chunk_request, pretokenized=pretokenized, scores=scores, alignments=alignments, **more
             )
             warn_missed_terms(name, numbers, results)
             for number, best in zip(numbers, results, strict=True):
@@ -221,14 +226,15 @@ def translate_stream(
 def translate_sentences(
     translator: Translator,
     texts: Sequence[str],
+    request: SearchRequest | None = None,
     *,
-    beam: int | None = None,
-    length_penalty: float | None = None,
     name: str = "<input>",
     pretokenized: bool = False,
     glossary: Glossary | None = None,
+    **settings,
 ) -> list[str]:
-    """The best translation of each of `texts` (lines 1.. of the file `name`), in order.
+    """The best translation of each of `texts` (lines 1.. of the file `name`), in order, searched
+    as `request` or `settings` ask (as in Translator.translate; default: the model's own settings).
 
     pretokenized: the texts are a tokenised corpus's own (its test set): no conversion in or out.
 
@@ -236,9 +242,8 @@ def translate_sentences(
     the first few lines (each source is encoded once: the Translator reports the cut).
     """
     more = {"glossary": glossary} if glossary is not None else {}
-    results = translator.translate_detailed(
-        list(texts), beam=beam, length_penalty=length_penalty, pretokenized=pretokenized, **more
-    )
+    request = translator.request_of(request, settings)
+    results = translator.translate_detailed(list(texts), request, pretokenized=pretokenized, **more)
     warn_missed_terms(name, range(1, len(texts) + 1), results)
     truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]
     if truncated:

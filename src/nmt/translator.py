@@ -31,7 +31,7 @@ from .glossary import Glossary
 from .inference.batch_search import search_limits
 from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
-from .inference.plan import Sampling, SearchRequest, check_length_penalty
+from .inference.plan import Sampling, SearchRequest
 from .model import Transformer
 from .model_dir import read_decode_config, read_languages, read_text_form
 from .text_form import TextForm
@@ -135,41 +135,29 @@ class Translator:
         self.engine.close()
 
     @classmethod
-    def load(
-        cls,
-        model_dir: str | Path,
-        options: EngineOptions | None = None,
-        *,
-        length_penalty: float | None = None,
-        length_normalization: str | None = None,
-        min_len: int | None = None,
-        early_stopping: bool | None = None,
-        **engine_options,
-    ) -> Translator:
+    def load(cls, model_dir: str | Path, options: EngineOptions | None = None, **settings) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
 
         options: how to run it (see EngineOptions: engine, precision, workers, threads,
         worker_processes, device, weights); or give them as keywords, e.g. `precision="int8"`.
-        length_penalty: the GNMT alpha every call uses unless it names its own (default: the
-        directory's decode.length_penalty; choose one with `nmt tune-length-penalty`).
-        length_normalization: "gnmt" or "average" (transformers'), default the directory's.
-        min_len, early_stopping: the directory's decode.min_len and decode.early_stopping, replaced.
+        Any other keyword replaces a field of the directory's decode section (nmt.config.DecodeConfig)
+        for every call: the search settings a call may also name (`beam`, `length_penalty`, ...: see
+        nmt.search_settings), `min_len`, `max_len_a`, `max_len_b`, `batch_tokens`; None keeps the
+        directory's. Choose a length penalty with `nmt tune-length-penalty`.
         """
+        engine_fields = {f.name for f in dataclasses.fields(EngineOptions)}
+        engine_options = {k: v for k, v in settings.items() if k in engine_fields}
+        replaced = {k: v for k, v in settings.items() if k not in engine_fields and v is not None}
         options = merge_options(options, engine_options)
         model_dir = Path(model_dir)
         if not model_dir.is_dir():
             raise FileNotFoundError(f"model directory {model_dir} does not exist")
-        if length_penalty is not None:  # before the weights load, which takes a while
-            check_length_penalty(length_penalty)
         decode = read_decode_config(model_dir)
-        if length_penalty is not None:
-            decode = dataclasses.replace(decode, length_penalty=length_penalty)
-        if length_normalization is not None:
-            decode = dataclasses.replace(decode, length_normalization=length_normalization)
-        if min_len is not None:  # replace() checks it: decode.min_len must be >= 0
-            decode = dataclasses.replace(decode, min_len=min_len)
-        if early_stopping is not None:
-            decode = dataclasses.replace(decode, early_stopping=early_stopping)
+        unknown = sorted(set(replaced) - {f.name for f in dataclasses.fields(DecodeConfig)})
+        if unknown:
+            raise TypeError(f"Translator.load() got unexpected keyword arguments: {', '.join(unknown)}")
+        # before the weights load, which takes a while: replace() checks the values (ConfigError)
+        decode = dataclasses.replace(decode, **replaced)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
         return cls(
             engine,
@@ -184,47 +172,39 @@ class Translator:
     def translate(
         self,
         texts: Sequence[str],
+        request: SearchRequest | None = None,
         *,
-        beam: int | None = None,
-        length_penalty: float | None = None,
-        sampling: Sampling | None = None,
         target_lang: str | None = None,
         pretokenized: bool = False,
+        **settings,
     ) -> list[str]:
         """One translation per input sentence, in order. An empty sentence gives ''.
 
-        beam: search width (1 = greedy); sampling: draw at random instead (see `Sampling`);
+        request: the search (see `request`); or name its settings as keywords, which replace the
+        model's own for this call: `beam=1` (greedy), `length_penalty=1.0`, `sampling=Sampling(...)`
+        (draw at random instead).
         target_lang: a multi-target model's output language for this call (else the chosen one);
         pretokenized: the texts are in the form of a tokenised corpus already (its test set), and the
         output stays in it (see `text_form`); else they are running text, put into that form here.
         """
-        found = self.translate_detailed(
-            texts,
-            beam=beam,
-            length_penalty=length_penalty,
-            sampling=sampling,
-            target_lang=target_lang,
-            pretokenized=pretokenized,
-        )
+        found = self.translate_detailed(texts, request, target_lang=target_lang, pretokenized=pretokenized, **settings)
         return [best[0].text for best in found]
 
     def translate_detailed(
         self,
         texts: Sequence[str],
+        request: SearchRequest | None = None,
         *,
-        beam: int | None = None,
-        n_best: int = 1,
-        length_penalty: float | None = None,
-        return_attention: bool = False,
-        sampling: Sampling | None = None,
         target_lang: str | None = None,
         pretokenized: bool = False,
         scores: bool = False,
         alignments: bool = False,
         glossary: Glossary | None = None,
+        **settings,
     ) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention.
 
+        request, settings: the search, as in `translate` (`n_best=3`, `return_attention=True`, ...).
         target_lang: a multi-target model's output language for this call (default: the one chosen
         with choose_target_language); a ConfigError naming the valid ones for one it lacks.
         pretokenized: as in `translate`.
@@ -233,6 +213,7 @@ class Translator:
         glossary: the sentences where its source terms occur are searched one by one under the
         constraint that their target terms appear (nmt.decoding.constrained; the torch engine);
         glossary_missed lists any that could not be placed."""
+        request = self.request_of(request, settings)
         if alignments:
             self._check_aligns(DEFAULT_METHOD)
         if target_lang is not None:
@@ -246,27 +227,20 @@ class Translator:
         terms = [glossary.matches(t) for t in texts] if glossary is not None else [[] for _ in texts]
         free = [i for i, found in enumerate(terms) if not found]
         hyps: list[list[Hypothesis]] = [[] for _ in texts]
-        found_free = self.translate_ids(
-            [ids[i] for i in free],
-            beam=beam,
-            n_best=n_best,
-            length_penalty=length_penalty,
-            return_attention=return_attention,
-            sampling=sampling,
-        )
+        found_free = self.engine.translate_ids([ids[i] for i in free], request)
         for i, found in zip(free, found_free, strict=True):
             hyps[i] = found
         missed: dict[int, list[str]] = {}
         if len(free) < len(texts):
-            if sampling is not None:
+            if request.sampling is not None:
                 raise ValueError("a glossary constrains beam search: it does not sample")
-            request = self.search_request(beam=beam, n_best=n_best, length_penalty=length_penalty)
+            search = dataclasses.replace(request, return_attention=False)  # attention: a forced pass after
             for i, found in enumerate(terms):
                 if found:
-                    hyps[i], missed[i] = self.search_with_terms(ids[i], found, request, return_attention)
+                    hyps[i], missed[i] = self.search_with_terms(ids[i], found, search, request.return_attention)
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
-            src_pieces = self.src_tokenizer.lookup(src_ids) if return_attention else []
+            src_pieces = self.src_tokenizer.lookup(src_ids) if request.return_attention else []
             out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
         for i, terms_missed in missed.items():
             for t in out[i]:
@@ -464,55 +438,36 @@ class Translator:
             truncated,
         )
 
-    def search_request(
-        self,
-        *,
-        beam: int | None = None,
-        n_best: int = 1,
-        length_penalty: float | None = None,
-        return_attention: bool = False,
-        sampling: Sampling | None = None,
-    ) -> SearchRequest:
-        """The request a call with these arguments makes of the engine, checked against the model and
-        the engine (ValueError saying what is wrong), before any sentence is read."""
-        if beam is None:  # a sampled call draws one translation: the model's beam does not apply
-            beam = 1 if sampling is not None else self.decode.beam
-        request = SearchRequest(
-            beam=beam,
-            n_best=n_best,
-            return_attention=return_attention,
-            length_penalty=self.decode.length_penalty if length_penalty is None else length_penalty,
-            length_normalization=self.decode.length_normalization,
-            early_stopping=self.decode.early_stopping,
-            sampling=sampling,
-        )
-        if 2 * beam > self.tgt_tokenizer.vocab_size:  # beam search ranks 2 * beam distinct tokens a step
-            raise ValueError(
-                f"beam ({beam}) must be at most {self.tgt_tokenizer.vocab_size // 2}, half the target vocabulary"
-            )
-        asked = [name for name, on in (("sampling", sampling is not None), ("attention", return_attention)) if on]
-        self.engine.capabilities.require(asked, self.engine.name)
+    def request(self, **settings) -> SearchRequest:
+        """The request a call makes of the engine: the model's decode settings, each replaced by the
+        keyword of its name that is not None (any SearchRequest field: `beam`, `n_best`,
+        `length_penalty`, `return_attention`, `sampling`, ...). Checked against the model and the
+        engine (ValueError saying what is wrong) before any sentence is read; built once, then
+        passed down unchanged."""
+        return self.check_request(SearchRequest.of(self.decode, **settings))
+
+    def check_request(self, request: SearchRequest) -> SearchRequest:
+        """`request`, if this model and engine can run it; else a ValueError saying why not."""
+        vocab = self.tgt_tokenizer.vocab_size
+        if 2 * request.beam > vocab:  # beam search ranks 2 * beam distinct tokens a step
+            raise ValueError(f"beam ({request.beam}) must be at most {vocab // 2}, half the target vocabulary")
+        wanted = (("sampling", request.sampling is not None), ("attention", request.return_attention))
+        self.engine.capabilities.require([name for name, on in wanted if on], self.engine.name)
         return request
 
+    def request_of(self, request: SearchRequest | None, settings: dict) -> SearchRequest:
+        """A call's request: the one it passed (checked), or the one its keywords describe (not both)."""
+        if request is None:
+            return self.request(**settings)
+        if settings:
+            raise TypeError(f"give a request or its settings ({', '.join(settings)}), not both")
+        return self.check_request(request)
+
     def translate_ids(
-        self,
-        ids: Sequence[Sequence[int]],
-        *,
-        beam: int | None = None,
-        n_best: int = 1,
-        length_penalty: float | None = None,
-        return_attention: bool = False,
-        sampling: Sampling | None = None,
+        self, ids: Sequence[Sequence[int]], request: SearchRequest | None = None, **settings
     ) -> list[list[Hypothesis]]:
         """Search over source id lists (BOS/EOS included); n-best Hypotheses per sentence, in input order.
 
-        With `sampling`, one random draw per sentence instead (beam and n_best must be unset or 1).
+        request, settings: as in `translate`; with `sampling`, one random draw per sentence instead.
         """
-        request = self.search_request(
-            beam=beam,
-            n_best=n_best,
-            length_penalty=length_penalty,
-            return_attention=return_attention,
-            sampling=sampling,
-        )
-        return self.engine.translate_ids(ids, request)
+        return self.engine.translate_ids(ids, self.request_of(request, settings))

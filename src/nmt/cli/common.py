@@ -15,7 +15,8 @@ from typing import NoReturn
 
 from ..inference.choices import COMMAND_LINE_ENGINE, ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
 from ..inference.contract import ENGINE_CAPABILITIES, ENGINE_DEFAULTS, Capabilities, EngineOptions, engine_for
-from ..inference.plan import DEFAULT_POLICY, check_beam
+from ..inference.plan import DEFAULT_POLICY, SearchRequest
+from ..search_settings import SEARCH_FIELDS
 
 
 class CommandError(Exception):
@@ -103,6 +104,15 @@ def length_penalty_options() -> argparse.ArgumentParser:
         help="output tokens a sentence must have before the end token may come (default: the model's "
         "decode.min_len: 1 for nmt's own models, so that no real sentence is translated to nothing; "
         "transformers' min_length - 1, usually 0, for an imported one)",
+    )
+    parent.add_argument(
+        "--no-repeat-ngram-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="no output repeats an n-gram of itself: a token that would is never chosen, in every search "
+        "of both engines (fairseq's --no-repeat-ngram-size, CTranslate2's rule); 0: off (default: the "
+        "model's decode.no_repeat_ngram_size, 0)",
     )
     parent.add_argument(
         "--early-stopping",
@@ -218,17 +228,18 @@ def scored_set_options(example: str) -> argparse.ArgumentParser:
     return parent
 
 
+def search_options(args: argparse.Namespace) -> dict:
+    """The search settings given on the command line (the options named after SearchSettings'
+    fields), checked: a bad value's error names its option."""
+    given = {name: getattr(args, name) for name in SEARCH_FIELDS if getattr(args, name, None) is not None}
+    SearchRequest(**given, n_best=1)
+    return given
+
+
 def load_translator(args: argparse.Namespace):
-    """The Translator that the engine, beam and length-penalty options describe."""
+    """The Translator that the engine and search options describe: the search options replace the
+    model's decode settings for every call it makes."""
     from ..translator import Translator
 
-    if args.beam is not None:
-        check_beam(args.beam)
-    return Translator.load(
-        args.model,
-        engine_options(args),
-        length_penalty=getattr(args, "length_penalty", None),
-        length_normalization=getattr(args, "length_normalization", None),
-        min_len=getattr(args, "min_len", None),
-        early_stopping=getattr(args, "early_stopping", None),
-    )
+    settings = search_options(args)
+    return Translator.load(args.model, engine_options(args), min_len=getattr(args, "min_len", None), **settings)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import ENGINE_DEFAULTS, CommandError, check_beam, check_device, model_options, require_model_dir
+from ..inference.plan import check_beam
+from .common import ENGINE_DEFAULTS, CommandError, check_device, model_options, require_model_dir
 
 
 def add_picture_commands(sub: argparse._SubParsersAction) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config_checks import ConfigError
 from ..server.settings import DEFAULT_HOST, DEFAULT_PORT, BatchingConfig, ConnectionOptions, ServerLimits
-from .common import CommandError, engine_arguments, engine_options, length_penalty_options
+from .common import CommandError, engine_arguments, engine_options, length_penalty_options, search_options
 
 SETTINGS = (
     (ServerLimits, "what one request may ask for, and how long it may take (more: 4xx or 503 naming the limit)"),
@@ -114,7 +114,6 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .. import server
-    from ..inference.plan import check_length_penalty
     from .translate import load_glossary
 
     limits, batching, connections = (build_settings(settings, args) for settings, _ in SETTINGS)
@@ -131,18 +130,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     access = server.access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
-    if args.length_penalty is not None:
-        check_length_penalty(args.length_penalty)
+    decode = {**search_options(args), "min_len": args.min_len}  # checked before any model loads
     server.serve(
         args.model,
         host=args.host,
         port=args.port,
         limits=limits,
         engine=engine_options(args),
-        length_penalty=args.length_penalty,
-        length_normalization=args.length_normalization,
-        min_len=args.min_len,
-        early_stopping=args.early_stopping,
+        decode=decode,
         batching=batching,
         access=access,
         connections=connections,

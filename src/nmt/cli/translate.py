@@ -236,22 +236,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
         source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         translator = load_translator(args)
         translator.choose_target_language(args.target_lang)
-        translator.search_request(
-            beam=args.beam, n_best=args.n_best, length_penalty=args.length_penalty, sampling=sampling
-        )
+        request = translator.request(n_best=args.n_best, sampling=sampling)  # the search options are the model's now
         if args.alignments:  # an old CTranslate2 export gives none: known once it is loaded
             translator.engine.capabilities.require(["alignment"], translator.engine.name)
         if args.format == "html":
             page = read_page(source, args.input or "<stdin>")  # before the output is opened: bad input writes none
             translated = translate_html(
                 page,
-                functools.partial(
-                    aligned_translations,
-                    translator,
-                    beam=args.beam,
-                    length_penalty=args.length_penalty,
-                    sampling=sampling,
-                ),
+                functools.partial(aligned_translations, translator, request=request),
                 lang=translator.source_lang or "en",
             )
         # The output file appears when the last line is written: an error part-way leaves none.
@@ -263,9 +255,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             translator,
             source,
             target,
-            beam=args.beam,
-            length_penalty=args.length_penalty,
-            sampling=sampling,
+            request,
             name=args.input or "<stdin>",
             chunk_lines=args.chunk,
             pretokenized=args.pretokenized,
@@ -273,7 +263,6 @@ def cmd_translate(args: argparse.Namespace) -> int:
             scores=args.scores,
             alignments=args.alignments,
             glossary=glossary,
-            n_best=args.n_best,
         )
     return 0
 
@@ -314,20 +303,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     translator = load_translator(args)
     translator.choose_target_language(args.target_lang)
     hypotheses = translate_sentences(
-        translator,
-        sources,
-        beam=args.beam,
-        length_penalty=args.length_penalty,
-        name=str(src_path),
-        pretokenized=pretokenized,
-        glossary=glossary,
+        translator, sources, name=str(src_path), pretokenized=pretokenized, glossary=glossary
     )
     scores = score_translations(hypotheses, references, pretokenized=pretokenized)
     if args.json:
         settings = {
             "model": str(args.model),
-            "beam": args.beam or translator.decode.beam,
-            "length_penalty": translator.decode.length_penalty if args.length_penalty is None else args.length_penalty,
+            "beam": translator.decode.beam,
+            "length_penalty": translator.decode.length_penalty,
             "length_normalization": translator.decode.length_normalization,
             "min_len": translator.decode.min_len,
             "early_stopping": translator.decode.early_stopping,

@@ -122,7 +122,7 @@ def beam_search(
         return_attention=return_attention,
         vocabulary=vocabulary,
         allowed=allowed,
-        min_len=limits.min_len,
+        limits=limits,
     )
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each sentence

@@ -105,7 +105,7 @@ def constrained_beam_search(
     constraints = as_constraints(constraints)
     total = sum(len(c) for c in constraints)
     beam = min(max(beam_size, total + 1, n_best), max(max_beam, beam_size, n_best))
-    state = SearchState.start(model, src, min_len=limits.min_len)
+    state = SearchState.start(model, src, limits=limits)
     eos = state.eos_id
     max_steps = int(limits.max_steps(state.src_lengths)[0])
     scores = torch.zeros(1, device=src.device)  # (rows,) running log-probs

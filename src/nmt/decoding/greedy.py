@@ -54,7 +54,7 @@ def one_best_search(
         return_attention=return_attention,
         vocabulary=vocabulary,
         allowed=allowed,
-        min_len=limits.min_len,
+        limits=limits,
     )
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each row

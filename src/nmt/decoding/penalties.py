@@ -10,7 +10,7 @@ import torch
 @dataclass(frozen=True)
 class SearchLimits:
     """How many decoding steps a sentence may take: floor(max_len_a * src_len + max_len_b), in [1, max_len_cap],
-    and how many tokens it must emit before it may end (min_len).
+    how many tokens it must emit before it may end (min_len), and which n-grams it may not repeat.
 
     One value for every search (greedy, sampling, beam), so that a limit set by a user reaches
     each of them whole. The default, 1.5 * src_len + 10, leaves room for a target longer than
@@ -21,17 +21,31 @@ class SearchLimits:
     directory's translations use DecodeConfig.min_len, 1 by default (fairseq's min_len): with a
     length penalty an empty output can outscore every real one (one end token at log-prob -8 beats
     27 tokens at -22 under alpha 0.6), and an empty translation of a real sentence is never right.
+
+    no_repeat_ngram_size: n > 0 bans any token that would repeat an n-gram the output already holds
+    (fairseq's --no-repeat-ngram-size, CTranslate2's and transformers' no_repeat_ngram_size, with
+    CTranslate2's rule: see SearchState.ban_repeated_ngrams): once a model falls into a loop ("the man
+    the man the man"), each turn makes the next more likely, and greedy and beam search alike tend to
+    follow it to the length limit. 0, the default, bans nothing.
     """
 
     max_len_a: float = 1.5
     max_len_b: int = 10
     max_len_cap: int = 512  # whatever the source: bounds memory and time for one very long input
     min_len: int = 0
+    no_repeat_ngram_size: int = 0
 
     def __post_init__(self) -> None:
-        if self.max_len_a < 0 or self.max_len_b < 0 or self.max_len_cap < 1 or self.min_len < 0:
+        if (
+            self.max_len_a < 0
+            or self.max_len_b < 0
+            or self.max_len_cap < 1
+            or self.min_len < 0
+            or self.no_repeat_ngram_size < 0
+        ):
             raise ValueError(
-                f"search limits need max_len_a >= 0, max_len_b >= 0, max_len_cap >= 1 and min_len >= 0, got {self}"
+                "search limits need max_len_a >= 0, max_len_b >= 0, max_len_cap >= 1, min_len >= 0 and "
+                f"no_repeat_ngram_size >= 0, got {self}"
             )
 
     def max_steps(self, src_lengths: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 from nmt.model import DecoderCache, Encoded, Transformer
 
 from .hypothesis import Hypothesis
-from .penalties import length_penalty
+from .penalties import SearchLimits, length_penalty
 
 
 class Step(NamedTuple):
@@ -45,7 +45,7 @@ class SearchState:
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
     refused: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may not emit
     end_column: int | None = None  # where the end token is among the k columns
-    min_len: int = 0  # the end token is refused until the prefix holds this many output tokens
+    limits: SearchLimits = SearchLimits()  # the rules on which tokens may come next: min_len, no_repeat_ngram_size
 
     @classmethod
     def start(
@@ -57,7 +57,7 @@ class SearchState:
         return_attention: bool = False,
         vocabulary: torch.Tensor | None = None,
         allowed: torch.Tensor | None = None,
-        min_len: int = 0,
+        limits: SearchLimits = SearchLimits(),
     ) -> SearchState:
         """Encode `src` (batch, src_len) once; one row per sentence holding just BOS.
 
@@ -67,13 +67,14 @@ class SearchState:
         shortlist); the log-probs are then a distribution over those k tokens. allowed: (batch, k)
         bool, the columns of `vocabulary` each sentence may emit (its own shortlist within the
         batch's), so that a sentence's search does not depend on the others in its batch.
-        min_len: no row may end before it holds this many tokens (`SearchLimits.min_len`).
+        limits: the search's limits; `next_step` applies those on the next token (min_len: no row
+        may end before it holds this many tokens; no_repeat_ngram_size: no row repeats an n-gram).
         """
         encoded = model.encode(src)
         cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence
         prefix = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long, device=src.device)
         src_lengths = (src != model.config.pad_id).sum(dim=1)
-        state = cls(model, encoded, cache, prefix, src_lengths, return_attention, min_len=min_len)
+        state = cls(model, encoded, cache, prefix, src_lengths, return_attention, limits=limits)
         if vocabulary is not None:
             state.restrict(vocabulary.to(src.device), None if allowed is None else allowed.to(src.device))
         return state
@@ -111,7 +112,9 @@ class SearchState:
         softmax, so the log-probs are a distribution over the tokens a search may emit. (CTranslate2
         does the same through the exported model's output bias, so both engines score alike; so does
         Marian, whose models have no padding token at all. transformers and fairseq instead set its
-        log-prob to -inf after the softmax, without renormalising.)
+        log-prob to -inf after the softmax, without renormalising.) The tokens `limits` refuses (the end
+        token before min_len, n-gram repeats) go the same way, before the softmax as in CTranslate2
+        (which writes the lowest float rather than -inf: the same distribution over the tokens left).
         """
         if self.cache is not None:  # feed only the newest token; earlier ones are in the cache
             out = self.model.decode(
@@ -128,12 +131,48 @@ class SearchState:
         else:
             logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
             logits[:, self.model.config.pad_id] = float("-inf")
-        if self.prefix.size(1) <= self.min_len:  # too short to end: renormalised over the other tokens
+        if self.prefix.size(1) <= self.limits.min_len:  # too short to end: renormalised over the other tokens
             logits[:, self.eos_id] = float("-inf")
+        if self.limits.no_repeat_ngram_size > 0:  # renormalised over the other tokens too
+            self.ban_repeated_ngrams(logits)
         attention = None
         if self.collect_attention:  # the last query's cross-attention, per layer
             attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
         return Step(log_softmax_in_place(logits), attention)
+
+    def ban_repeated_ngrams(self, logits: torch.Tensor) -> None:
+        """Set to -inf, in each row of `logits` (rows, columns), every token that would complete an
+        n-gram (n = `limits.no_repeat_ngram_size`) that row's output already holds.
+
+        CTranslate2's rule (NoRepeatNgram::apply, src/decoding_utils.cc), so that both engines give
+        the same output: the tokens that count are the output so far, without the start token (its
+        sequences hold the chosen tokens only; the decoder start id is fed, never appended); nothing
+        is banned before the output holds n tokens; n = 1 bans every token already emitted. The end
+        token is never in a live row's output, so CTranslate2 never bans it; it is left alone here
+        too, for the rows that ended and ride along in greedy search and sampling until the batch is
+        compacted: their prefixes hold it, and a small shortlist could then have every column banned,
+        which would make their log-probs NaN (and torch.multinomial raise).
+        """
+        n = self.limits.no_repeat_ngram_size
+        output = self.prefix[:, 1:]  # (rows, steps): the model's ids, BOS dropped
+        steps = output.size(1)
+        if steps < n:
+            return
+        windows = output.unfold(1, n, 1)  # (rows, steps - n + 1, n): every n-gram so far
+        context = output[:, steps - n + 1 :].unsqueeze(1)  # (rows, 1, n - 1) the last n - 1 tokens (none for n = 1)
+        repeated = (windows[:, :, :-1] == context).all(
+            dim=2
+        )  # (rows, steps - n + 1): n-grams the next token would redo
+        banned = windows[:, :, -1]  # (rows, steps - n + 1) the token that would complete each
+        repeated &= banned != self.model.config.eos_id
+        if self.vocabulary is not None:  # model ids -> the shortlist's columns; an id outside it cannot come anyway
+            columns = torch.searchsorted(self.vocabulary, banned.contiguous()).clamp_(max=self.vocabulary.numel() - 1)
+            repeated &= self.vocabulary[columns] == banned
+            banned = columns
+        # A token may complete several n-grams, repeated or not: the minimum with -inf (repeated) or
+        # +inf (not) gives -inf wherever any of them repeats, whatever the order of the writes.
+        fill = logits.new_full(banned.shape, float("inf")).masked_fill_(repeated, float("-inf"))
+        logits.scatter_reduce_(1, banned, fill, reduce="amin")
 
     def advance(
         self,

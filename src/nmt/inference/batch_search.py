@@ -6,6 +6,7 @@ thread and a worker process (which has its own copy of the model) run the very s
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,9 +23,15 @@ from .precision import autocast_for
 SEED_STRIDE = 100_003
 
 
-def search_limits(decode: DecodeConfig) -> SearchLimits:
-    """The output length limits a model directory's decode section asks for."""
-    return SearchLimits(max_len_a=decode.max_len_a, max_len_b=decode.max_len_b, min_len=decode.min_len)
+def search_limits(decode: DecodeConfig, request: SearchRequest | None = None) -> SearchLimits:
+    """What a search may emit: the length limits of the model's decode section, with the rules a call
+    may set (`request`'s settings) over them; each taken by its SearchLimits field's name, so that a
+    rule declared in both reaches every search without being passed by hand."""
+    names = [f.name for f in dataclasses.fields(SearchLimits)]
+    given = {name: getattr(decode, name) for name in names if hasattr(decode, name)}
+    if request is not None:
+        given |= {name: getattr(request, name) for name in names if hasattr(request, name)}
+    return SearchLimits(**given)
 
 
 @torch.inference_mode()

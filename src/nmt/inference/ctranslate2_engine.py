@@ -339,6 +339,7 @@ class CTranslate2Engine:
             return_scores=True,
             return_end_token=True,
             min_decoding_length=self.decode.min_len,  # the same rule as SearchLimits.min_len
+            no_repeat_ngram_size=request.no_repeat_ngram_size,  # the rule nmt's searches copy
             max_input_length=0,
             use_vmap=self.use_vmap,
         )

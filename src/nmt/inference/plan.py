@@ -20,19 +20,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..config_checks import ConfigError, Rule, at_least, check_fields, one_of
-from .choices import LENGTH_NORMALIZATIONS
+from ..config_checks import ConfigError, Rule, at_least, check_fields
+from ..search_settings import SearchSettings
 
 if TYPE_CHECKING:
     from ..model import ModelConfig
-
-
-# Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
-# a typo like beam 1000 is refused at once instead of running slowly or failing deep in the search.
-MAX_BEAM = 256
-BEAM = Rule(lambda v: 1 <= v <= MAX_BEAM, f"between 1 and {MAX_BEAM}")
 
 
 def check_length_penalty(alpha: float) -> None:
@@ -69,22 +63,21 @@ class Sampling:
 
 
 @dataclass(frozen=True)
-class SearchRequest:
-    """What one translate call asks of an engine: the search, its width, its ranking, its extras."""
+class SearchRequest(SearchSettings):
+    """What one translate call asks of an engine: the search settings (SearchSettings: their
+    declaration, defaults and ranges), how many results and what with them.
 
-    RULES: ClassVar[dict[str, Rule]] = {
-        "beam": BEAM,
-        "n_best": at_least(1),
-        "length_penalty": at_least(0),
-        "length_normalization": one_of(*LENGTH_NORMALIZATIONS),
-    }
+    Built once where a call enters (`Translator.request`, from the model's decode section and the
+    call's overrides), then passed down unchanged: it is also what the server's batching queue
+    groups calls by. Built bare, a request is greedy (beam 1).
+    """
+
     beam: int = 1
     n_best: int = 1
-    length_penalty: float = 0.6  # GNMT alpha (beam search only): log-prob / ((5 + length) / 6)^alpha
-    length_normalization: str = "gnmt"  # or "average": log-prob / length^alpha (transformers')
-    early_stopping: bool = True  # False: transformers' default stopping rule (nmt.decoding.beam_search)
     return_attention: bool = False
     sampling: Sampling | None = None  # set: one random draw per sentence instead of a search
+
+    RULES: ClassVar[dict[str, Rule]] = {**SearchSettings.RULES, "n_best": at_least(1)}
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -94,6 +87,16 @@ class SearchRequest:
             )
         if self.n_best > self.beam:
             raise ConfigError(f"need 1 <= n_best ({self.n_best}) <= beam ({self.beam})")
+
+    @classmethod
+    def of(cls, defaults: SearchSettings, **settings: Any) -> SearchRequest:
+        """A call's request: `defaults` (a model's decode section), each replaced by the keyword of
+        its name that is not None. A draw (`sampling`) is one translation: no default beam."""
+        given = {k: v for k, v in settings.items() if v is not None}
+        resolved = defaults.search_settings()
+        if given.get("sampling") is not None:
+            resolved["beam"] = 1
+        return cls(**{**resolved, **given})
 
 
 @dataclass(frozen=True)

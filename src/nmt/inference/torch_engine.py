@@ -155,7 +155,7 @@ class TorchEngine:
                 n_best=request.n_best,
                 length_penalty=request.length_penalty,
                 length_normalization=request.length_normalization,
-                limits=search_limits(self.decode),
+                limits=search_limits(self.decode, request),
             )
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
@@ -172,7 +172,7 @@ class TorchEngine:
             policy=self.policy,
             step_bytes=self.step_bytes,
         )
-        limits = search_limits(self.decode)
+        limits = search_limits(self.decode, request)
         jobs = []
         for i, rows in enumerate(plan.batches):
             batch = [ids[r] for r in rows]

@@ -6,7 +6,8 @@ the search loop), not arithmetic. So one worker thread owns the translator and w
 
     1. wait for a request;
     2. keep collecting requests for `window_ms` more (or until `max_sentences` are held);
-    3. split what it holds into groups that can share a call: same beam size, same attention flag;
+    3. split what it holds into groups that can share a call: the same search request (beam, n-best,
+       attention, ...: nmt.inference.plan.SearchRequest), target language and extras;
     4. translate each group in calls of at most `max_sentences`, a large request split over
        several, and hand each request its translations once all are in.
 
@@ -21,7 +22,7 @@ deadline is refused at once (`Overloaded`), rather than after the deadline.
 
     queue = BatchingQueue(translator, BatchingConfig(window_ms=5, max_sentences=64))
     queue.start()
-    future = queue.submit(["Ein Mann."], beam=5, attention=False)   # a concurrent.futures.Future
+    future = queue.submit(["Ein Mann."], SearchRequest(beam=5))   # a concurrent.futures.Future
     future.result()   # -> [[Translation(...)]]
     queue.stop()
 
@@ -50,6 +51,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..inference.plan import SearchRequest
 from ..translator import Translation
 from .settings import BatchingConfig
 
@@ -59,9 +61,7 @@ log = logging.getLogger(__name__)
 class Translates(Protocol):
     """What the queue needs from a Translator (tests pass stand-ins)."""
 
-    def translate_detailed(
-        self, texts: Sequence[str], *, beam: int | None = None, return_attention: bool = False, **n_best: int
-    ) -> list[list[Translation]]: ...
+    def translate_detailed(self, texts: Sequence[str], request: SearchRequest, **extras) -> list[list[Translation]]: ...
 
 
 class Overloaded(RuntimeError):
@@ -116,10 +116,8 @@ class Job:
     """One request waiting for its translations: the 1-best-first n-best list per sentence."""
 
     texts: list[str]
-    beam: int
-    attention: bool
+    request: SearchRequest  # the search, as the edge built it (its n_best: LibreTranslate's alternatives + 1)
     deadline: float = math.inf  # time.monotonic() after which the request is not worth translating
-    n_best: int = 1  # translations wanted per sentence (LibreTranslate's alternatives + 1)
     target_lang: str | None = None  # a multi-target model's output language
     scores: bool = False  # token probabilities and confidence
     alignments: bool = False  # word alignments
@@ -130,12 +128,12 @@ class Job:
     @property
     def cost(self) -> float:
         """The work of what is left to translate (see sentence_cost)."""
-        return sum(sentence_cost(text, self.beam) for text in self.texts[len(self.results) :])
+        return sum(sentence_cost(text, self.request.beam) for text in self.texts[len(self.results) :])
 
     @property
-    def key(self) -> tuple[int, bool, int, str | None, bool, bool]:
+    def key(self) -> tuple[SearchRequest, str | None, bool, bool]:
         """Requests with the same key can share one call to the translator."""
-        return self.beam, self.attention, self.n_best, self.target_lang, self.scores, self.alignments
+        return self.request, self.target_lang, self.scores, self.alignments
 
 
 @dataclass
@@ -233,11 +231,9 @@ class BatchingQueue:
     def submit(
         self,
         texts: Sequence[str],
+        request: SearchRequest,
         *,
-        beam: int,
-        attention: bool = False,
         deadline: float = math.inf,
-        n_best: int = 1,
         target_lang: str | None = None,
         scores: bool = False,
         alignments: bool = False,
@@ -252,16 +248,7 @@ class BatchingQueue:
         Cancelling the future drops the request: at once while it is queued, before its next
         call once the worker has it (the client went away).
         """
-        job = Job(
-            list(texts),
-            beam,
-            attention,
-            deadline,
-            n_best=n_best,
-            target_lang=target_lang,
-            scores=scores,
-            alignments=alignments,
-        )
+        job = Job(list(texts), request, deadline, target_lang=target_lang, scores=scores, alignments=alignments)
         with self._lock:
             if not self._accepting:
                 job.future.set_exception(ShuttingDown("the translation worker is not running"))
@@ -433,19 +420,19 @@ class BatchingQueue:
         If a shared call fails, each job's part is tried again alone, so one bad request fails by
         itself and batching goes on for everyone else."""
         texts = [text for job, first, end in parts for text in job.texts[first:end]]
-        beam, attention, n_best, target_lang, scores, alignments = parts[0][0].key
-        more: dict = {"n_best": n_best} if n_best > 1 else {}  # only asked of translators when wanted
+        request, target_lang, scores, alignments = parts[0][0].key
+        more: dict = {}  # only asked of translators when wanted
         if target_lang is not None:
             more["target_lang"] = target_lang
         if scores:
             more["scores"] = True
         if alignments:
             more["alignments"] = True
-        cost = sum(sentence_cost(text, beam) for text in texts)
+        cost = sum(sentence_cost(text, request.beam) for text in texts)
         self.stats.calls += 1
         start = time.perf_counter()
         try:
-            results = self.translator.translate_detailed(texts, beam=beam, return_attention=attention, **more)
+            results = self.translator.translate_detailed(texts, request, **more)
         except Exception as err:  # noqa: BLE001 - the worker must outlive any one bad request
             self._observe(len(texts), cost, time.perf_counter() - start)
             if len(parts) > 1:

@@ -165,9 +165,8 @@ class LibreTranslateApi:
                 request,
                 chosen,
                 texts,
+                self.service.search(chosen, beam=max(self.service.default_beam(chosen), n_best), n_best=n_best),
                 deadline=deadline,
-                beam=max(self.service.default_beam(chosen), n_best),
-                n_best=n_best,
                 target_lang=target_lang,
                 alignments=alignments,
             )

@@ -23,6 +23,7 @@ from importlib.resources import files
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from ..config_checks import ConfigError
 from .batching_queue import Overloaded
 from .libretranslate import is_libretranslate_body, request_fields
 from .libretranslate_api import LibreTranslateApi, media_type, sends_form
@@ -91,7 +92,11 @@ class NmtApi:
             return await self.libretranslate.translate(request, fields)
         parsed = parse_request(body, self.limits)
         self.check(request, parsed)
-        beam = self.service.default_beam() if parsed.beam is None else parsed.beam
+        try:
+            search = self.service.search(0, **parsed.search_settings(), return_attention=parsed.attention)
+        except ConfigError as err:  # a value out of its range, named by its field
+            raise ApiError(422, "invalid_request", str(err)) from None
+        beam = search.beam
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
         try:
@@ -99,8 +104,7 @@ class NmtApi:
                 request,
                 0,
                 parsed.text,
-                beam=beam,
-                attention=parsed.attention,
+                search,
                 target_lang=parsed.target_lang,
                 scores=parsed.scores,
                 alignments=parsed.alignments,

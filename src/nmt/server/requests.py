@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.requests import ClientDisconnect
 
 from ..alignment import pharaoh
+from ..search_settings import SEARCH_FIELDS
 from ..tokenizer import EOS
 from ..translator import Translation
 from .settings import ServerLimits
@@ -30,10 +31,15 @@ class TranslateRequest(BaseModel):
 
     text: list[str]
     beam: int | None = None  # default: the model's decode.beam (capped at max_beam)
+    no_repeat_ngram_size: int | None = None  # no output repeats an n-gram this long; 0: off (default: the model's)
     attention: bool = False
     target_lang: str | None = None  # a multi-target model's output language (one of its >>xx<< tokens)
     scores: bool = False  # each translation's confidence and token probabilities
     alignments: bool = False  # each translation's word alignment ("0-0 1-2", source-target)
+
+    def search_settings(self) -> dict[str, Any]:
+        """The search settings this body gives (its fields named after SearchSettings'; None: the model's)."""
+        return {name: getattr(self, name) for name in SEARCH_FIELDS if name in type(self).model_fields}
 
 
 class ApiError(Exception):

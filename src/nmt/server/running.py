@@ -11,10 +11,11 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -55,10 +56,7 @@ def serve(
     port: int = DEFAULT_PORT,
     limits: ServerLimits | None = None,
     engine: EngineOptions | None = None,
-    length_penalty: float | None = None,
-    length_normalization: str | None = None,
-    min_len: int | None = None,
-    early_stopping: bool | None = None,
+    decode: Mapping[str, Any] | None = None,
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
     connections: ConnectionOptions | None = None,
@@ -69,9 +67,9 @@ def serve(
 
     model_dir: one directory, or several (one per direction; nmt's own API and the page use the
     first, LibreTranslate's API routes by language). engine: how the models run (EngineOptions);
-    length_penalty, length_normalization, min_len and early_stopping: how beam search ranks and
-    stops for every request (default: each model's decode settings). glossary: terms every
-    translation of the first model must use (nmt.glossary).
+    decode: each model's decode settings replaced by name for every request (`{"length_penalty":
+    1.0, "min_len": 0}`: any DecodeConfig field, as Translator.load takes them; None keeps the
+    model's). glossary: terms every translation of the first model must use (nmt.glossary).
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -81,10 +79,7 @@ def serve(
             model_dir,
             limits=limits,
             engine=engine,
-            length_penalty=length_penalty,
-            length_normalization=length_normalization,
-            min_len=min_len,
-            early_stopping=early_stopping,
+            decode=decode,
             batching=batching,
             access=access,
             connections=connections,
@@ -102,15 +97,12 @@ def serve_on(
     *,
     limits: ServerLimits | None,
     engine: EngineOptions | None,
-    length_penalty: float | None,
-    length_normalization: str | None,
+    decode: Mapping[str, Any] | None,
     batching: BatchingConfig | None,
     access: AccessPolicy | None,
     connections: ConnectionOptions | None,
     admission: Admission | None = None,
     glossary: Glossary | None = None,
-    min_len: int | None = None,
-    early_stopping: bool | None = None,
 ) -> None:
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
@@ -120,14 +112,7 @@ def serve_on(
     model_routes([{"model": d, "src_lang": s, "tgt_lang": t} for d, s, t in directions])  # before any loads
     loaded = []
     for each_dir in model_dirs:
-        translator = Translator.load(
-            each_dir,
-            engine,
-            length_penalty=length_penalty,
-            length_normalization=length_normalization,
-            min_len=min_len,
-            early_stopping=early_stopping,
-        )
+        translator = Translator.load(each_dir, engine, **(decode or {}))
         if not loaded:  # a glossary is for one direction: the first model's (nmt's own API's)
             translator.glossary = glossary
         translator.start_workers()  # the server runs long: its worker processes start now, not once due

@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import Receive
 
+from ..inference.plan import SearchRequest
 from ..model_dir import read_languages
 from ..translator import Translation, Translator
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
@@ -113,6 +114,12 @@ class TranslationService:
         """Model `index`'s own beam, within the server's limit."""
         return min(self.models[index][0].decode.beam, self.limits.max_beam)
 
+    def search(self, index: int, **settings: Any) -> SearchRequest:
+        """The search a request to model `index` asks for: its settings (None: the model's own, its
+        beam within the server's limit), resolved once here and passed down unchanged."""
+        given = {"beam": self.default_beam(index), **{k: v for k, v in settings.items() if v is not None}}
+        return SearchRequest.of(self.models[index][0].decode, **given)
+
     @asynccontextmanager
     async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
         """The app's lifespan: the queues' workers run while the app does."""
@@ -168,18 +175,25 @@ class TranslationService:
         return JSONResponse(body, CLIENT_GONE)
 
     async def translate(
-        self, request: Request, index: int, texts: list[str], *, deadline: float | None = None, **search: Any
+        self,
+        request: Request,
+        index: int,
+        texts: list[str],
+        search: SearchRequest,
+        *,
+        deadline: float | None = None,
+        **extras: Any,
     ) -> list[list[Translation]] | None:
-        """The n-best of each text from model `index` (None: the client left first), under a
-        time.monotonic() `deadline` (default: the server's deadline_s from now); search:
-        BatchingQueue.submit's options (beam, n_best, ...). Overloaded where the queue is full;
-        ApiError (503) past the deadline or at shutdown."""
+        """The n-best of each text from model `index` (None: the client left first), searched as
+        `search` asks (see `search`), under a time.monotonic() `deadline` (default: the server's
+        deadline_s from now); extras: BatchingQueue.submit's (target_lang, scores, alignments).
+        Overloaded where the queue is full; ApiError (503) past the deadline or at shutdown."""
         queue, wait_s = self.queues[index], self.limits.deadline_s
         if deadline is None:
             deadline = time.monotonic() + wait_s
         else:
             wait_s = deadline - time.monotonic()
-        future = await submit_unless_gone(request, queue, texts, deadline=deadline, **search)
+        future = await submit_unless_gone(request, queue, texts, search, deadline=deadline, **extras)
         if future is None:
             return None
         return await wait_for_answer(request, future, queue, wait_s)
@@ -240,7 +254,9 @@ async def wait_for_answer(
     )
 
 
-async def submit_unless_gone(request: Request, queue: BatchingQueue, texts: list[str], **options: Any) -> Future | None:
+async def submit_unless_gone(
+    request: Request, queue: BatchingQueue, texts: list[str], search: SearchRequest, **options: Any
+) -> Future | None:
     """queue.submit, or None when the client left before its turn (it takes no room in the queue).
 
     A full queue is asked once more 50 ms later: clients that hung up just before this request came
@@ -249,9 +265,9 @@ async def submit_unless_gone(request: Request, queue: BatchingQueue, texts: list
     if await request.is_disconnected():
         return None
     try:
-        return queue.submit(texts, **options)
+        return queue.submit(texts, search, **options)
     except Overloaded as err:
         if err.limit != "max_pending_sentences":
             raise
         await asyncio.sleep(0.05)
-        return queue.submit(texts, **options)
+        return queue.submit(texts, search, **options)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..config_checks import Rule, above, at_least, check_fields
-from ..inference.plan import BEAM
+from ..search_settings import BEAM
 
 DEFAULT_HOST = "127.0.0.1"  # this machine only: there is no authentication
 DEFAULT_PORT = 8000

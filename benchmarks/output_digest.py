@@ -1,0 +1,60 @@
+"""A fingerprint of what a model translates, to show that a refactor changed no output bit.
+
+    python benchmarks/output_digest.py --model runs/de_en [--limit 1000] > before.txt
+    ... change the code ...
+    python benchmarks/output_digest.py --model runs/de_en [--limit 1000] > after.txt
+    diff before.txt after.txt
+
+Translates the first --limit sentences of Multi30k test_2016_flickr (de) under each setting below
+through the Python API and prints one line per setting: a SHA-256 of every output text and score
+(scores as their float's exact hex), and how long it took. Settings: greedy and beam 5 with its
+4 best, in fp32 and int8, on nmt's engine and CTranslate2's (where installed), and a seeded draw.
+Seconds are printed apart from the digest so that the digests can be diffed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import sys
+import time
+
+from nmt.translator import Sampling, Translator
+
+from common import load_multi30k
+
+
+def digest(found) -> str:
+    """SHA-256 over each sentence's n-best texts and their scores (exact)."""
+    h = hashlib.sha256()
+    for sentence in found:
+        for t in sentence:
+            h.update(f"{t.text}\t{float(t.score).hex()}\t{float(t.log_prob).hex()}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--limit", type=int, default=1000)
+    args = parser.parse_args()
+    sources = [src for src, _ in load_multi30k("test_2016_flickr")][: args.limit]
+    engines = ["torch"] + (["ctranslate2"] if importlib.util.find_spec("ctranslate2") else [])
+    for engine in engines:
+        for precision in ("fp32", "int8"):
+            translator = Translator.load(args.model, engine=engine, precision=precision, workers=1)
+            settings = {"greedy": dict(beam=1), "beam 5, 4 best": dict(beam=5, n_best=4)}
+            if engine == "torch" and precision == "fp32":
+                settings["seeded draw"] = dict(sampling=Sampling(temperature=0.8, top_k=10, seed=7))
+            for name, options in settings.items():
+                start = time.perf_counter()
+                found = translator.translate_detailed(sources, **options)
+                seconds = time.perf_counter() - start
+                print(f"{engine} {precision} {name}: {digest(found)}")
+                print(f"  ({seconds:.2f} s)", file=sys.stderr)
+            translator.close()
+
+
+if __name__ == "__main__":
+    main()
