@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import shutil
 from pathlib import Path
@@ -9,8 +10,16 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DecodeConfig, ExperimentConfig
+from nmt.decoding import Hypothesis
 from nmt.model_dir import read_text_form, write_text_form
-from nmt.text_form import TextForm, detokenize_treebank, tokenize_like_treebank
+from nmt.text_form import (
+    TextForm,
+    case_from_source,
+    detokenize_treebank,
+    drop_annotations,
+    tidy_punctuation,
+    tokenize_like_treebank,
+)
 from nmt.training.run import corpus_text_form
 from nmt.translator import Translator
 
@@ -42,7 +51,7 @@ def test_english_contractions_are_split_as_the_treebank_splits_them():
     [
         ("i think it 's `` great '' , is n't it ? yes . i do .", "I think it's \"great\", isn't it? Yes. I do."),
         ("we 're trained to deal with conflicts .", "We're trained to deal with conflicts."),
-        ("( laughter ) it was 9:30 .", "(laughter) it was 9:30."),
+        ("( laughter ) it was 9:30 .", "(Laughter) it was 9:30."),
         ("", ""),
     ],
 )
@@ -97,7 +106,11 @@ def ted_like_model(tiny_model_dir, tmp_path) -> Path:
 
 
 def test_a_model_knows_its_corpus_form(tiny_model_dir, ted_like_model):
-    assert read_text_form(ted_like_model) == PT_EN
+    form = read_text_form(ted_like_model)
+    assert dataclasses.replace(form, src_annotations=(), tgt_annotations=()) == PT_EN
+    # the transcript annotations of the corpus's each side, found by the run (nmt.data.annotations)
+    assert form.tgt_annotations == ("(applause)", "(laughter)", "(music)", "(video)")
+    assert {"(risos)", "(aplausos)"} <= set(form.src_annotations)
     assert read_text_form(tiny_model_dir) is None  # Multi30k is running text
 
 
@@ -107,10 +120,10 @@ def test_the_translator_puts_typed_text_into_the_corpus_form_and_reads_the_outpu
     raw = translator.translate_detailed(typed, beam=1, return_attention=True)
     corpus_form = [PT_EN.to_corpus_form(t) for t in typed]
     as_corpus = translator.translate_detailed(corpus_form, beam=1, return_attention=True, pretokenized=True)
-    for r, c in zip(raw, as_corpus, strict=True):
+    for r, c, source in zip(raw, as_corpus, typed, strict=True):
         assert r[0].src_pieces == c[0].src_pieces  # the model saw the corpus's form
         assert r[0].tokens == c[0].tokens
-        assert r[0].text == PT_EN.to_running_text(c[0].text)
+        assert r[0].text == PT_EN.to_running_text(c[0].text, source)
     # Typed as it is, the cased text would reach the model untouched: the form is what changed it.
     untouched = translator.translate_detailed(typed, beam=1, return_attention=True, pretokenized=True)
     assert untouched[0][0].src_pieces != raw[0][0].src_pieces
@@ -124,3 +137,69 @@ def test_attention_plots_show_what_the_model_read(ted_like_model):
     corpus_form = translator.src_tokenizer.lookup(translator.encode_source("olá , mundo !")[0])
     assert maps.src_pieces == corpus_form
     assert maps.weights["cross_attention"].shape[-1] == len(corpus_form)
+
+
+@pytest.mark.parametrize(
+    "output, running_text",
+    [
+        ("it was taken . '' ''", 'It was taken."'),  # a model's doubled closing quote
+        ("been `` `` charged by its cardiology . ''", 'Been "charged by its cardiology."'),
+        ("-lrb- see above -rrb- it 's fine .", "(See above) it's fine."),
+        ("-LSB- 1 -RSB- the rate is 5 % .", "[1] the rate is 5%."),
+        ("what ? ! yes ...", "What?! Yes..."),
+        ("`` why ? '' she asked .", '"Why?" she asked.'),
+        ("he said `` it 's here", "He said \"it's here"),  # an unpaired quote opens on its word
+        ("it 's '' here .", "It's\" here."),
+    ],
+)
+def test_treebank_forms_a_model_writes_leave_no_tokenised_punctuation(output, running_text):
+    assert PT_EN.to_running_text(output) == running_text
+
+
+def test_french_keeps_its_space_before_double_punctuation():
+    assert tidy_punctuation("Quoi ? Oui !", "fr") == "Quoi ? Oui !"
+    assert tidy_punctuation("Quoi ? Oui !", "en") == "Quoi? Oui!"
+
+
+def test_words_the_output_shares_with_the_source_take_the_source_s_capitals():
+    source = "Em Wuhan, a OMS disse que o SARS-CoV-2 causa a COVID-19. China e Brasil agiram."
+    output = "in wuhan , the who said that sars-cov-2 causes covid-19 . china and brazil acted ."
+    assert PT_EN.to_running_text(output, source) == (
+        "In Wuhan, the who said that SARS-CoV-2 causes COVID-19. China and brazil acted."
+    )  # "China" starts a source sentence: its capital says nothing (the output's starts its own)
+    assert case_from_source("a man and an iphone", "Um homem e um iPhone") == "a man and an iPhone"
+    assert case_from_source("a is a", "A casa é A") == "a is a"  # one letter is no name
+    assert case_from_source("the porto team", "O time do Porto") == "the Porto team"
+    off = TextForm("pt", "en", case_from_source=False)
+    assert off.to_running_text(output, source).startswith("In wuhan, the who said that sars-cov-2")
+
+
+def test_transcript_annotations_the_source_lacks_are_dropped():
+    assert PT_EN.to_running_text("( laughter ) the test was negative . ( applause )", "O teste deu negativo.") == (
+        "The test was negative."
+    )
+    assert PT_EN.to_running_text("( laughter ) thank you .", "(Risos) Obrigado.") == "(Laughter) thank you."
+    assert drop_annotations("the result (in percent) is high", "O resultado é alto") == "the result is high"
+
+
+def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_model, monkeypatch):
+    translator = Translator.load(ted_like_model)
+    said = "the virus came from wuhan , says the who . ( laughter )"
+    ids = translator.tgt_tokenizer.encode(said, add_special=False)
+    assert translator.tgt_tokenizer.decode(ids) == said  # the scripted output reads as it is
+    monkeypatch.setattr(translator.engine, "translate_ids", lambda ids_, request: [[Hypothesis(ids, 0.0, 0.0)]])
+    [[found]] = translator.translate_detailed(["O vírus veio de Wuhan, diz a OMS."])
+    assert found.text == "The virus came from Wuhan, says the who."
+    translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
+    [[found]] = translator.translate_detailed(["O vírus veio de Wuhan, diz a OMS."])
+    assert found.text == "The virus came from wuhan, says the who."
+
+
+def test_an_output_s_names_take_the_source_s_capitals_through_the_alignment():
+    source = "A OMS diz que os Estados Unidos e a Alemanha agiram."
+    output = "the who says the united states and germany acted ."
+    # source word -> output word, as Translation.alignment gives them (the corpus's words)
+    alignment = [(0, 0), (1, 1), (2, 2), (4, 3), (5, 3), (5, 4), (6, 5), (7, 6), (9, 7), (10, 8), (11, 9)]
+    assert PT_EN.to_running_text(output, source, alignment) == "The who says the United States and Germany acted."
+    off = dataclasses.replace(PT_EN, case_from_source=False)
+    assert off.to_running_text(output, source, alignment) == "The who says the united states and germany acted."

@@ -48,6 +48,7 @@ class DataConfig:
     max_tgt_len: int = 128  # drop training pairs whose target is longer (tokens, incl. [START]/[END])
     max_ratio: float | None = 3.0  # drop training pairs whose length ratio exceeds this (null: keep all)
     bpe_dropout: float = 0.0  # re-segment the training pairs each epoch, skipping each BPE merge with this chance
+    strip_annotations: bool = False  # take transcript annotations ("( laughter )") out of the training pairs
 
     # Lengths count [START] and [END]: a limit under 3 would drop every pair.
     RULES: ClassVar[dict[str, Rule]] = {
@@ -307,6 +308,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "train.precision",
         "train.r_drop_alpha",
         "data.bpe_dropout",
+        "data.strip_annotations",
         "tokenizer.pretokenized",
         "tokenizer.sample_pairs",
         "train.keep_best",

@@ -118,7 +118,11 @@ def read_text_form(model_dir: str | Path) -> TextForm | None:
     if not path.is_file():
         return None
     try:
-        return TextForm(**json.loads(path.read_text(encoding="utf-8")))
+        form = json.loads(path.read_text(encoding="utf-8"))
+        form.pop("case_from_source", None)  # written by some versions: a reader's choice, not the corpus's
+        for side in ("src_annotations", "tgt_annotations"):
+            form[side] = tuple(form.get(side, ()))
+        return TextForm(**form)
     except (ValueError, TypeError) as err:  # JSON, unknown or missing keys
         raise ValueError(f"{path}: not a text form ({err})") from None
 
@@ -129,7 +133,7 @@ def write_text_form(model_dir: str | Path, form: TextForm | None) -> None:
     if form is None:
         path.unlink(missing_ok=True)
     else:
-        atomic_write_text(path, json.dumps(dataclasses.asdict(form), indent=2) + "\n")
+        atomic_write_text(path, json.dumps(form.to_dict(), indent=2) + "\n")
 
 
 def read_metrics(model_dir: str | Path) -> list[dict[str, Any]]:

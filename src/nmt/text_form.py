@@ -28,7 +28,7 @@ from sacremoses import MosesDetokenizer, MosesTokenizer
 _MOSES_NT = re.compile(r"\b(\w+)n 't\b", re.IGNORECASE)
 # A sentence-final period, ! or ? glued to its word inside a line that held several sentences;
 # Moses leaves "why. back" alone once the text is lower-cased, so the split is done while it is cased.
-_SENTENCE_START = re.compile(r"(^|[.!?…]\s+|[.!?…] ['\"”’]\s+)([a-zà-ÿ])")
+_SENTENCE_START = re.compile(r"(^[\"“(\[]?|[.!?…]\s+[\"“(\[]?|[.!?…] ['\"”’]\s+)([a-zà-ÿ])")
 _LONE_I = re.compile(r"(?<![\w'’])i(?=\s|'|’|$|[.,!?;:])")
 
 
@@ -82,9 +82,122 @@ def _abbreviations(lang: str) -> frozenset[str]:
 def detokenize_treebank(text: str, lang: str) -> str:
     """Running text from Treebank-style tokens: "we 're here , is n't it ?" -> "we're here, isn't it?"."""
     text = text.replace(" n't", "n't")
+    for escaped, bracket in _TREEBANK_BRACKETS.items():
+        text = re.sub(rf"(?i){escaped}", bracket, text)
     text = re.sub(r"``\s*", '"', text)
     text = re.sub(r"\s*''", '"', text)
-    return _detokenizer(lang).detokenize(text.split())
+    return tidy_punctuation(_detokenizer(lang).detokenize(text.split()), lang)
+
+
+# The Treebank's escaped brackets, which a model of a Treebank corpus may write.
+_TREEBANK_BRACKETS = {"-lrb-": "(", "-rrb-": ")", "-lsb-": "[", "-rsb-": "]", "-lcb-": "{", "-rcb-": "}"}
+_SPACE_BEFORE = re.compile(r"\s+([.,!?;:%…)\]}])")  # "word ." -> "word."
+_SPACE_BEFORE_FRENCH = re.compile(r"\s+([.,…)\]}])")  # French keeps its space before ; : ! ? %
+_SPACE_AFTER = re.compile(r"([(\[{])\s+")  # "( word" -> "(word"
+
+
+def tidy_punctuation(text: str, lang: str = "en") -> str:
+    """What a detokeniser leaves of a model's mistakes, made into plain punctuation: no space before
+    a full stop, comma or closing bracket, none after an opening one, a doubled quote one quote, and
+    straight double quotes paired (each opening one against the word after it, each closing one
+    against the word before; a last unpaired one against its neighbour word)."""
+    space_before = _SPACE_BEFORE_FRENCH if lang == "fr" else _SPACE_BEFORE
+    text = re.sub(r'"(\s*")+', '"', text)
+    text = _SPACE_AFTER.sub(r"\1", space_before.sub(r"\1", text))
+    parts = text.split('"')
+    if len(parts) == 1:
+        return text
+    out = parts[0]
+    for i, part in enumerate(parts[1:]):
+        opening = i % 2 == 0 and (i + 1 < len(parts) - 1 or not out.strip() or out.endswith(" "))
+        if opening:  # '" word' -> '"word'
+            out = out + '"' + part.lstrip()
+        else:  # 'word "' -> 'word"'
+            out = out.rstrip() + '"' + part
+    return space_before.sub(r"\1", out)
+
+
+# A parenthesised aside of one to three words: what TED transcripts mark the audience's and the
+# stage's sounds with ("( laughter )", "( applause )"; nmt.data.annotations finds them in a corpus).
+_ASIDE = re.compile(r"\s*\(\s*(?:[^\W\d_]+\s*){1,3}\)")
+
+
+def _aside_key(aside: str) -> str:
+    inner = aside.strip()[1:-1]
+    return "(" + " ".join(inner.lower().split()) + ")"
+
+
+def drop_annotations(
+    text: str, source: str, src_annotations: frozenset[str] = frozenset(), tgt_annotations: frozenset[str] = frozenset()
+) -> str:
+    """`text` without the transcript annotations a model added where its source has none.
+
+    With the corpus's annotations known (`tgt_annotations`, and the source language's
+    `src_annotations`), those in `text` are dropped unless the source holds one of its own ("(Risos)"
+    is translated as it is); without, any aside of one to three words is, where the source has no
+    bracket at all."""
+    if tgt_annotations:
+        if any(_aside_key(m.group(0)) in src_annotations for m in _ASIDE.finditer(source)):
+            return text
+        return " ".join(
+            _ASIDE.sub(lambda m: "" if _aside_key(m.group(0)) in tgt_annotations else m.group(0), text).split()
+        )
+    if "(" in source:
+        return text
+    return " ".join(_ASIDE.sub("", text).split())
+
+
+def case_from_source(text: str, source: str) -> str:
+    """Words of `text` that the source has with capitals of their own (names, acronyms, mixed case:
+    "Wuhan", "COVID-19", "SARS-CoV-2", "iPhone") written as the source writes them. A lower-cased
+    model loses case; most words that keep their spelling across languages are the ones whose case
+    matters. The capital a word has only for starting a sentence counts for nothing."""
+    cased = {}
+    for i, word in enumerate(source.split()):
+        word = word.strip(_EDGE_PUNCTUATION)
+        starts_sentence = i == 0 or source.split()[i - 1][-1:] in ".!?:…"
+        marked = any(c.isupper() for c in word[1:]) or (word[:1].isupper() and not starts_sentence)
+        if marked and len(word) > 1 and not word.isdigit():
+            cased.setdefault(word.lower(), word)
+    if not cased:
+        return text
+
+    def restore(match: re.Match) -> str:
+        return cased.get(match.group(0).lower(), match.group(0))
+
+    return re.sub(r"[^\s\"'“”‘’(){}\[\],.;:!?…]+", restore, text)
+
+
+def case_through_alignment(output: str, source: str, alignment: list[tuple[int, int]], form: TextForm) -> str:
+    """Output words (the corpus's form, whitespace-separated) aligned to a source word with capitals
+    of its own take them: the same word as the source writes it; any other word of more than three
+    letters with a capital first ("Estados Unidos" -> "United States"). Shorter ones, and capitals
+    beyond the first, are left: those are mostly the articles and prepositions that an alignment
+    joins to a name ("the" to "OMS"), which would otherwise read "The" or "THE".
+    alignment: (source word, output word) pairs (Translation.alignment)."""
+    typed = tokenize_like_treebank(source, form.src_lang) if form.tokenized else source
+    src_words, out = typed.split(), output.split()
+    marked = {i for i, word in enumerate(src_words) if _has_own_capitals(word, i == 0 or src_words[i - 1] in ".!?:")}
+    for i, j in alignment:
+        if i not in marked or j >= len(out) or not out[j].islower():
+            continue
+        word, said = src_words[i], out[j]
+        if word.lower() == said:
+            out[j] = word
+        elif len(said) > 3 and said[0].isalpha():
+            out[j] = said[0].upper() + said[1:]
+    return " ".join(out)
+
+
+def _has_own_capitals(word: str, starts_sentence: bool) -> bool:
+    """Whether `word` is written with capitals for itself, not only for starting a sentence."""
+    word = word.strip(_EDGE_PUNCTUATION)
+    if len(word) < 2 or word.isdigit():
+        return False
+    return any(c.isupper() for c in word[1:]) or (word[0].isupper() and not starts_sentence)
+
+
+_EDGE_PUNCTUATION = "\"'“”‘’()[]{}<>,.;:!?…«»"
 
 
 def capitalize_sentences(text: str, lang: str) -> str:
@@ -101,12 +214,19 @@ class TextForm:
 
     `to_corpus_form` prepares what a user typed in `src_lang`; `to_running_text` reads back the model's
     output in `tgt_lang`. A model trained on ordinary running text has no TextForm (None).
+    case_from_source: a lower-cased model's output takes the source's own capitals for the words it
+    shares with it (`case_from_source`); off, only sentence starts and "I" are capitalised.
     """
 
     src_lang: str
     tgt_lang: str
     tokenized: bool = True
     lowercased: bool = True
+    # The transcript annotations of the corpus's each side, "(laughter)" (nmt.data.annotations): an
+    # output's own are dropped where the source holds none (`drop_annotations`).
+    src_annotations: tuple[str, ...] = ()
+    tgt_annotations: tuple[str, ...] = ()
+    case_from_source: bool = True  # a choice of the reader's, not the corpus's: never written to the file
 
     def to_corpus_form(self, text: str) -> str:
         """What a user typed -> the corpus's form: "Olá, mundo!" -> "olá , mundo !"."""
@@ -114,11 +234,31 @@ class TextForm:
             text = tokenize_like_treebank(text, self.src_lang)
         return text.lower() if self.lowercased else text
 
-    def to_running_text(self, text: str) -> str:
-        """The model's output in the corpus's form -> text to read: "it 's here ." -> "It's here."."""
+    def to_running_text(
+        self, text: str, source: str | None = None, alignment: list[tuple[int, int]] | None = None
+    ) -> str:
+        """The model's output in the corpus's form -> text to read: "it 's here ." -> "It's here.".
+
+        source: the text it translates, as typed: the transcript annotations it lacks are dropped
+        from the output (`drop_annotations`), and a lower-cased model's words take its capitals
+        (`case_from_source`; with the output's word `alignment` to the source, its translated names
+        too: `case_through_alignment`)."""
+        if self.lowercased and self.case_from_source and source is not None and alignment is not None:
+            text = case_through_alignment(text, source, alignment, self)
         if self.tokenized:
             text = detokenize_treebank(text, self.tgt_lang)
-        return capitalize_sentences(text, self.tgt_lang) if self.lowercased else text
+        if source is not None:
+            text = drop_annotations(text, source, frozenset(self.src_annotations), frozenset(self.tgt_annotations))
+        if not self.lowercased:
+            return text
+        if source is not None and self.case_from_source:
+            text = case_from_source(text, source)
+        return capitalize_sentences(text, self.tgt_lang)
 
     def to_dict(self) -> dict:
-        return {"tokenized": self.tokenized, "lowercased": self.lowercased}
+        """What the model directory's text_form.json holds: the corpus's form."""
+        form = {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang}
+        form |= {"tokenized": self.tokenized, "lowercased": self.lowercased}
+        if self.src_annotations or self.tgt_annotations:
+            form |= {"src_annotations": list(self.src_annotations), "tgt_annotations": list(self.tgt_annotations)}
+        return form

@@ -220,6 +220,7 @@ class Translator:
             self.check_target_language(target_lang)
         glossary = self.glossary if glossary is None else glossary
         form = None if pretokenized else self.text_form
+        typed = list(texts)
         if form is not None:
             texts = [form.to_corpus_form(t) for t in texts]
         encoded = [self.encode_source(t, target_lang) for t in texts]
@@ -245,12 +246,20 @@ class Translator:
         for i, terms_missed in missed.items():
             for t in out[i]:
                 t.glossary_missed = terms_missed
-        if scores or alignments:
-            self.add_scores(out, ids, [bool(t.strip()) for t in texts], alignments=alignments)
+        # A lower-cased model's names take the source's capitals through the word alignment.
+        case_by_alignment = form is not None and form.lowercased and form.case_from_source
+        case_by_alignment = case_by_alignment and self.engine.capabilities.alignment and not self.target_languages
+        if scores or alignments or case_by_alignment:
+            self.add_scores(out, ids, [bool(t.strip()) for t in texts], alignments=alignments or case_by_alignment)
         if form is not None:
-            for sentence in out:
+            for sentence, source in zip(out, typed, strict=True):
                 for t in sentence:
-                    t.text = form.to_running_text(t.text)
+                    t.text = form.to_running_text(t.text, source, t.alignment if case_by_alignment else None)
+        for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
+            if not scores:
+                t.token_probs = t.confidence = None
+            if not alignments:
+                t.alignment = None
         return out
 
     def search_with_terms(

@@ -213,6 +213,20 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(**values)
 
 
+def case_options() -> argparse.ArgumentParser:
+    """How a lower-cased model's output is cased (translate, evaluate)."""
+    parent = Parser(add_help=False)
+    parent.add_argument(
+        "--source-case",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a model of a lower-cased corpus (ted_hrlr) writes the words it shares with the source as the "
+        "source writes them (names, acronyms: Wuhan, COVID-19); --no-source-case: capitalise sentence "
+        "starts and 'I' only (nmt.text_form.case_from_source)",
+    )
+    return parent
+
+
 def scored_set_options(example: str) -> argparse.ArgumentParser:
     """The sentences to translate and score against references (evaluate, tune-length-penalty)."""
     parent = Parser(add_help=False)
@@ -242,4 +256,7 @@ def load_translator(args: argparse.Namespace):
     from ..translator import Translator
 
     settings = search_options(args)
-    return Translator.load(args.model, engine_options(args), min_len=getattr(args, "min_len", None), **settings)
+    translator = Translator.load(args.model, engine_options(args), min_len=getattr(args, "min_len", None), **settings)
+    if translator.text_form is not None and not getattr(args, "source_case", True):
+        translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
+    return translator

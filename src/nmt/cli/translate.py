@@ -14,6 +14,7 @@ from ..inference.plan import Sampling
 from .common import (
     CommandError,
     beam_options,
+    case_options,
     engine_arguments,
     length_penalty_options,
     load_translator,
@@ -27,7 +28,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "translate",
         help="translate lines from a file or stdin",
-        parents=[model, beam, length_penalty, engine],
+        parents=[model, beam, length_penalty, engine, case_options()],
         description="One output line per input line, in order, written as it goes.",
     )
     p.add_argument("--input", help="input file (default: stdin)")
@@ -99,13 +100,23 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     add_scoring_commands(sub)
 
 
+TEST_SET = "multi30k:test_2016_flickr:de-en"  # the example a scored command's --help gives
+
+
 def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
     """evaluate, tune-length-penalty and tune-precision: the commands that translate a scored set."""
     model, beam, engine, length_penalty = model_options(), beam_options(), engine_arguments(), length_penalty_options()
     p = sub.add_parser(
         "evaluate",
         help="BLEU and chrF (sacreBLEU) on a test set",
-        parents=[model, beam, length_penalty, engine, scored_set_options("multi30k:test_2016_flickr:de-en")],
+        parents=[
+            model,
+            beam,
+            length_penalty,
+            engine,
+            case_options(),
+            scored_set_options("multi30k:test_2016_flickr:de-en"),
+        ],
         description="Translate a test set and score it with sacreBLEU.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -18,6 +18,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..config import DataConfig
+from ..data.annotations import AnnotationStats, frequent_asides, without_annotations
 from ..data.batching import filter_by_length
 from ..data.corpus import ReadStats, count_lines, read_jsonl, read_parallel, read_tsv
 from ..data.encoded import EncodedCorpus, cache_key, cached_encode, encode_chunks, encode_corpus, file_fingerprint
@@ -33,8 +34,23 @@ class CorpusFiles:
 
     src: Path
     tgt: Path | None = None
+    strip_annotations: bool = False  # transcript annotations out (nmt.data.annotations), counted in the log
 
     def pairs(self, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
+        if not self.strip_annotations:
+            return self.read(stats)
+        return self.annotations_stripped(stats)
+
+    def annotations_stripped(self, stats: ReadStats | None) -> Iterator[tuple[str, str]]:
+        """The pairs without their transcript annotations, found by a first pass over each side."""
+        src_asides = frequent_asides(src for src, _ in self.read())
+        tgt_asides = frequent_asides(tgt for _, tgt in self.read())
+        found = AnnotationStats()
+        yield from without_annotations(self.read(stats), src_asides, tgt_asides, found)
+        log.info("%s: %s", self.src, found.report())
+
+    def read(self, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
+        """The pairs as the files hold them."""
         if self.tgt is not None:
             return read_parallel(self.src, self.tgt, stats)
         if self.src.name.endswith((".tsv", ".tsv.gz")):
@@ -44,7 +60,8 @@ class CorpusFiles:
         raise ValueError(f"{self.src}: give a target file, or a .tsv / .jsonl file holding both sides")
 
     def fingerprint(self) -> str:
-        return "|".join(file_fingerprint(p) for p in (self.src, self.tgt) if p is not None)
+        files = "|".join(file_fingerprint(p) for p in (self.src, self.tgt) if p is not None)
+        return files + ("|annotations stripped" if self.strip_annotations else "")
 
     def count(self) -> int:
         """Lines of the source file: the pairs before empty ones are skipped (fast: no decoding)."""
@@ -103,12 +120,14 @@ def split_files(data: DataConfig, split: str) -> CorpusFiles:
     """The files of `split` ("train" or "valid"): explicit paths win over the named corpus."""
     src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
     if src is not None:
-        return CorpusFiles(Path(src), Path(tgt) if tgt is not None else None)
+        strip = data.strip_annotations and split == "train"
+        return CorpusFiles(Path(src), Path(tgt) if tgt is not None else None, strip_annotations=strip)
     if data.corpus is None:
         raise ValueError(f"set data.corpus or data.{split}_src (and data.{split}_tgt)")
     name = data.train_split if split == "train" else data.valid_split
     src_path, tgt_path = parallel_files(data.corpus, name, data.src_lang, data.tgt_lang)
-    return CorpusFiles(src_path, tgt_path)
+    # The validation set stays as published, so that its scores compare with other toolkits'.
+    return CorpusFiles(src_path, tgt_path, strip_annotations=data.strip_annotations and split == "train")
 
 
 @dataclass

@@ -20,13 +20,14 @@ import torch
 
 from ..checkpoint import CHECKPOINTS, apply_weights, list_checkpoints, read_weights
 from ..config import ExperimentConfig, TrainConfig
+from ..data.annotations import frequent_asides
 from ..data.batching import TokenBatchSampler
 from ..data.registry import is_pretokenized
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
 from ..model_dir import IMPORTED_FROM, INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS, write_text_form
 from ..text_form import TextForm
-from .datasets import TrainingData, check_input_files, load_training_data
+from .datasets import TrainingData, check_input_files, load_training_data, split_files
 from .distributed import Distributed
 from .loss import LossModule
 from .placement import place
@@ -72,7 +73,13 @@ def corpus_text_form(config: ExperimentConfig) -> TextForm | None:
     """The form of a registry corpus published tokenised and lower-cased (ted_hrlr); None for running text."""
     if config.data.corpus is None or not is_pretokenized(config.data.corpus):
         return None
-    return TextForm(src_lang=config.data.src_lang, tgt_lang=config.data.tgt_lang)
+    train = split_files(config.data, "train")
+    return TextForm(
+        src_lang=config.data.src_lang,
+        tgt_lang=config.data.tgt_lang,
+        src_annotations=tuple(sorted(frequent_asides(src for src, _ in train.read()))),
+        tgt_annotations=tuple(sorted(frequent_asides(tgt for _, tgt in train.read()))),
+    )
 
 
 def build_trainer(
