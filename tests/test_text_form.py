@@ -193,6 +193,15 @@ def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_mod
     translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
     [[found]] = translator.translate_detailed(["O vírus veio de Wuhan, diz a OMS."])
     assert found.text == "The virus came from wuhan, says the who."
+    # A source without capitals of its own costs no alignment pass.
+    translator.text_form = dataclasses.replace(translator.text_form, case_from_source=True)
+    forced = []
+    score_ids = translator.engine.score_ids
+    monkeypatch.setattr(translator.engine, "score_ids", lambda *a, **k: forced.append(1) or score_ids(*a, **k))
+    translator.translate_detailed(["o vírus veio de longe."])
+    assert forced == []
+    translator.translate_detailed(["O vírus veio de Wuhan."])
+    assert forced == [1]
 
 
 def test_an_output_s_names_take_the_source_s_capitals_through_the_alignment():

@@ -175,9 +175,8 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
     beyond the first, are left: those are mostly the articles and prepositions that an alignment
     joins to a name ("the" to "OMS"), which would otherwise read "The" or "THE".
     alignment: (source word, output word) pairs (Translation.alignment)."""
-    typed = tokenize_like_treebank(source, form.src_lang) if form.tokenized else source
-    src_words, out = typed.split(), output.split()
-    marked = {i for i, word in enumerate(src_words) if _has_own_capitals(word, i == 0 or src_words[i - 1] in ".!?:")}
+    src_words, out = form.source_words(source), output.split()
+    marked = _own_capitals(src_words)
     for i, j in alignment:
         if i not in marked or j >= len(out) or not out[j].islower():
             continue
@@ -187,6 +186,11 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
         elif len(said) > 3 and said[0].isalpha():
             out[j] = said[0].upper() + said[1:]
     return " ".join(out)
+
+
+def _own_capitals(words: list[str]) -> set[int]:
+    """The places of the words written with capitals for themselves (see `_has_own_capitals`)."""
+    return {i for i, word in enumerate(words) if _has_own_capitals(word, i == 0 or words[i - 1] in ".!?:")}
 
 
 def _has_own_capitals(word: str, starts_sentence: bool) -> bool:
@@ -254,6 +258,15 @@ class TextForm:
         if source is not None and self.case_from_source:
             text = case_from_source(text, source)
         return capitalize_sentences(text, self.tgt_lang)
+
+    def source_words(self, source: str) -> list[str]:
+        """The words of `source` as the model reads them, cased as typed (alignments count these)."""
+        return (tokenize_like_treebank(source, self.src_lang) if self.tokenized else source).split()
+
+    def has_own_capitals(self, source: str) -> bool:
+        """Whether `source` has a word with capitals of its own: a lower-cased output can take them
+        (`case_through_alignment`); without one, there is nothing to align for."""
+        return self.lowercased and bool(_own_capitals(self.source_words(source)))
 
     def to_dict(self) -> dict:
         """What the model directory's text_form.json holds: the corpus's form."""

@@ -246,11 +246,17 @@ class Translator:
         for i, terms_missed in missed.items():
             for t in out[i]:
                 t.glossary_missed = terms_missed
-        # A lower-cased model's names take the source's capitals through the word alignment.
+        # A lower-cased model's names take the source's capitals through the word alignment: one
+        # teacher-forced pass over the sentences whose source has any (all of them, if scores or
+        # alignments are asked for anyway).
         case_by_alignment = form is not None and form.lowercased and form.case_from_source
         case_by_alignment = case_by_alignment and self.engine.capabilities.alignment and not self.target_languages
-        if scores or alignments or case_by_alignment:
-            self.add_scores(out, ids, [bool(t.strip()) for t in texts], alignments=alignments or case_by_alignment)
+        has_text = [bool(t.strip()) for t in texts]
+        if scores or alignments:
+            self.add_scores(out, ids, has_text, alignments=alignments or case_by_alignment)
+        elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
+            pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
+            self.add_scores(*pick, alignments=True)
         if form is not None:
             for sentence, source in zip(out, typed, strict=True):
                 for t in sentence:
