@@ -9,7 +9,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "nmt"
 ALLOWED = {
     "model": {"model"},
     "decoding": {"model", "decoding"},
-    "data": {"data", "files", "tokenizer"},
+    # A corpus's transcript annotations are found with text_form's pattern of them (data/annotations.py).
+    "data": {"data", "files", "text_form", "tokenizer"},
     "tokenizer": {"config_checks", "files", "sentencepiece_tokenizer"},
     "sentencepiece_tokenizer": {"files"},
     "files": set(),

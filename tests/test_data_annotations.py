@@ -3,7 +3,8 @@
 import gzip
 from pathlib import Path
 
-from nmt.data.annotations import AnnotationStats, frequent_asides, strip_asides, without_annotations
+from nmt.data.annotations import AnnotationStats, frequent_asides, without_annotations
+from nmt.text_form import strip_asides
 from nmt.training.datasets import CorpusFiles
 
 TED = Path(__file__).resolve().parents[2] / "shared" / "data" / "ted_hrlr" / "pt_to_en"

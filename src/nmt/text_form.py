@@ -119,12 +119,28 @@ def tidy_punctuation(text: str, lang: str = "en") -> str:
 
 # A parenthesised aside of one to three words: what TED transcripts mark the audience's and the
 # stage's sounds with ("( laughter )", "( applause )"; nmt.data.annotations finds them in a corpus).
-_ASIDE = re.compile(r"\s*\(\s*(?:[^\W\d_]+\s*){1,3}\)")
+ASIDE = re.compile(r"\(\s*(?:[^\W\d_]+\s*){1,3}\)")
 
 
-def _aside_key(aside: str) -> str:
-    inner = aside.strip()[1:-1]
-    return "(" + " ".join(inner.lower().split()) + ")"
+def aside_key(aside: str) -> str:
+    """An aside as compared: lower-cased, inner spaces as one, none inside the brackets."""
+    return "(" + " ".join(aside[1:-1].lower().split()) + ")"
+
+
+def strip_asides(line: str, asides: frozenset[str] | None) -> tuple[str, int]:
+    """`line` without the asides in `asides` (None: every aside), its spaces as they were elsewhere;
+    and how many went."""
+    removed = 0
+
+    def drop(match: re.Match) -> str:
+        nonlocal removed
+        if asides is not None and aside_key(match.group(0)) not in asides:
+            return match.group(0)
+        removed += 1
+        return " "
+
+    stripped = ASIDE.sub(drop, line)
+    return (" ".join(stripped.split()) if removed else line), removed
 
 
 def drop_annotations(
@@ -137,14 +153,10 @@ def drop_annotations(
     is translated as it is); without, any aside of one to three words is, where the source has no
     bracket at all."""
     if tgt_annotations:
-        if any(_aside_key(m.group(0)) in src_annotations for m in _ASIDE.finditer(source)):
+        if any(aside_key(m.group(0)) in src_annotations for m in ASIDE.finditer(source)):
             return text
-        return " ".join(
-            _ASIDE.sub(lambda m: "" if _aside_key(m.group(0)) in tgt_annotations else m.group(0), text).split()
-        )
-    if "(" in source:
-        return text
-    return " ".join(_ASIDE.sub("", text).split())
+        return strip_asides(text, tgt_annotations)[0]
+    return text if "(" in source else strip_asides(text, None)[0]
 
 
 def case_from_source(text: str, source: str) -> str:
@@ -152,13 +164,11 @@ def case_from_source(text: str, source: str) -> str:
     "Wuhan", "COVID-19", "SARS-CoV-2", "iPhone") written as the source writes them. A lower-cased
     model loses case; most words that keep their spelling across languages are the ones whose case
     matters. The capital a word has only for starting a sentence counts for nothing."""
+    words = source.split()
     cased = {}
-    for i, word in enumerate(source.split()):
-        word = word.strip(_EDGE_PUNCTUATION)
-        starts_sentence = i == 0 or source.split()[i - 1][-1:] in ".!?:…"
-        marked = any(c.isupper() for c in word[1:]) or (word[:1].isupper() and not starts_sentence)
-        if marked and len(word) > 1 and not word.isdigit():
-            cased.setdefault(word.lower(), word)
+    for i in sorted(_own_capitals(words)):
+        word = words[i].strip(_EDGE_PUNCTUATION)
+        cased.setdefault(word.lower(), word)
     if not cased:
         return text
 
@@ -189,8 +199,9 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
 
 
 def _own_capitals(words: list[str]) -> set[int]:
-    """The places of the words written with capitals for themselves (see `_has_own_capitals`)."""
-    return {i for i, word in enumerate(words) if _has_own_capitals(word, i == 0 or words[i - 1] in ".!?:")}
+    """The places of the words written with capitals for themselves (see `_has_own_capitals`); a
+    sentence starts after a word (or token) ending in . ! ? : or …"""
+    return {i for i, word in enumerate(words) if _has_own_capitals(word, i == 0 or words[i - 1][-1:] in ".!?:…")}
 
 
 def _has_own_capitals(word: str, starts_sentence: bool) -> bool:

@@ -11,45 +11,24 @@ verbatim at least `MIN_REPEATS` times. A real parenthetical ("( in 1998 )", "( t
 left )") is rarely said twice; "( laughter )" is said a thousand times.
 
     asides = frequent_asides(lines)                    # {"(laughter)", "(applause)", ...}
-    strip_asides("( laughter ) thank you .", asides)   # -> ("thank you .", 1)
+    strip_asides("( laughter ) thank you .", asides)   # -> ("thank you .", 1): nmt.text_form
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-# A parenthesised aside of one to three words, as a tokenised or a running text writes it.
-ASIDE = re.compile(r"\(\s*(?:[^\W\d_]+\s*){1,3}\)")
+from ..text_form import ASIDE, aside_key, strip_asides
+
 MIN_REPEATS = 20  # "( laughter )" and its kin repeat hundreds of times; a parenthetical seldom twice
 
 
-def aside_key(aside: str) -> str:
-    """An aside as compared: lower-cased, inner spaces as one, none inside the brackets."""
-    return "(" + " ".join(aside[1:-1].lower().split()) + ")"
-
-
 def frequent_asides(lines: Iterable[str], min_repeats: int = MIN_REPEATS) -> frozenset[str]:
-    """The asides (as `aside_key` writes them) that `lines` hold at least `min_repeats` times."""
+    """The asides (as nmt.text_form.aside_key writes them) that `lines` hold at least `min_repeats` times."""
     counts = Counter(aside_key(m.group(0)) for line in lines for m in ASIDE.finditer(line))
     return frozenset(aside for aside, n in counts.items() if n >= min_repeats)
-
-
-def strip_asides(line: str, asides: frozenset[str]) -> tuple[str, int]:
-    """`line` without the asides in `asides`, its spaces as they were elsewhere; and how many went."""
-    removed = 0
-
-    def drop(match: re.Match) -> str:
-        nonlocal removed
-        if aside_key(match.group(0)) not in asides:
-            return match.group(0)
-        removed += 1
-        return " "
-
-    stripped = ASIDE.sub(drop, line)
-    return (" ".join(stripped.split()) if removed else line), removed
 
 
 @dataclass

@@ -41,12 +41,15 @@ class CorpusFiles:
             return self.read(stats)
         return self.annotations_stripped(stats)
 
+    @functools.cached_property
+    def asides(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Each side's transcript annotations (nmt.data.annotations), found by a first pass over it."""
+        return frequent_asides(src for src, _ in self.read()), frequent_asides(tgt for _, tgt in self.read())
+
     def annotations_stripped(self, stats: ReadStats | None) -> Iterator[tuple[str, str]]:
-        """The pairs without their transcript annotations, found by a first pass over each side."""
-        src_asides = frequent_asides(src for src, _ in self.read())
-        tgt_asides = frequent_asides(tgt for _, tgt in self.read())
+        """The pairs without their transcript annotations."""
         found = AnnotationStats()
-        yield from without_annotations(self.read(stats), src_asides, tgt_asides, found)
+        yield from without_annotations(self.read(stats), *self.asides, found)
         log.info("%s: %s", self.src, found.report())
 
     def read(self, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
@@ -119,15 +122,15 @@ def validation_is_pretokenized(data: DataConfig) -> bool:
 def split_files(data: DataConfig, split: str) -> CorpusFiles:
     """The files of `split` ("train" or "valid"): explicit paths win over the named corpus."""
     src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
+    # The validation set stays as published, so that its scores compare with other toolkits'.
+    strip = data.strip_annotations and split == "train"
     if src is not None:
-        strip = data.strip_annotations and split == "train"
         return CorpusFiles(Path(src), Path(tgt) if tgt is not None else None, strip_annotations=strip)
     if data.corpus is None:
         raise ValueError(f"set data.corpus or data.{split}_src (and data.{split}_tgt)")
     name = data.train_split if split == "train" else data.valid_split
     src_path, tgt_path = parallel_files(data.corpus, name, data.src_lang, data.tgt_lang)
-    # The validation set stays as published, so that its scores compare with other toolkits'.
-    return CorpusFiles(src_path, tgt_path, strip_annotations=data.strip_annotations and split == "train")
+    return CorpusFiles(src_path, tgt_path, strip_annotations=strip)
 
 
 @dataclass

@@ -20,7 +20,6 @@ import torch
 
 from ..checkpoint import CHECKPOINTS, apply_weights, list_checkpoints, read_weights
 from ..config import ExperimentConfig, TrainConfig
-from ..data.annotations import frequent_asides
 from ..data.batching import TokenBatchSampler
 from ..data.registry import is_pretokenized
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
@@ -73,12 +72,12 @@ def corpus_text_form(config: ExperimentConfig) -> TextForm | None:
     """The form of a registry corpus published tokenised and lower-cased (ted_hrlr); None for running text."""
     if config.data.corpus is None or not is_pretokenized(config.data.corpus):
         return None
-    train = split_files(config.data, "train")
+    src_asides, tgt_asides = split_files(config.data, "train").asides
     return TextForm(
         src_lang=config.data.src_lang,
         tgt_lang=config.data.tgt_lang,
-        src_annotations=tuple(sorted(frequent_asides(src for src, _ in train.read()))),
-        tgt_annotations=tuple(sorted(frequent_asides(tgt for _, tgt in train.read()))),
+        src_annotations=tuple(sorted(src_asides)),
+        tgt_annotations=tuple(sorted(tgt_asides)),
     )
 
 
