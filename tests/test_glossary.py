@@ -49,7 +49,7 @@ def test_a_translation_uses_the_target_term_wherever_the_source_term_occurs(tran
     found = translator.translate_detailed(texts, beam=2, glossary=glossary)
     for text, best in zip(texts, found, strict=True):
         for _, target in glossary.matches(text):
-            *head, last = translator.term_constraint(target)
+            *head, last = translator.terms.constraint(target, translator.text_form)
             tokens = best[0].tokens
             n = len(head) + 1
             assert any(tokens[i : i + n - 1] == head and tokens[i + n - 1] in last for i in range(len(tokens) - n + 1))
@@ -60,9 +60,9 @@ def test_a_translation_uses_the_target_term_wherever_the_source_term_occurs(tran
 
 
 def test_a_term_is_met_by_its_last_piece_merged_with_punctuation(translator):
-    *head, last = translator.term_constraint("dog")
+    *head, last = translator.terms.constraint("dog", translator.text_form)
     pieces = translator.tgt_tokenizer.lookup(sorted(last))
-    stem = translator.tgt_tokenizer.lookup([translator.encode_target_term("dog")[-1]])[0]
+    stem = translator.tgt_tokenizer.lookup([translator.terms.target_ids("dog", translator.text_form)[-1]])[0]
     assert stem in pieces and all(p == stem or p.rstrip(".,;:!?)\"'") == stem for p in pieces)
 
 

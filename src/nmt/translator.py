@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from .alignment import DEFAULT_METHOD, AlignmentMethod, align_words, word_index
+from .alignment import DEFAULT_METHOD, AlignmentMethod
 from .config import DecodeConfig
 from .config_checks import ConfigError
 from .decoding import Hypothesis
+from .forced_scoring import ForcedScorer
 from .glossary import Glossary
 from .inference.batch_search import search_limits
 from .inference.contract import Engine, EngineOptions
@@ -34,6 +34,7 @@ from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Sampling, SearchRequest
 from .model import Transformer
 from .model_dir import read_decode_config, read_languages, read_text_form
+from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import SubwordTokenizer
 
@@ -106,7 +107,7 @@ class Translator:
         self.text_form = text_form
         self.source_lang = source_lang
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
-        self._stems: dict[str, list[int]] | None = None  # for term_constraint, built on first use
+        self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
 
     @property
     def model(self) -> Transformer:
@@ -215,7 +216,7 @@ class Translator:
         glossary_missed lists any that could not be placed."""
         request = self.request_of(request, settings)
         if alignments:
-            self._check_aligns(DEFAULT_METHOD)
+            self.scorer.check_aligns()
         if target_lang is not None:
             self.check_target_language(target_lang)
         glossary = self.glossary if glossary is None else glossary
@@ -226,19 +227,7 @@ class Translator:
         encoded = [self.encode_source(t, target_lang) for t in texts]
         ids = [e[0] for e in encoded]
         terms = [glossary.matches(t) for t in texts] if glossary is not None else [[] for _ in texts]
-        free = [i for i, found in enumerate(terms) if not found]
-        hyps: list[list[Hypothesis]] = [[] for _ in texts]
-        found_free = self.engine.translate_ids([ids[i] for i in free], request)
-        for i, found in zip(free, found_free, strict=True):
-            hyps[i] = found
-        missed: dict[int, list[str]] = {}
-        if len(free) < len(texts):
-            if request.sampling is not None:
-                raise ValueError("a glossary constrains beam search: it does not sample")
-            search = dataclasses.replace(request, return_attention=False)  # attention: a forced pass after
-            for i, found in enumerate(terms):
-                if found:
-                    hyps[i], missed[i] = self.search_with_terms(ids[i], found, search, request.return_attention)
+        hyps, missed = self._search(ids, terms, request)
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if request.return_attention else []
@@ -253,10 +242,10 @@ class Translator:
         case_by_alignment = case_by_alignment and self.engine.capabilities.alignment and not self.target_languages
         has_text = [bool(t.strip()) for t in texts]
         if scores or alignments:
-            self.add_scores(out, ids, has_text, alignments=alignments or case_by_alignment)
+            self._add_scores(out, ids, has_text, alignments=alignments or case_by_alignment)
         elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
             pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
-            self.add_scores(*pick, alignments=True)
+            self._add_scores(*pick, alignments=True)
         if form is not None:
             for sentence, source in zip(out, typed, strict=True):
                 for t in sentence:
@@ -268,27 +257,34 @@ class Translator:
                 t.alignment = None
         return out
 
-    def search_with_terms(
-        self, src_ids: Sequence[int], terms: list[tuple[str, str]], request: SearchRequest, attention: bool
-    ) -> tuple[list[Hypothesis], list[str]]:
-        """One sentence's n-best that use the glossary's target terms, and the terms it could not place;
-        with `attention`, its hypotheses' cross-attention from a teacher-forced pass (the constrained
-        search keeps none)."""
-        targets = list(dict.fromkeys(target for _, target in terms))
-        result = self.engine.translate_constrained(src_ids, [self.term_constraint(t) for t in targets], request)
-        if attention:
-            limit = search_limits(self.decode).max_steps(torch.tensor([len(src_ids)])).item()
-            forced = self.engine.score_ids(
-                [src_ids] * len(result.hypotheses),
-                [h.tokens for h in result.hypotheses],
-                ended=[len(h.tokens) < limit for h in result.hypotheses],
-                need_attention=True,
-            )
-            for h, f in zip(result.hypotheses, forced, strict=True):
-                h.attention = f.cross_attention
-        return result.hypotheses, [targets[k] for k in result.missed]
+    def _search(
+        self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
+    ) -> tuple[list[list[Hypothesis]], dict[int, list[str]]]:
+        """The n-best of every sentence: those without glossary terms in one engine call, each with
+        terms by the constrained search; and the terms each of those could not place."""
+        free = [i for i, found in enumerate(terms) if not found]
+        hyps: list[list[Hypothesis]] = [[] for _ in ids]
+        for i, found in zip(free, self.engine.translate_ids([ids[i] for i in free], request), strict=True):
+            hyps[i] = found
+        missed: dict[int, list[str]] = {}
+        if len(free) < len(ids):
+            if request.sampling is not None:
+                raise ValueError("a glossary constrains beam search: it does not sample")
+            search = dataclasses.replace(request, return_attention=False)  # attention: a forced pass after
+            limits = search_limits(self.decode)
+            for i, found in enumerate(terms):
+                if found:
+                    hyps[i], missed[i] = self.terms.search(
+                        ids[i],
+                        found,
+                        search,
+                        text_form=self.text_form,
+                        limits=limits,
+                        attention=request.return_attention,
+                    )
+        return hyps, missed
 
-    def add_scores(
+    def _add_scores(
         self,
         found: list[list[Translation]],
         src_ids: Sequence[Sequence[int]],
@@ -301,24 +297,22 @@ class Translator:
         blank) from one teacher-forced pass. An empty output of a real sentence is scored too (its
         end token: how sure the model was that there is nothing to say); that of a blank input is
         certain and aligns nothing."""
-        limits = search_limits(self.decode).max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
         rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if has_text[i]]
-        scored = self.engine.score_ids(
-            [src_ids[i] for i, _ in rows],
-            [t.tokens for _, t in rows],
-            ended=[len(t.tokens) < limits[i] for i, t in rows],
-            need_attention=alignments,
-        )
-        for (i, t), forced in zip(rows, scored, strict=True):
-            t.token_probs = [math.exp(lp) for lp in forced.token_log_probs]
-            t.confidence = sum(forced.token_log_probs) / max(1, len(forced.token_log_probs))
+        scored = self.scorer.score([src_ids[i] for i, _ in rows], [t.tokens for _, t in rows], alignments=alignments)
+        for (_, t), one in zip(rows, scored, strict=True):
+            t.token_probs, t.confidence = one.token_probs, one.confidence
             if alignments:
-                t.alignment = self._word_pairs(src_ids[i], t.tokens, forced.cross_attention, DEFAULT_METHOD)
+                t.alignment = one.alignment
         for i, sentence in enumerate(found):
             for t in sentence:
                 if not has_text[i]:
                     t.token_probs, t.confidence = [], 0.0
                     t.alignment = [] if alignments else None
+
+    @property
+    def scorer(self) -> ForcedScorer:
+        """Teacher-forced passes over given outputs (token probabilities, word alignments)."""
+        return ForcedScorer(self.engine, self.src_tokenizer, self.tgt_tokenizer, search_limits(self.decode))
 
     def align(
         self, sources: Sequence[str], targets: Sequence[str], method: AlignmentMethod = DEFAULT_METHOD
@@ -326,39 +320,10 @@ class Translator:
         """Word alignments of given sentence pairs (a target need not be the model's own output): the
         model reads each pair as in training, and each target piece is aligned by its cross-attention.
         Word indices are over the whitespace-separated words of each source and target as given."""
-        self._check_aligns(method)
+        self.scorer.check_aligns(method)
         src_ids = [self.encode_source(s)[0] for s in sources]
         tgt_ids = [self.tgt_tokenizer.encode(t, add_special=False) for t in targets]
-        scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True)
-        return [
-            self._word_pairs(src, tgt, forced.cross_attention, method)
-            for src, tgt, forced in zip(src_ids, tgt_ids, scored, strict=True)
-        ]
-
-    def _check_aligns(self, method: AlignmentMethod) -> None:
-        """A ValueError where the engine cannot give the attention that `method` reads."""
-        # another layer's alignment reads the attention of every layer; the default, one of them
-        self.engine.capabilities.require(["alignment" if method == DEFAULT_METHOD else "attention"], self.engine.name)
-
-    def _word_pairs(
-        self, src_ids: Sequence[int], tgt_ids: Sequence[int], attention: torch.Tensor, method: AlignmentMethod
-    ) -> list[tuple[int, int]]:
-        """(source word, target word) pairs of one sentence from its teacher-forced cross-attention."""
-        src_pieces = self.src_tokenizer.lookup(src_ids)
-        tgt_pieces = self.tgt_tokenizer.lookup([*tgt_ids, self.tgt_tokenizer.eos_id])
-        return align_words(
-            attention,
-            word_index(src_pieces, self._special_pieces(src_pieces), wordpiece=self.src_tokenizer.kind == "wordpiece"),
-            word_index(tgt_pieces, self._special_pieces(tgt_pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece"),
-            method,
-        )
-
-    def _special_pieces(self, pieces: Sequence[str]) -> set[str]:
-        """The pieces among `pieces` that are no word: start, end, padding, and >>xx<< language tokens."""
-        known = set()
-        for tokenizer in (self.src_tokenizer, self.tgt_tokenizer):
-            known |= set(tokenizer.lookup([tokenizer.start_id, tokenizer.eos_id, tokenizer.pad_id]))
-        return known | {p for p in pieces if p.startswith(">>") and p.endswith("<<")}
+        return self.scorer.align(src_ids, tgt_ids, method)
 
     # --- multi-target models (Marian's >>xx<< tokens) ----------------------------------------------
     @property
@@ -399,35 +364,6 @@ class Translator:
         if len(ids) <= self.max_source_tokens:
             return ids, False
         return ids[: self.max_source_tokens - 1] + ids[-1:], True
-
-    def encode_target_term(self, term: str) -> list[int]:
-        """A glossary's target term as the target ids the model writes it with mid-sentence (in the
-        corpus's form for a model of a tokenised corpus)."""
-        if self.text_form is not None:
-            term = dataclasses.replace(self.text_form, src_lang=self.text_form.tgt_lang).to_corpus_form(term)
-        return self.tgt_tokenizer.encode(term, add_special=False)
-
-    def term_constraint(self, term: str) -> list[int | frozenset[int]]:
-        """The constraint a target term makes: its ids, the last of which may also be written merged
-        with punctuation after it (any vocabulary piece that is that piece plus punctuation)."""
-        ids = self.encode_target_term(term)
-        if not ids:
-            return []
-        last = self.tgt_tokenizer.lookup([ids[-1]])[0]
-        merged = self._pieces_by_stem().get(last, ())
-        return [*ids[:-1], frozenset([ids[-1], *merged])]
-
-    def _pieces_by_stem(self) -> dict[str, list[int]]:
-        """piece -> ids of the pieces that are it plus trailing punctuation ("▁dog" -> ["▁dog.", ...])."""
-        if self._stems is None:
-            pieces = self.tgt_tokenizer.lookup(range(self.tgt_tokenizer.vocab_size))
-            stems: dict[str, list[int]] = {}
-            for i, piece in enumerate(pieces):
-                stem = piece.rstrip(".,;:!?)\"'")
-                if stem and stem != piece:
-                    stems.setdefault(stem, []).append(i)
-            self._stems = stems
-        return self._stems
 
     def model_input(self, text: str, *, pretokenized: bool = False) -> str:
         """`text` as the model reads it: in its corpus's form (see text_form), unless it is already."""

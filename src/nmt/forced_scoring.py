@@ -1,0 +1,101 @@
+"""Teacher-forced passes over outputs already chosen: each token's probability and word alignments.
+
+The model reads a (source, output) pair as in training; the probability it gives each output token
+is that token's confidence, and its cross-attention, read by nmt.alignment's method, the word
+alignment. One pass serves `--scores`, `--alignments`, the alignment of given pairs and the case a
+lower-cased model's output takes from its source (nmt.text_form).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .alignment import DEFAULT_METHOD, AlignmentMethod, align_words, word_index
+from .decoding import SearchLimits
+from .inference.contract import Engine
+from .tokenizer import SubwordTokenizer
+
+
+@dataclass
+class ScoredOutput:
+    """One output under teacher forcing.
+
+    token_probs: the probability of each output piece, then of the end token (where it ended).
+    confidence: their mean log-probability (the length-normalised log-probability): 0 is certain.
+    alignment: (source word, output word) pairs, 0-based, when asked for.
+    """
+
+    token_probs: list[float]
+    confidence: float
+    alignment: list[tuple[int, int]] | None = None
+
+
+@dataclass
+class ForcedScorer:
+    """Scores and aligns outputs of `engine` for sources of `src_tokenizer`; `limits` are the model's
+    length limits, which tell an output cut at its limit (no end token to score) from one that ended."""
+
+    engine: Engine
+    src_tokenizer: SubwordTokenizer
+    tgt_tokenizer: SubwordTokenizer
+    limits: SearchLimits
+
+    def check_aligns(self, method: AlignmentMethod = DEFAULT_METHOD) -> None:
+        """A ValueError where the engine cannot give the attention that `method` reads."""
+        # another layer's alignment reads the attention of every layer; the default, one of them
+        self.engine.capabilities.require(["alignment" if method == DEFAULT_METHOD else "attention"], self.engine.name)
+
+    def score(
+        self, src_ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], *, alignments: bool
+    ) -> list[ScoredOutput]:
+        """One ScoredOutput per (source ids, output tokens) pair, from one teacher-forced pass."""
+        limits = self.limits.max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
+        forced = self.engine.score_ids(
+            src_ids,
+            outputs,
+            ended=[len(out) < limit for out, limit in zip(outputs, limits, strict=True)],
+            need_attention=alignments,
+        )
+        scored = []
+        for src, out, f in zip(src_ids, outputs, forced, strict=True):
+            log_probs = f.token_log_probs
+            pairs = self.word_pairs(src, out, f.cross_attention, DEFAULT_METHOD) if alignments else None
+            scored.append(
+                ScoredOutput([math.exp(lp) for lp in log_probs], sum(log_probs) / max(1, len(log_probs)), pairs)
+            )
+        return scored
+
+    def align(
+        self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], method: AlignmentMethod
+    ) -> list[list[tuple[int, int]]]:
+        """Word alignments of given pairs (each target read to its end token)."""
+        self.check_aligns(method)
+        scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True)
+        return [
+            self.word_pairs(src, tgt, forced.cross_attention, method)
+            for src, tgt, forced in zip(src_ids, tgt_ids, scored, strict=True)
+        ]
+
+    def word_pairs(
+        self, src_ids: Sequence[int], tgt_ids: Sequence[int], attention: torch.Tensor, method: AlignmentMethod
+    ) -> list[tuple[int, int]]:
+        """(source word, target word) pairs of one sentence from its teacher-forced cross-attention."""
+        src_pieces = self.src_tokenizer.lookup(src_ids)
+        tgt_pieces = self.tgt_tokenizer.lookup([*tgt_ids, self.tgt_tokenizer.eos_id])
+        return align_words(
+            attention,
+            word_index(src_pieces, self.special_pieces(src_pieces), wordpiece=self.src_tokenizer.kind == "wordpiece"),
+            word_index(tgt_pieces, self.special_pieces(tgt_pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece"),
+            method,
+        )
+
+    def special_pieces(self, pieces: Sequence[str]) -> set[str]:
+        """The pieces among `pieces` that are no word: start, end, padding, and >>xx<< language tokens."""
+        known = set()
+        for tokenizer in (self.src_tokenizer, self.tgt_tokenizer):
+            known |= set(tokenizer.lookup([tokenizer.start_id, tokenizer.eos_id, tokenizer.pad_id]))
+        return known | {p for p in pieces if p.startswith(">>") and p.endswith("<<")}
