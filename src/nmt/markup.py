@@ -127,31 +127,25 @@ def place_words(costs: Sequence[Sequence[float]]) -> list[int]:
     return placed[::-1]
 
 
-def _node_of_chars(block: Block) -> list[int]:
-    """For each character of the block's text, the index of the text node it is in."""
-    owner = []
-    for i, node in enumerate(block.nodes):
-        owner += [i] * len(node)
-    return owner
-
-
-def fill_block(block: Block, words: list[str], placed: list[int], glued: list[bool] | None = None) -> None:
-    """Write the output words into the block's nodes (word j into node placed[j]), keeping each
-    node's outer whitespace (so the block's own leading and trailing whitespace too); a node left
-    with no words keeps only its whitespace. glued[j]: word j is the next piece of word j - 1 (a
-    word the source split over nodes, "H<sub>2</sub>O"): no space between them."""
+def filled_texts(
+    originals: Sequence[str], words: list[str], placed: list[int], glued: list[bool] | None = None
+) -> list[str]:
+    """The new text of each node once the output words are written into them (word j into node
+    placed[j]), keeping each node's outer whitespace (so the block's own leading and trailing
+    whitespace too); a node left with no words keeps only its whitespace. glued[j]: word j is the
+    next piece of word j - 1 (a word the source split over nodes, "H<sub>2</sub>O"): no space
+    between them."""
     glued = glued or [False] * len(words)
-    texts: list[str] = ["" for _ in block.nodes]
-    starts_glued = [False for _ in block.nodes]  # the node's first word continues the word before it
+    texts: list[str] = ["" for _ in originals]
+    starts_glued = [False for _ in originals]  # the node's first word continues the word before it
     for word, node, joined in zip(words, placed, glued, strict=True):
         if not texts[node]:
             starts_glued[node] = joined
         texts[node] += ("" if joined or not texts[node] else " ") + word
     wrote_text = False  # the block's new text so far holds more than whitespace
     last_char = ""  # and ends with this character
-    changed: list[tuple[NavigableString, str]] = []
-    for i, node in enumerate(block.nodes):
-        original = str(node)
+    out = []
+    for i, original in enumerate(originals):
         if not original.strip():
             new = original  # whitespace between tags: as it was
         else:
@@ -163,9 +157,37 @@ def fill_block(block: Block, words: list[str], placed: list[int], glued: list[bo
             new = lead + body + trail if body else lead or trail
         if new:
             wrote_text, last_char = wrote_text or bool(new.strip()), new[-1]
-        if new != original:
-            changed.append((node, new))
-    replace_strings(changed)
+        out.append(new)
+    return out
+
+
+def placed_texts(
+    originals: Sequence[str], paragraph: Paragraph, results: Sequence[tuple[str, list[tuple[int, int]] | None]]
+) -> list[str]:
+    """The new text of each of a block's text nodes (`originals`, which read together as
+    `paragraph`) once its sentences are replaced by their translations (`results`: (translation,
+    word alignment or None) per sentence): each output word in the node of the source word it is
+    aligned to, the nodes in order. Any markup that holds text nodes can use it (HTML here; the
+    runs of Office and OpenDocument files, nmt.formats)."""
+    text = "".join(originals)
+    owner = [i for i, node in enumerate(originals) for _ in node]  # the node of each character
+    text_nodes = [bool(node.strip()) for node in originals]
+    words = sum(len(out.split()) for out, _ in results)
+    placing = Placing() if words * sum(text_nodes) <= MAX_PLACEMENT_CELLS else None
+    at, in_proportion = len(paragraph.gaps[0]), []
+    for sentence, gap, (out, alignment) in zip(paragraph.sentences, paragraph.gaps[1:], results, strict=True):
+        spans = [(m.start() + at, m.end() + at) for m in _WORD.finditer(sentence)]
+        if placing is not None:
+            placing.add_sentence(text, owner, spans, out.split(), alignment, text_nodes)
+        else:
+            last_text = max(i for i, has_text in enumerate(text_nodes) if has_text)
+            sources = [owner[start] for start, _ in spans] or [last_text]
+            in_proportion += proportional_nodes(sources, len(out.split()))
+        at += len(sentence) + len(gap)
+    if placing is None:  # too many words x tags to place exactly: in proportion, in linear time
+        return filled_texts(originals, [w for out, _ in results for w in out.split()], in_proportion)
+    placed = no_empty_nodes(place_words(placing.costs), placing.glued, placing.owned)
+    return filled_texts(originals, placing.words, placed, placing.glued)
 
 
 def replace_strings(changed: list[tuple[NavigableString, str]]) -> None:
@@ -253,27 +275,13 @@ class HtmlPage:
         if len(results) != len(self.sentences):
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
         answers = iter(results)
+        changed: list[tuple[NavigableString, str]] = []
         for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
             mine = [next(answers) for _ in paragraph.sentences]
-            owner = _node_of_chars(block)
-            text_nodes = [bool(node.strip()) for node in block.nodes]
-            words = sum(len(text.split()) for text, _ in mine)
-            placing = Placing() if words * sum(text_nodes) <= MAX_PLACEMENT_CELLS else None
-            at, in_proportion = len(paragraph.gaps[0]), []
-            for sentence, gap, (text, alignment) in zip(paragraph.sentences, paragraph.gaps[1:], mine, strict=True):
-                spans = [(m.start() + at, m.end() + at) for m in _WORD.finditer(sentence)]
-                if placing is not None:
-                    placing.add_sentence(block.text, owner, spans, text.split(), alignment, text_nodes)
-                else:
-                    last_text = max(i for i, has_text in enumerate(text_nodes) if has_text)
-                    sources = [owner[start] for start, _ in spans] or [last_text]
-                    in_proportion += proportional_nodes(sources, len(text.split()))
-                at += len(sentence) + len(gap)
-            if placing is None:  # too many words x tags to place exactly: in proportion, in linear time
-                fill_block(block, [w for text, _ in mine for w in text.split()], in_proportion)
-                continue
-            placed = no_empty_nodes(place_words(placing.costs), placing.glued, placing.owned)
-            fill_block(block, placing.words, placed, placing.glued)
+            originals = [str(node) for node in block.nodes]
+            new = placed_texts(originals, paragraph, mine)
+            changed += [(node, t) for node, t, old in zip(block.nodes, new, originals, strict=True) if t != old]
+        replace_strings(changed)
         return "".join(
             f"<!DOCTYPE {node}>"
             if isinstance(node, Doctype)

@@ -6,9 +6,11 @@ import argparse
 import contextlib
 import functools
 import json
+import logging
 import sys
 from pathlib import Path
 
+from ..formats import DOCUMENT_FORMATS
 from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
 from ..inference.plan import Sampling
 from .common import (
@@ -21,6 +23,8 @@ from .common import (
     model_options,
     scored_set_options,
 )
+
+log = logging.getLogger(__name__)
 
 
 def add_translate_commands(sub: argparse._SubParsersAction) -> None:
@@ -42,11 +46,13 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--format",
-        choices=("lines", "text", "html"),
-        default="lines",
+        choices=("lines", "text", "html", *(f.lstrip(".") for f in DOCUMENT_FORMATS)),
+        default=None,
         help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
         "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
-        "point instead of truncated; html: a web page, its text translated in context and its markup kept",
+        "point instead of truncated; html: a web page, its text translated in context and its markup kept; "
+        f"{', '.join(f.lstrip('.') for f in DOCUMENT_FORMATS)}: a document of that kind, written as the same kind, "
+        "its layout and formatting kept (the default for an --input with that extension; docs/real-text.md)",
     )
     p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
     glossary_option(p)
@@ -221,11 +227,51 @@ def read_page(source, name: str) -> str:
         raise InputError(f"{name}:{line}: not valid UTF-8 (byte {err.start + 1} of the file)") from None
 
 
+def input_format(args: argparse.Namespace) -> str:
+    """--format, or the kind of document the --input's extension names, else lines."""
+    if args.format is not None:
+        return args.format
+    extension = Path(args.input).suffix.lower() if args.input else ""
+    return extension.lstrip(".") if extension in DOCUMENT_FORMATS else "lines"
+
+
+def translate_document_file(args: argparse.Namespace, extension: str) -> int:
+    """--input DOCUMENT --output DOCUMENT: nothing is written unless the whole document translated."""
+    from ..files import atomic_write
+    from ..formats import read_document
+    from ..translation_io import aligned_translations
+
+    if args.scores or args.alignments or args.n_best > 1 or args.glossary or args.split_sentences:
+        raise CommandError("--scores, --alignments, --n-best, --glossary and --split-sentences are for --format lines")
+    if not args.input:
+        raise CommandError(f"a {extension} document is read from a file: give --input FILE")
+    binary = extension not in (".srt", ".vtt", ".md")
+    if binary and not args.output:
+        raise CommandError(f"a {extension} document is written to a file: give --output FILE")
+    with open(args.input, "rb") as source:
+        content = source.read()
+    translator = load_translator(args)
+    translator.choose_target_language(args.target_lang)
+    request = translator.request(sampling=sampling_option(args))
+    document = read_document(content, args.input, translator.source_lang or "en", extension)
+    log.info("%s: %d sentences to translate", args.input, len(document.sentences))
+    found = aligned_translations(translator, document.sentences, request) if document.sentences else []
+    translated = document.rebuilt(found)
+    if args.output:
+        atomic_write(args.output, lambda tmp: Path(tmp).write_bytes(translated))
+    else:
+        sys.stdout.buffer.write(translated)
+    return 0
+
+
 def cmd_translate(args: argparse.Namespace) -> int:
     from ..files import staged_text_file
     from ..markup import translate_html
     from ..translation_io import aligned_translations, translate_stream
 
+    args.format = input_format(args)
+    if f".{args.format}" in DOCUMENT_FORMATS:
+        return translate_document_file(args, f".{args.format}")
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)

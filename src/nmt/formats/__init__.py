@@ -1,0 +1,90 @@
+"""Documents as people keep them: each file's text translated, everything else kept.
+
+    translate_document(content, "report.docx", translate, lang="de") -> the translated .docx's bytes
+
+    .docx .pptx .xlsx .odt .odp .ods   office.py (the parts with text; runs placed by alignment)
+    .epub                              epub.py (chapters as web pages, the table of contents)
+    .srt .vtt                          subtitles.py (cue text; numbering and timings kept)
+    .md                                markdown.py (prose and headings; code and link targets kept)
+
+`translate` takes a list of sentences and gives (translation, word alignment or None) for each, as
+for web pages (nmt.markup.translate_html; nmt.translation_io.aligned_translations builds one from a
+Translator). Every sentence of a document goes in one call, so they are batched by length.
+
+Refused, each with a DocumentError naming the file: an unknown extension; macro-enabled Office files
+(.docm, .xlsm, .pptm: their macros would travel with the translation); PDF (writing a translation
+back into a PDF's pages needs a library that can lay text out again; PyMuPDF, which LibreTranslate
+uses, is AGPL); a corrupt, encrypted or oversized package (formats.packages); unsafe XML
+(formats.xml_text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import PurePath
+from typing import Protocol
+
+from .errors import DocumentError
+
+__all__ = ["DOCUMENT_FORMATS", "DocumentError", "read_document", "translate_document", "document_format"]
+
+OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
+DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md")
+REFUSED = {
+    ".docm": "a macro-enabled Word document: save it as .docx (nmt does not carry macros)",
+    ".xlsm": "a macro-enabled Excel workbook: save it as .xlsx (nmt does not carry macros)",
+    ".pptm": "a macro-enabled presentation: save it as .pptx (nmt does not carry macros)",
+    ".pdf": "PDF cannot be written back with its layout by a permissively licensed library: "
+    "convert it to .docx or .odt first (docs/real-text.md)",
+    ".doc": "a pre-2007 Word document: save it as .docx",
+    ".xls": "a pre-2007 Excel workbook: save it as .xlsx",
+    ".ppt": "a pre-2007 presentation: save it as .pptx",
+}
+
+Results = Sequence[tuple[str, list[tuple[int, int]] | None]]
+
+
+class Document(Protocol):
+    sentences: list[str]
+
+    def rebuilt(self, results: Results) -> bytes: ...
+
+
+def document_format(name: str) -> str:
+    """The extension of a file nmt translates as a document ('.docx'); DocumentError otherwise."""
+    extension = PurePath(name).suffix.lower()
+    if extension in REFUSED:
+        raise DocumentError(f"{name}: {REFUSED[extension]}")
+    if extension not in DOCUMENT_FORMATS:
+        raise DocumentError(
+            f"{name}: unknown document format {extension or '(no extension)'!r}; nmt translates "
+            f"{', '.join(DOCUMENT_FORMATS)}"
+        )
+    return extension
+
+
+def read_document(content: bytes, name: str, lang: str, extension: str | None = None) -> Document:
+    """The document in `content`, read for translation (`sentences`, then `rebuilt(results)`); its
+    format from `extension` or from the name's. lang: the source language (sentence splitting)."""
+    # The readers load lxml and markdown-it: only when a document is read, not with the CLI's parser.
+    from .epub import EpubDocument  # noqa: PLC0415
+    from .markdown import MarkdownDocument  # noqa: PLC0415
+    from .office import OfficeDocument  # noqa: PLC0415
+    from .subtitles import Subtitles  # noqa: PLC0415
+
+    extension = document_format(name if extension is None else f"x{extension}")
+    if extension in OFFICE_FORMATS:
+        return OfficeDocument(content, name, extension, lang)
+    if extension == ".epub":
+        return EpubDocument(content, name, lang)
+    if extension in (".srt", ".vtt"):
+        return Subtitles(content, name, lang)
+    return MarkdownDocument(content, name, lang)
+
+
+def translate_document(
+    content: bytes, name: str, translate: Callable[[list[str]], Results], *, lang: str, extension: str | None = None
+) -> bytes:
+    """The document translated, as bytes of the same format (see the module's docstring)."""
+    document = read_document(content, name, lang, extension)
+    return document.rebuilt(translate(document.sentences) if document.sentences else [])

@@ -1,0 +1,149 @@
+"""Markdown: prose and headings translated; code, links' targets, HTML and front matter kept.
+
+markdown-it-py (the CommonMark parser, tables enabled) finds the inline text of each paragraph,
+heading and table cell, with its lines. Within it, each text token is found in the source in turn;
+what lies between them (emphasis marks, code spans, a link's `](target "title")`, inline HTML) is
+kept as it is, and the translated words are placed into the text pieces by word alignment (the
+HTML path's placement, nmt.markup), so an emphasised word stays emphasised and a link keeps its
+target. Code blocks, fenced code, HTML blocks and YAML/TOML front matter are not read at all.
+
+A paragraph whose text the parser changed (entities such as `&amp;`, backslash escapes) cannot be
+located byte for byte: it is kept untranslated, and counted in the log. A paragraph over several
+lines is written back on one line (Markdown reads both alike).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+
+from ..documents import Paragraph
+from ..markup import placed_texts
+from .errors import DocumentError
+
+log = logging.getLogger(__name__)
+
+_FRONT_MATTER = re.compile(r"\A(---|\+\+\+)[ \t]*\r?\n.*?^\1[ \t]*\r?$", re.DOTALL | re.MULTILINE)
+
+
+@dataclass
+class InlineText:
+    """One paragraph's (or heading's, or cell's) inline source: [start, end) in the file's text, cut
+    into pieces; pieces[i] is translated text where is_text[i], markup kept as it is elsewhere."""
+
+    start: int
+    end: int
+    pieces: list[str]
+    is_text: list[bool]
+    paragraph: Paragraph
+
+
+def _pieces(source: str, children) -> tuple[list[str], list[bool]] | None:
+    """The inline source cut at its text tokens, or None where one cannot be found as written. A
+    line break inside the paragraph, with the next line's container prefix ("> "), reads as a space."""
+    pieces, is_text, cursor, autolink, broken_at = [], [], 0, False, None
+
+    def add(piece: str, text: bool) -> None:
+        if piece:
+            pieces.append(piece)
+            is_text.append(text)
+
+    for token in children:
+        if token.type == "link_open":
+            autolink = token.markup in ("autolink", "linkify")
+        elif token.type == "link_close":
+            autolink = False
+        if token.type == "softbreak":
+            broken_at = source.find("\n", cursor)
+            if broken_at < 0:
+                return None
+            broken_at -= source[broken_at - 1 : broken_at] == "\r"  # a CRLF file's break
+            continue
+        if token.type != "text" or autolink:
+            continue
+        at = source.find(token.content, cursor if broken_at is None else broken_at)
+        if at < 0:
+            return None
+        if broken_at is not None:
+            add(source[cursor:broken_at], False)
+            add(" ", True)  # whitespace: written back as it is, one space
+            cursor, broken_at = at, None
+        add(source[cursor:at], False)
+        add(token.content, True)
+        cursor = at + len(token.content)
+    add(source[cursor:], False)
+    return pieces, is_text
+
+
+class MarkdownDocument:
+    """A Markdown file read for translation: `sentences`, then `rebuilt(results)`."""
+
+    def __init__(self, content: bytes, name: str, lang: str):
+        try:
+            self.text = content.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            line = content[: err.start].count(b"\n") + 1
+            raise DocumentError(f"{name}:{line}: not valid UTF-8") from None
+        self.bom = content.startswith(b"\xef\xbb\xbf")
+        self.lang = lang
+        front = _FRONT_MATTER.match(self.text)
+        # front matter is blanked for the parser, keeping its lines, so line numbers stay the file's
+        parsed = self.text if front is None else re.sub(r"[^\n]", " ", front.group(0)) + self.text[front.end() :]
+        line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        self.inlines: list[InlineText] = []
+        kept = 0
+        for token in MarkdownIt("commonmark").enable("table").parse(parsed):
+            if token.type != "inline" or not token.map or not token.content.strip():
+                continue
+            first = line_starts[token.map[0]]
+            lines_end = line_starts[token.map[1]] if token.map[1] < len(line_starts) else len(self.text)
+            found = self._locate(token, first, lines_end)
+            if found is None:
+                kept += 1
+                continue
+            self.inlines.append(found)
+        if kept:
+            log.warning("%s: %d Markdown paragraph(s) kept untranslated: entities or escapes in their text", name, kept)
+        self.sentences = [s for inline in self.inlines for s in inline.paragraph.sentences]
+
+    def _locate(self, token, first: int, lines_end: int) -> InlineText | None:
+        lines = token.content.split("\n")
+        start = self.text.find(lines[0], first, lines_end)
+        if start < 0:
+            return None
+        end, cursor = start + len(lines[0]), start + len(lines[0])
+        for line in lines[1:]:  # later lines follow, after a container's prefix ("> ", indentation)
+            at = self.text.find(line, cursor, lines_end)
+            if at < 0:
+                return None
+            end = cursor = at + len(line)
+        source = self.text[start:end]
+        cut = _pieces(source, token.children or [])
+        if cut is None:
+            return None
+        pieces, is_text = cut
+        nodes = [p if t else "" for p, t in zip(pieces, is_text, strict=True)]
+        return InlineText(start, end, pieces, is_text, Paragraph.parse("".join(nodes), self.lang))
+
+    def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
+        """The file with its prose translated and all else as it was."""
+        if len(results) != len(self.sentences):
+            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        answers = iter(results)
+        edits = []
+        for inline in self.inlines:
+            mine = [next(answers) for _ in inline.paragraph.sentences]
+            nodes = [p if t else "" for p, t in zip(inline.pieces, inline.is_text, strict=True)]
+            new = placed_texts(nodes, inline.paragraph, mine)
+            written = [n if t else p for n, p, t in zip(new, inline.pieces, inline.is_text, strict=True)]
+            edits.append((inline.start, inline.end, "".join(written)))
+        out, at = [], 0
+        for start, end, new in edits:
+            out += [self.text[at:start], new]
+            at = end
+        out.append(self.text[at:])
+        return ("\ufeff" if self.bom else "").encode() + "".join(out).encode("utf-8")

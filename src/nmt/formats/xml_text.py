@@ -1,0 +1,104 @@
+"""The paragraphs of an XML document as text nodes, translated with their inline markup kept.
+
+Office and OpenDocument files keep a paragraph's text in pieces: the runs of a .docx (`<w:r>`, each
+with its own bold, italic or link), of a slide (`<a:r>`), the spans of an .odt. A paragraph is read
+as one text (the pieces joined), translated in context, and the output words are put back into the
+pieces by word alignment (nmt.markup.placed_texts, the placement the HTML path uses), so a bold word
+stays bold. Only text changes: elements, attributes and every other part stay as they were.
+
+A Slot is one piece: an element's text, or the tail after one (OpenDocument mixes text and
+elements). A tab, a line break or a run of spaces written as an element is a fixed slot: it reads
+as whitespace and is written back as it was.
+
+XML is parsed with entities left unexpanded, no DTD loaded and no network, and a document that
+declares a DTD of its own is refused: no entity expansion (the "billion laughs") and no external
+entity can reach a file or a host.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lxml import etree
+
+from ..documents import Paragraph
+from ..markup import placed_texts
+from .errors import DocumentError
+
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+
+
+def parse_xml(content: bytes, name: str) -> etree._ElementTree:
+    """A part's XML tree, parsed safely; DocumentError naming the file for bad or unsafe XML."""
+    parser = etree.XMLParser(
+        resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False
+    )
+    try:
+        tree = etree.ElementTree(etree.fromstring(content, parser))
+    except etree.XMLSyntaxError as err:
+        raise DocumentError(f"{name}: not well-formed XML ({err})") from None
+    if tree.docinfo.internalDTD is not None or tree.docinfo.doctype and "[" in tree.docinfo.doctype:
+        raise DocumentError(f"{name}: declares a DTD of its own (entities): refused")
+    return tree
+
+
+def written_xml(tree: etree._ElementTree, original: bytes) -> bytes:
+    """The tree as bytes, with the XML declaration and the whitespace after it as the part had them."""
+    encoding = (tree.docinfo.encoding or "UTF-8").upper()
+    if encoding not in ("UTF-8", "UTF8"):  # rare in these formats: let lxml write its own declaration
+        return etree.tostring(tree, encoding=encoding, xml_declaration=True)
+    body = etree.tostring(tree, encoding="UTF-8", xml_declaration=False)
+    if not original.startswith(b"<?xml"):
+        return body
+    end = original.index(b"?>") + 2
+    after = len(original[end:]) - len(original[end:].lstrip())
+    return original[: end + after] + body
+
+
+@dataclass
+class Slot:
+    """One piece of a paragraph's text: `element`'s text (where "text") or its tail (where "tail");
+    a fixed slot (`fixed` set) reads as that whitespace and is never written."""
+
+    element: etree._Element
+    where: str = "text"
+    fixed: str | None = None
+    keep_space: bool = False  # OOXML's <w:t>/<a:t>: mark xml:space="preserve" where the text has outer spaces
+
+    def get(self) -> str:
+        if self.fixed is not None:
+            return self.fixed
+        return (self.element.text if self.where == "text" else self.element.tail) or ""
+
+    def set(self, text: str) -> None:
+        if self.fixed is not None:
+            return
+        if self.where == "text":
+            self.element.text = text
+        else:
+            self.element.tail = text
+        if self.keep_space and text != text.strip():
+            self.element.set(XML_SPACE, "preserve")
+
+
+class XmlBlocks:
+    """The paragraphs of some XML parts, ready to translate: `sentences`, then `put_back(results)`."""
+
+    def __init__(self, blocks: Sequence[list[Slot]], lang: str):
+        # a block without a letter (a number, a date, a dash) is no text to translate: a model would guess
+        self.blocks = [b for b in blocks if any(c.isalpha() for s in b for c in s.get())]
+        self.paragraphs = [Paragraph.parse("".join(s.get() for s in block), lang) for block in self.blocks]
+        self.sentences = [s for p in self.paragraphs for s in p.sentences]
+
+    def put_back(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> None:
+        """Each sentence replaced by its translation ((text, word alignment or None) per sentence)."""
+        if len(results) != len(self.sentences):
+            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        answers = iter(results)
+        for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
+            mine = [next(answers) for _ in paragraph.sentences]
+            originals = [s.get() for s in block]
+            for slot, new, old in zip(block, placed_texts(originals, paragraph, mine), originals, strict=True):
+                if new != old:
+                    slot.set(new)
