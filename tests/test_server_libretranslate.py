@@ -385,3 +385,46 @@ def test_the_server_s_own_refusals_reach_a_libretranslate_client_in_its_shape():
         assert detect.status_code == 413 and set(detect.json()) == {"error"}
         own = client.post("/translate", json={"text": [big]})
         assert own.status_code == 413 and own.json()["error"] == "limit_exceeded" and "message" in own.json()
+
+
+def test_a_word_document_comes_back_as_a_word_document_with_its_bold_run(echo):
+    import io
+
+    docx = pytest.importorskip("docx")
+    document = docx.Document()
+    paragraph = document.add_paragraph("Ein ")
+    paragraph.add_run("Hund").bold = True
+    paragraph.add_run(" läuft.")
+    upload = io.BytesIO()
+    document.save(upload)
+    _, client = echo
+    sent = client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en"},
+        files={"file": ("brief.docx", upload.getvalue(), "application/octet-stream")},
+    )
+    assert sent.status_code == 200, sent.json()
+    url = sent.json()["translatedFileUrl"]
+    assert url.endswith("_en.docx")
+    fetched = client.get(url.removeprefix("http://127.0.0.1"))
+    assert fetched.headers["content-type"] == "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    assert 'filename="translated_en.docx"' in fetched.headers["content-disposition"]
+    translated = docx.Document(io.BytesIO(fetched.content)).paragraphs[0]
+    assert translated.text == "Ein Hund läuft.|0" and any(r.bold and "Hund" in r.text for r in translated.runs)
+
+
+def test_a_bad_or_oversized_document_gets_400_or_413_naming_the_file(echo):
+    import io
+    import zipfile
+
+    _, client = echo
+    form = {"source": "de", "target": "en"}
+    corrupt = client.post("/translate_file", data=form, files={"file": ("a.docx", b"not a zip", "x/y")})
+    assert corrupt.status_code == 400 and "a.docx: not a zip package" in corrupt.json()["error"]
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("word/document.xml", bytes(8 << 20))
+    refused = client.post("/translate_file", data=form, files={"file": ("b.docx", bomb.getvalue(), "x/y")})
+    assert refused.status_code == 413 and "possible zip bomb" in refused.json()["error"]
+    macros = client.post("/translate_file", data=form, files={"file": ("c.docm", b"PK", "x/y")})
+    assert macros.status_code == 400

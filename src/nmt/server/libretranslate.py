@@ -34,6 +34,7 @@ from urllib.parse import parse_qs
 
 from fastapi.responses import JSONResponse
 
+from ..formats import DOCUMENT_FORMATS
 from .requests import printable
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -283,8 +284,25 @@ def alternatives_of(results: list[list[Any]], count: int) -> list[list[str]]:
     return others
 
 
-FILE_FORMATS = (".txt", ".html", ".htm")  # what /translate_file takes
-DOWNLOAD_NAME = re.compile(r"[0-9a-f]{32}_[a-z]{2,3}(-[A-Za-z]+)?\.(txt|html|htm)")  # what /translate_file writes
+FILE_FORMATS = (".txt", ".html", ".htm", *DOCUMENT_FORMATS)  # what /translate_file takes
+_EXTENSIONS = "|".join(f.lstrip(".") for f in FILE_FORMATS)
+DOWNLOAD_NAME = re.compile(rf"[0-9a-f]{{32}}_[a-z]{{2,3}}(-[A-Za-z]+)?\.({_EXTENSIONS})")  # what /translate_file writes
+OPENXML = "application/vnd.openxmlformats-officedocument"
+MEDIA_TYPES = {  # a download's Content-Type, by extension
+    ".txt": "text/plain; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+    ".htm": "text/html; charset=utf-8",
+    ".docx": f"{OPENXML}.wordprocessingml.document",
+    ".pptx": f"{OPENXML}.presentationml.presentation",
+    ".xlsx": f"{OPENXML}.spreadsheetml.sheet",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".ods": "application/vnd.oasis.opendocument.spreadsheet",
+    ".epub": "application/epub+zip",
+    ".srt": "application/x-subrip; charset=utf-8",
+    ".vtt": "text/vtt; charset=utf-8",
+    ".md": "text/markdown; charset=utf-8",
+}
 
 
 def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[str, bytes] | None]:
@@ -309,17 +327,25 @@ def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[st
     return fields, upload
 
 
-def file_text(upload: tuple[str, bytes] | None) -> tuple[str, str]:
-    """(extension, text) of an uploaded text or HTML file; LibreTranslate's 400s for a missing, empty
-    or unsupported one, and one for a file that is not UTF-8 text."""
+def file_extension(upload: tuple[str, bytes] | None) -> str:
+    """The extension of an uploaded file of a kind /translate_file takes; LibreTranslate's 400s for a
+    missing, empty or unsupported one."""
     if upload is None:
         raise LibreTranslateError(400, "Invalid request: missing file parameter")
-    name, data = upload
+    name, _ = upload
     if not name:
         raise LibreTranslateError(400, "Invalid request: empty file")
     extension = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if extension not in FILE_FORMATS:
         raise LibreTranslateError(400, "Invalid request: file format not supported")
+    return extension
+
+
+def file_text(upload: tuple[str, bytes] | None) -> tuple[str, str]:
+    """(extension, text) of an uploaded text or HTML file; LibreTranslate's 400s for a missing, empty
+    or unsupported one, and one for a file that is not UTF-8 text."""
+    extension = file_extension(upload)
+    name, data = upload
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

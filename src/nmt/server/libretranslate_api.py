@@ -21,17 +21,20 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 
 from ..documents import Paragraph
+from ..formats import DOCUMENT_FORMATS, DocumentError, read_document
 from ..markup import HtmlPage, page_text
-from ..translation_io import cut_sentences, gives_alignments
+from ..translation_io import CutSentences, cut_sentences, gives_alignments
 from ..translator import Translation
 from .batching_queue import Overloaded
 from .libretranslate import (
     DOWNLOAD_NAME,
     FORM_TYPES,
+    MEDIA_TYPES,
     Directions,
     LanguageDetector,
     LibreTranslateError,
     alternatives_of,
+    file_extension,
     file_text,
     form_parts,
     frontend_settings,
@@ -204,22 +207,12 @@ class LibreTranslateApi:
             return docs, sentences, cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
 
         docs, sentences, cut = await asyncio.to_thread(prepare)
-        pieces, best = cut.pieces, []
-        if charge is not None:
-            charge(len(pieces))
-        aligned = html and gives_alignments(translator)
-        step = self.limits.max_sentences
-        for start in range(0, len(pieces), step):  # the queue's request size, one after another
-            part = pieces[start : start + step]
-            results = await self.translate_via_route(
-                request, source, target, part, alignments=aligned, deadline=deadline
-            )
-            if results is None:
-                return None
-            best += [found[0] for found in results]
+        found = await self.translate_cut(request, source, target, cut, html, deadline, charge)
+        if found is None:
+            return None
 
         def rebuild() -> list[str]:
-            answers = iter(cut.joined(best))
+            answers = iter(found)
             out = []
             for doc, doc_sentences in zip(docs, sentences, strict=True):
                 mine = [next(answers) for _ in doc_sentences]
@@ -231,6 +224,67 @@ class LibreTranslateApi:
             return out
 
         return await asyncio.to_thread(rebuild)
+
+    async def translate_cut(
+        self,
+        request: Request,
+        source: str,
+        target: str,
+        cut: CutSentences,
+        aligned: bool,
+        deadline: float,
+        charge: Callable[[int], None] | None,
+    ) -> list[tuple[str, list[tuple[int, int]] | None]] | None:
+        """(translation, word alignment or None) of each cut sentence, through the route's queue in
+        requests of max_sentences (None: the client left); `aligned`: ask for alignments, where the
+        model gives them (markup to place)."""
+        if charge is not None:
+            charge(len(cut.pieces))
+        aligned = aligned and gives_alignments(self.service.models[self.service.routes[(source, target)][0]][0])
+        best, step = [], self.limits.max_sentences
+        for start in range(0, len(cut.pieces), step):  # the queue's request size, one after another
+            part = cut.pieces[start : start + step]
+            results = await self.translate_via_route(
+                request, source, target, part, alignments=aligned, deadline=deadline
+            )
+            if results is None:
+                return None
+            best += [found[0] for found in results]
+        return cut.joined(best)
+
+    async def translate_document_file(
+        self, request: Request, fields: dict[str, str], upload: tuple[str, bytes], extension: str
+    ) -> Response:
+        """An uploaded document (.docx, .epub, .srt, ...: nmt.formats) translated into the same kind."""
+        name, content = upload
+
+        def read(lang: str):  # unzipping and parsing: off the event loop
+            try:
+                return read_document(content, name, lang, extension)
+            except DocumentError as err:
+                raise LibreTranslateError(413 if err.too_large else 400, f"Invalid request: {err}") from None
+
+        asked = fields["source"].lower()
+        document = await asyncio.to_thread(read, "en" if asked == "auto" else asked)
+        source, _ = self.resolve_source(asked, fields["target"].lower(), [" ".join(document.sentences)[:5000]])
+        if asked == "auto":
+            document = await asyncio.to_thread(read, source)  # sentences split by the language detected
+        source, target = self.served(source, fields["target"].lower())
+        chosen, target_lang = self.service.routes[(source, target)]
+        translator = self.service.models[chosen][0]
+        cut = await asyncio.to_thread(cut_sentences, translator, document.sentences, target_lang)
+        deadline = time.monotonic() + self.limits.deadline_s
+
+        def charge(sentences: int) -> None:
+            self.admit(request, {"api_key": fields.get("api_key")}, sentences)
+
+        found = await self.translate_cut(request, source, target, cut, True, deadline, charge)
+        if found is None:
+            return self.service.client_left(LEFT)
+        translated = await asyncio.to_thread(document.rebuilt, found)
+        download = f"{uuid.uuid4().hex}_{target}{extension}"
+        self.keep_download(download, translated)
+        return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{download}"})
 
     # --- the endpoints ------------------------------------------------------------------------------
     async def translate_request(self, request: Request) -> Response:
@@ -281,6 +335,8 @@ class LibreTranslateApi:
         for name in ("source", "target"):
             if not fields.get(name):
                 raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
+        if file_extension(upload) in DOCUMENT_FORMATS:
+            return await self.translate_document_file(request, fields, upload, file_extension(upload))
         extension, text = file_text(upload)
         html = extension in (".html", ".htm")
         for line in text.split("\n"):
@@ -300,17 +356,17 @@ class LibreTranslateApi:
         if translated is None:
             return self.service.client_left(LEFT)
         name = f"{uuid.uuid4().hex}_{target}{extension}"
-        self.keep_download(name, translated[0] if html else translated[0] + "\n")
+        self.keep_download(name, (translated[0] if html else translated[0] + "\n").encode("utf-8"))
         return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
-    def keep_download(self, name: str, text: str) -> None:
+    def keep_download(self, name: str, content: bytes) -> None:
         """Keep a translated file until it is fetched, the oldest unfetched ones making room."""
         downloads = self.service.downloads
         kept = sorted(downloads.iterdir(), key=lambda p: p.stat().st_mtime) if downloads.is_dir() else []
         for old in kept[: max(0, len(kept) - MAX_DOWNLOADS + 1)]:
             old.unlink(missing_ok=True)
         downloads.mkdir(exist_ok=True)  # an app run again after its lifespan ended
-        (downloads / name).write_text(text, encoding="utf-8")
+        (downloads / name).write_bytes(content)
 
     async def download_file(self, name: str) -> Response:
         path = self.service.downloads / name
@@ -323,7 +379,7 @@ class LibreTranslateApi:
         filename = name.split("_", 1)[1]
         return Response(
             content,
-            media_type=("text/html" if name.endswith((".html", ".htm")) else "text/plain") + "; charset=utf-8",
+            media_type=MEDIA_TYPES["." + name.rsplit(".", 1)[-1]],
             headers={"Content-Disposition": f'attachment; filename="translated_{filename}"'},
         )
 
