@@ -47,7 +47,7 @@ ALLOWED = {
     },
     # Beside the Translator: its teacher-forced passes and a glossary's constrained search.
     "forced_scoring": {"alignment", "decoding", "inference", "tokenizer"},
-    "term_search": {"decoding", "inference", "text_form", "tokenizer"},
+    "term_search": {"decoding", "forced_scoring", "inference", "text_form", "tokenizer"},
     "translator": {
         "alignment",
         "config",

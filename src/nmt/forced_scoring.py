@@ -16,6 +16,7 @@ import torch
 
 from .alignment import DEFAULT_METHOD, AlignmentMethod, align_words, word_index
 from .decoding import SearchLimits
+from .decoding.forced import ForcedScore
 from .inference.contract import Engine
 from .tokenizer import SubwordTokenizer
 
@@ -49,17 +50,20 @@ class ForcedScorer:
         # another layer's alignment reads the attention of every layer; the default, one of them
         self.engine.capabilities.require(["alignment" if method == DEFAULT_METHOD else "attention"], self.engine.name)
 
+    def forced(
+        self, src_ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], *, need_attention: bool
+    ) -> list[ForcedScore]:
+        """The engine's teacher-forced pass over outputs of its own search: an output as long as its
+        length limit was cut there (no end token to score), any shorter one ended."""
+        limits = self.limits.max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
+        ended = [len(out) < limit for out, limit in zip(outputs, limits, strict=True)]
+        return self.engine.score_ids(src_ids, outputs, ended=ended, need_attention=need_attention)
+
     def score(
         self, src_ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], *, alignments: bool
     ) -> list[ScoredOutput]:
         """One ScoredOutput per (source ids, output tokens) pair, from one teacher-forced pass."""
-        limits = self.limits.max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
-        forced = self.engine.score_ids(
-            src_ids,
-            outputs,
-            ended=[len(out) < limit for out, limit in zip(outputs, limits, strict=True)],
-            need_attention=alignments,
-        )
+        forced = self.forced(src_ids, outputs, need_attention=alignments)
         scored = []
         for src, out, f in zip(src_ids, outputs, forced, strict=True):
             log_probs = f.token_log_probs

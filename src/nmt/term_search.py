@@ -11,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import torch
-
-from .decoding import Hypothesis, SearchLimits
+from .decoding import Hypothesis
+from .forced_scoring import ForcedScorer
 from .inference.contract import Engine
 from .inference.plan import SearchRequest
 from .text_form import TextForm
@@ -53,23 +52,17 @@ class TermSearch:
         request: SearchRequest,
         *,
         text_form: TextForm | None,
-        limits: SearchLimits,
-        attention: bool,
+        attention_from: ForcedScorer | None = None,
     ) -> tuple[list[Hypothesis], list[str]]:
         """One sentence's n-best that use the target terms of `terms` ((source, target) matches), and
-        the terms it could not place. `limits`: the model's length limits; with `attention`, the
-        hypotheses' cross-attention from a teacher-forced pass (the constrained search keeps none)."""
+        the terms it could not place. With `attention_from`, the hypotheses' cross-attention from its
+        teacher-forced pass (the constrained search keeps none)."""
         targets = list(dict.fromkeys(target for _, target in terms))
         constraints = [self.constraint(t, text_form) for t in targets]
         result = self.engine.translate_constrained(src_ids, constraints, request)
-        if attention:
-            limit = limits.max_steps(torch.tensor([len(src_ids)])).item()
-            forced = self.engine.score_ids(
-                [src_ids] * len(result.hypotheses),
-                [h.tokens for h in result.hypotheses],
-                ended=[len(h.tokens) < limit for h in result.hypotheses],
-                need_attention=True,
-            )
+        if attention_from is not None:
+            outputs = [h.tokens for h in result.hypotheses]
+            forced = attention_from.forced([src_ids] * len(outputs), outputs, need_attention=True)
             for h, f in zip(result.hypotheses, forced, strict=True):
                 h.attention = f.cross_attention
         return result.hypotheses, [targets[k] for k in result.missed]

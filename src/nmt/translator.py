@@ -271,16 +271,11 @@ class Translator:
             if request.sampling is not None:
                 raise ValueError("a glossary constrains beam search: it does not sample")
             search = dataclasses.replace(request, return_attention=False)  # attention: a forced pass after
-            limits = search_limits(self.decode)
+            attention_from = self.scorer if request.return_attention else None
             for i, found in enumerate(terms):
                 if found:
                     hyps[i], missed[i] = self.terms.search(
-                        ids[i],
-                        found,
-                        search,
-                        text_form=self.text_form,
-                        limits=limits,
-                        attention=request.return_attention,
+                        ids[i], found, search, text_form=self.text_form, attention_from=attention_from
                     )
         return hyps, missed
 

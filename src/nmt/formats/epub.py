@@ -28,7 +28,7 @@ class EpubDocument:
         if "META-INF/container.xml" not in self.package.data:
             raise DocumentError(f"{name}: not an EPUB (no META-INF/container.xml in the package)")
         self.pages: dict[str, HtmlPage] = {}
-        for part in self.package.names(suffix=""):
+        for part in self.package.names():
             if part.lower().endswith(PAGE_SUFFIXES):
                 try:
                     text = self.package.data[part].decode("utf-8-sig")

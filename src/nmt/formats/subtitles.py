@@ -48,12 +48,11 @@ def wrapped(text: str, lines: int) -> list[str]:
 
 @dataclass
 class Cue:
-    """A cue's text lines: where they are in the file, the voice tag kept, and the text to translate."""
+    """A cue's text lines: where they are in the file, the voice tag kept, and its text read for translation."""
 
     first: int  # index of its first text line in the file's lines
     count: int
     voice: str
-    text: str  # the lines joined with spaces, the voice tag and its closing tag taken off
     page: HtmlPage | None  # for a cue with markup
     paragraph: Paragraph | None  # for a cue without
 
@@ -94,8 +93,8 @@ class Subtitles:
             if text.endswith("</v>"):
                 text = text[: -len("</v>")].rstrip()
         if "<" in text:
-            return Cue(first, count, voice, text, HtmlPage(text, lang), None)
-        return Cue(first, count, voice, text, None, Paragraph.parse(text, lang))
+            return Cue(first, count, voice, HtmlPage(text, lang), None)
+        return Cue(first, count, voice, None, Paragraph.parse(text, lang))
 
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The file with each cue's text translated, every other line as it was."""

@@ -207,7 +207,8 @@ class LibreTranslateApi:
             return docs, sentences, cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
 
         docs, sentences, cut = await asyncio.to_thread(prepare)
-        found = await self.translate_cut(request, source, target, cut, html, deadline, charge)
+        aligned = html and gives_alignments(translator)
+        found = await self.translate_cut(request, source, target, cut, aligned, deadline, charge)
         if found is None:
             return None
 
@@ -236,11 +237,10 @@ class LibreTranslateApi:
         charge: Callable[[int], None] | None,
     ) -> list[tuple[str, list[tuple[int, int]] | None]] | None:
         """(translation, word alignment or None) of each cut sentence, through the route's queue in
-        requests of max_sentences (None: the client left); `aligned`: ask for alignments, where the
-        model gives them (markup to place)."""
+        requests of max_sentences (None: the client left); `aligned`: ask for word alignments (markup
+        to place, and a model that gives them)."""
         if charge is not None:
             charge(len(cut.pieces))
-        aligned = aligned and gives_alignments(self.service.models[self.service.routes[(source, target)][0]][0])
         best, step = [], self.limits.max_sentences
         for start in range(0, len(cut.pieces), step):  # the queue's request size, one after another
             part = cut.pieces[start : start + step]
@@ -278,7 +278,7 @@ class LibreTranslateApi:
         def charge(sentences: int) -> None:
             self.admit(request, {"api_key": fields.get("api_key")}, sentences)
 
-        found = await self.translate_cut(request, source, target, cut, True, deadline, charge)
+        found = await self.translate_cut(request, source, target, cut, gives_alignments(translator), deadline, charge)
         if found is None:
             return self.service.client_left(LEFT)
         translated = await asyncio.to_thread(document.rebuilt, found)
@@ -335,8 +335,8 @@ class LibreTranslateApi:
         for name in ("source", "target"):
             if not fields.get(name):
                 raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
-        if file_extension(upload) in DOCUMENT_FORMATS:
-            return await self.translate_document_file(request, fields, upload, file_extension(upload))
+        if (extension := file_extension(upload)) in DOCUMENT_FORMATS:
+            return await self.translate_document_file(request, fields, upload, extension)
         extension, text = file_text(upload)
         html = extension in (".html", ".htm")
         for line in text.split("\n"):
