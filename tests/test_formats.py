@@ -178,6 +178,22 @@ def test_markdown_keeps_code_link_targets_emphasis_and_front_matter():
     )  # the paragraph with an entity is kept (and counted in the log), not guessed at
 
 
+@pytest.mark.parametrize(
+    ("md", "expected"),
+    [
+        # the target kept whole (the full stop goes with its word, as on web pages)
+        ("See [the site](http://a.org/x.y).\n", "SEE [THE SITE.](http://a.org/x.y)\n"),
+        ("Run `foo bar` bar.\n", "RUN `foo bar` BAR.\n"),  # " bar" not found inside the code span
+        ("An ![a dog](dog.png) dog.\n", "AN ![a dog](dog.png) DOG.\n"),  # nor in an image's source
+        ("One line\n**two** lines\n", "ONE LINE **TWO** LINES\n"),  # the marks after a line break stay
+        ("> Quoted\n> `x` here\n", "> QUOTED `x` HERE\n"),
+        ("A <span>b</span> c [d][ref]\n\n[ref]: http://e.f\n", "A <span>B</span> C [D][ref]\n\n[ref]: http://e.f\n"),
+    ],
+)
+def test_markdown_finds_each_text_after_the_markup_before_it(md, expected):
+    assert translate_document(md.encode(), "a.md", upper, lang="en").decode() == expected
+
+
 def zip_of(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression) as z:

@@ -7,7 +7,7 @@ import sys
 
 from bs4 import BeautifulSoup, NavigableString, Tag
 
-from nmt.markup import blocks_of, place_words, translate_html
+from nmt.markup import blocks_of, no_empty_nodes, place_words, translate_html
 
 PAGE = """<!DOCTYPE html>
 <html><head><title>Ein Test</title>
@@ -167,6 +167,17 @@ def test_an_inline_element_is_never_left_empty_while_its_neighbours_have_words()
     assert (
         translate_html(page, lambda s: [("Klicken", None) for _ in s], lang="en") == '<p>Klicken <a href="/x"></a></p>'
     )
+
+
+def test_an_empty_inline_element_takes_a_word_through_a_neighbour_that_has_only_one():
+    # Nodes: "Ein " <b>Mann</b> " mit " <i>Rad</i>. The bold node got three words, " mit " one and
+    # <i> none: " mit "'s word moves on into <i> and the bold text's last word takes its place, so
+    # the words keep their order and both tags hold text.
+    assert no_empty_nodes([0, 1, 1, 1, 2], [False] * 5, owned={0, 1, 2, 3}) == [0, 1, 1, 2, 3]
+    assert no_empty_nodes([0, 0, 0, 3], [False] * 4, owned={0, 1, 2, 3}) == [0, 1, 2, 3]  # from the right too
+    # a word split over nodes (glued) is never taken apart, and too few words leave a node empty
+    assert no_empty_nodes([0, 1, 1, 2], [False, False, True, False], owned={0, 1, 2, 3}) == [0, 1, 1, 2]
+    assert no_empty_nodes([0, 1, 2], [False] * 3, owned={0, 1, 2, 3}) == [0, 1, 2]
 
 
 def test_an_image_or_a_button_inside_a_sentence_does_not_cut_it_in_two():

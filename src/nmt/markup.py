@@ -186,7 +186,10 @@ def placed_texts(
         at += len(sentence) + len(gap)
     if placing is None:  # too many words x tags to place exactly: in proportion, in linear time
         return filled_texts(originals, [w for out, _ in results for w in out.split()], in_proportion)
-    placed = no_empty_nodes(place_words(placing.costs), placing.glued, placing.owned)
+    # A node of punctuation alone ("?" after a closing tag) may stay empty: its mark travels with
+    # the word before it, and no tag around words vanishes.
+    worded = {i for i in placing.owned if any(c.isalnum() for c in originals[i])}
+    placed = no_empty_nodes(place_words(placing.costs), placing.glued, worded)
     return filled_texts(originals, placing.words, placed, placing.glued)
 
 
@@ -333,25 +336,37 @@ def _pieces(word: str, nodes: Sequence[int]) -> list[tuple[int, str]]:
 
 
 def no_empty_nodes(placed: list[int], glued: list[bool], owned: set[int]) -> list[int]:
-    """`placed`, where a node that held source words got none, given a word by a neighbour that has
-    two or more (the first of the next such node, else the last of the previous one): a link or a
-    bold word left empty would vanish from the page. Order is kept; pieces of a split word stay."""
+    """`placed`, where a node that held source words got none, given the first word of the nodes
+    after it (else the last of those before): a link or a bold word left empty would vanish from
+    the page. Where that neighbour has only the one word, it takes one from its own neighbour in
+    turn (once: further on, words would leave the nodes they were aligned to), so the words keep
+    their order. Pieces of a split word stay."""
     placed = list(placed)
     counts = [placed.count(node) for node in range(max([*placed, *owned], default=-1) + 1)]
 
     def whole(j: int) -> bool:  # a word not glued to its neighbours
         return not glued[j] and (j + 1 >= len(glued) or not glued[j + 1])
 
+    def beyond(node: int, step: int) -> int | None:  # the first word past `node`, going `step`
+        words = range(len(placed)) if step > 0 else range(len(placed) - 1, -1, -1)
+        return next((j for j in words if (placed[j] - node) * step > 0), None)
+
+    def moves(node: int, step: int) -> list[tuple[int, int]] | None:
+        found, target = [], node
+        while len(found) < 2 and (j := beyond(target, step)) is not None and whole(j):
+            found.append((j, target))
+            if counts[placed[j]] >= 2 or placed[j] not in owned:
+                return found
+            target = placed[j]  # left empty by this move: the next word over fills it
+        return None
+
     for node in sorted(owned):
         if counts[node]:
             continue
-        after = next((j for j, n in enumerate(placed) if n > node), None)
-        before = next((j for j in range(len(placed) - 1, -1, -1) if placed[j] < node), None)
-        for j in (after, before):
-            if j is not None and counts[placed[j]] >= 2 and whole(j):
-                counts[placed[j]] -= 1
-                placed[j], counts[node] = node, 1
-                break
+        for j, target in moves(node, +1) or moves(node, -1) or []:
+            counts[placed[j]] -= 1
+            placed[j] = target
+            counts[target] += 1
     return placed
 
 

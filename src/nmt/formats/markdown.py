@@ -42,6 +42,83 @@ class InlineText:
     paragraph: Paragraph
 
 
+def _code_span_end(source: str, at: int, token) -> int:
+    """Where the code span found from `at` ends: its closing run of backticks (content is normalised)."""
+    ticks = token.markup
+    start = _backticks(ticks).search(source, at)
+    close = _backticks(ticks).search(source, start.end()) if start else None
+    return close.end() if close else -1
+
+
+def _backticks(ticks: str) -> re.Pattern:
+    return re.compile(rf"(?<!`){re.escape(ticks)}(?!`)")
+
+
+def _html_end(source: str, at: int, token) -> int:
+    found = source.find(token.content, at)
+    return found + len(token.content) if found >= 0 else -1
+
+
+def _link_end(source: str, at: int, token) -> int:
+    """Where a link's `](target "title")`, `][label]` or `]` ends (an autolink's `>`)."""
+    if token.markup in ("autolink", "linkify"):
+        found = source.find(">", at) if token.markup == "autolink" else at
+        return found + 1 if token.markup == "autolink" and found >= 0 else found
+    close = source.find("]", at)
+    return _destination_end(source, close + 1) if close >= 0 else -1
+
+
+def _image_end(source: str, at: int, token) -> int:
+    """Where `![alt](src)` found from `at` ends: the alt text is not translated (yet), but kept."""
+    start = source.find("![", at)
+    if start < 0:
+        return -1
+    depth, i = 0, start + 1
+    while i < len(source):
+        if source[i] == "\\":
+            i += 2
+            continue
+        depth += {"[": 1, "]": -1}.get(source[i], 0)
+        if depth == 0:
+            return _destination_end(source, i + 1)
+        i += 1
+    return -1
+
+
+def _destination_end(source: str, at: int) -> int:
+    """After a link's `]` at `at`-1: past `(target "title")` (parentheses balanced, quoted and <>
+    parts skipped whole) or `[label]`; a shortcut reference has neither."""
+    if source.startswith("[", at):
+        close = source.find("]", at)
+        return close + 1 if close >= 0 else -1
+    if not source.startswith("(", at):
+        return at
+    depth, i, quote = 0, at, None
+    while i < len(source):
+        c = source[i]
+        if c == "\\":
+            i += 2
+            continue
+        if quote:
+            quote = None if c == quote else quote
+        elif c in "\"'<":
+            quote = ">" if c == "<" else c
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return -1
+
+
+_CONTINUATION = re.compile(r"\r?\n[ \t>]*")  # a line break inside a paragraph, and a quote's or list's prefix
+# The source each kind of non-text token spans, skipped so that a later text token is never found
+# inside it (the "." of a link's target, a word inside a code span).
+_SKIPPED = {"code_inline": _code_span_end, "html_inline": _html_end, "link_close": _link_end, "image": _image_end}
+
+
 def _pieces(source: str, children) -> tuple[list[str], list[bool]] | None:
     """The inline source cut at its text tokens, or None where one cannot be found as written. A
     line break inside the paragraph, with the next line's container prefix ("> "), reads as a space."""
@@ -53,25 +130,32 @@ def _pieces(source: str, children) -> tuple[list[str], list[bool]] | None:
             is_text.append(text)
 
     for token in children:
-        if token.type == "link_open":
-            autolink = token.markup in ("autolink", "linkify")
-        elif token.type == "link_close":
-            autolink = False
         if token.type == "softbreak":
             broken_at = source.find("\n", cursor)
             if broken_at < 0:
                 return None
             broken_at -= source[broken_at - 1 : broken_at] == "\r"  # a CRLF file's break
             continue
-        if token.type != "text" or autolink:
-            continue
-        at = source.find(token.content, cursor if broken_at is None else broken_at)
-        if at < 0:
-            return None
-        if broken_at is not None:
+        if broken_at is not None:  # the break and the next line's prefix: one space of text
             add(source[cursor:broken_at], False)
             add(" ", True)  # whitespace: written back as it is, one space
-            cursor, broken_at = at, None
+            cursor, broken_at = _CONTINUATION.match(source, broken_at).end(), None
+        if token.type == "link_open":
+            autolink = token.markup in ("autolink", "linkify")
+        elif token.type == "link_close":
+            autolink = False
+        if token.type in _SKIPPED:
+            end = _SKIPPED[token.type](source, cursor, token)
+            if end < 0:
+                return None
+            add(source[cursor:end], False)
+            cursor = end
+            continue
+        if token.type != "text" or autolink:
+            continue
+        at = source.find(token.content, cursor)
+        if at < 0:
+            return None
         add(source[cursor:at], False)
         add(token.content, True)
         cursor = at + len(token.content)
