@@ -31,6 +31,17 @@ def test_forced_scores_add_up_to_the_search_log_prob_and_repeat_its_attention():
         torch.testing.assert_close(forced.cross_attention, h.attention, atol=1e-5, rtol=1e-4)
 
 
+def test_attention_alone_skips_the_scores_and_is_the_same_attention():
+    model = tiny_model()
+    src = source_batch()
+    outputs = [h.tokens for h in greedy_search(model, src, limits=LIMITS)]
+    both = force_decode(model, _rows(src), outputs, need_attention=True)
+    alone = force_decode(model, _rows(src), outputs, need_attention=True, need_log_probs=False)
+    for b, a in zip(both, alone, strict=True):
+        assert a.token_log_probs == [] and b.token_log_probs
+        torch.testing.assert_close(a.cross_attention, b.cross_attention)
+
+
 def test_a_sentence_scores_the_same_alone_as_in_a_padded_batch():
     model = tiny_model()
     src = source_batch()

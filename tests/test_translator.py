@@ -157,6 +157,15 @@ def test_alignments_link_words_of_the_source_and_of_the_output(translator):
             assert sorted({j for _, j in t.alignment}) == list(range(len(t.text.split())))
 
 
+def test_alignments_read_from_the_search_equal_those_of_the_teacher_forced_pass(translator):
+    # Alone, alignments come from the attention the search recorded; with scores, from the forced
+    # pass that computes the scores anyway. The two read the same attention.
+    from_search = translator.translate_detailed(SENTENCES + [""], beam=3, n_best=2, alignments=True)
+    forced = translator.translate_detailed(SENTENCES + [""], beam=3, n_best=2, alignments=True, scores=True)
+    assert [[t.alignment for t in s] for s in from_search] == [[t.alignment for t in s] for s in forced]
+    assert from_search[-1][0].alignment == [] and all(t.attention is None for s in from_search for t in s)
+
+
 def test_aligning_given_pairs_covers_every_target_word_and_ignores_batching(translator):
     targets = ["A man rides a bike .", "Two dogs play in the snow .", "A child .", "A woman with a hat ."]
     together = translator.align(SENTENCES, targets)

@@ -51,19 +51,32 @@ class ForcedScorer:
         self.engine.capabilities.require(["alignment" if method == DEFAULT_METHOD else "attention"], self.engine.name)
 
     def forced(
-        self, src_ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], *, need_attention: bool
+        self,
+        src_ids: Sequence[Sequence[int]],
+        outputs: Sequence[Sequence[int]],
+        *,
+        need_attention: bool,
+        need_log_probs: bool = True,
     ) -> list[ForcedScore]:
         """The engine's teacher-forced pass over outputs of its own search: an output as long as its
         length limit was cut there (no end token to score), any shorter one ended."""
         limits = self.limits.max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
         ended = [len(out) < limit for out, limit in zip(outputs, limits, strict=True)]
-        return self.engine.score_ids(src_ids, outputs, ended=ended, need_attention=need_attention)
+        return self.engine.score_ids(
+            src_ids, outputs, ended=ended, need_attention=need_attention, need_log_probs=need_log_probs
+        )
 
     def score(
-        self, src_ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], *, alignments: bool
+        self,
+        src_ids: Sequence[Sequence[int]],
+        outputs: Sequence[Sequence[int]],
+        *,
+        alignments: bool,
+        probabilities: bool = True,
     ) -> list[ScoredOutput]:
-        """One ScoredOutput per (source ids, output tokens) pair, from one teacher-forced pass."""
-        forced = self.forced(src_ids, outputs, need_attention=alignments)
+        """One ScoredOutput per (source ids, output tokens) pair, from one teacher-forced pass; without
+        `probabilities`, token_probs are empty and confidence 0 (the pass then skips the output layer)."""
+        forced = self.forced(src_ids, outputs, need_attention=alignments, need_log_probs=probabilities)
         scored = []
         for src, out, f in zip(src_ids, outputs, forced, strict=True):
             log_probs = f.token_log_probs
@@ -78,7 +91,7 @@ class ForcedScorer:
     ) -> list[list[tuple[int, int]]]:
         """Word alignments of given pairs (each target read to its end token)."""
         self.check_aligns(method)
-        scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True)
+        scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True, need_log_probs=False)
         return [
             self.word_pairs(src, tgt, forced.cross_attention, method)
             for src, tgt, forced in zip(src_ids, tgt_ids, scored, strict=True)

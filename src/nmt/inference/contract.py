@@ -152,10 +152,11 @@ class Engine(Protocol):
         *,
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
+        need_log_probs: bool = True,
     ) -> list[ForcedScore]:
         """Each output's per-token log-probabilities (and, with need_attention, cross-attention: every
         layer where capabilities.attention, else the one alignments read) under teacher forcing; see
-        nmt.decoding.forced."""
+        nmt.decoding.forced. need_log_probs=False: the attention alone (token_log_probs empty)."""
 
     def translate_constrained(
         self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest

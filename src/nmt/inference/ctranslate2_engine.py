@@ -238,6 +238,7 @@ class CTranslate2Engine:
         *,
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
+        need_log_probs: bool = True,
     ) -> list[ForcedScore]:
         """Teacher-forced per-token log-probabilities of given outputs (CTranslate2's score_batch,
         which scores an end token after each); with need_attention, the attention word alignments
@@ -253,7 +254,7 @@ class CTranslate2Engine:
         target_pieces = {i: piece for piece, i in self.tgt_ids.items()}
         source_tokens = [[self.src_vocab[t] for t in source] for source in sources]
         output_tokens = [[target_pieces[t] for t in output] for output in outputs]
-        scored = self._score_pieces(source_tokens, output_tokens)
+        scored = self._score_pieces(source_tokens, output_tokens) if need_log_probs else [[] for _ in outputs]
         attention = self._alignment_attention(source_tokens, output_tokens) if need_attention else None
         results = []
         for k, (output, end, log_probs) in enumerate(zip(outputs, ended, scored, strict=True)):

@@ -122,6 +122,7 @@ class TorchEngine:
         *,
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
+        need_log_probs: bool = True,
     ) -> list[ForcedScore]:
         """Teacher-forced scores of given outputs (see nmt.decoding.forced), in this thread, in batches
         of similar length within decode.batch_tokens."""
@@ -136,6 +137,7 @@ class TorchEngine:
                     [outputs[i] for i in rows],
                     ended=[ended[i] for i in rows],
                     need_attention=need_attention,
+                    need_log_probs=need_log_probs,
                     min_len=self.decode.min_len,
                 )
                 found.update(zip(rows, scored, strict=True))
