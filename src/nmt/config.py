@@ -49,6 +49,11 @@ class DataConfig:
     max_ratio: float | None = 3.0  # drop training pairs whose length ratio exceeds this (null: keep all)
     bpe_dropout: float = 0.0  # re-segment the training pairs each epoch, skipping each BPE merge with this chance
     strip_annotations: bool = False  # take transcript annotations ("( laughter )") out of the training pairs
+    # Several directions in one model (nmt.training.multilingual): "corpus:src-tgt" each, ":N" after
+    # one to keep N of its pairs, e.g. [multi30k:de-en, multi30k:fr-en, "multi30k:cs-en:3000"]. The
+    # corpus, src_lang, tgt_lang and file fields above are then not read. null: one pair.
+    pairs: list[str] | None = None
+    temperature: float = 5.0  # with pairs: direction p sampled with probability ~ size_p^(1/T) (1: as sized)
 
     # Lengths count [START] and [END]: a limit under 3 would drop every pair.
     RULES: ClassVar[dict[str, Rule]] = {
@@ -60,6 +65,8 @@ class DataConfig:
         "max_tgt_len": at_least(3),
         "max_ratio": at_least(1),
         "bpe_dropout": Rule(lambda v: 0 <= v < 1, "in [0, 1)"),
+        "pairs": Rule(lambda v: len(v) >= 1, "a list of one or more corpus:src-tgt"),
+        "temperature": above(0),
     }
 
     def __post_init__(self) -> None:
@@ -67,8 +74,57 @@ class DataConfig:
         for split in ("train", "valid"):
             if getattr(self, f"{split}_tgt") is not None and getattr(self, f"{split}_src") is None:
                 raise ConfigError(f"data.{split}_tgt needs data.{split}_src")
-            if self.corpus is None and getattr(self, f"{split}_src") is None:
+            if self.corpus is None and getattr(self, f"{split}_src") is None and self.pairs is None:
                 raise ConfigError(f"data.corpus is null: set data.{split}_src (and data.{split}_tgt)")
+        if self.pairs is not None:
+            directions = self.directions  # each entry parsed: a bad one is an error now
+            names = [d.name for d in directions]
+            if len(set(names)) < len(names):
+                raise ConfigError(f"data.pairs names a direction twice: {', '.join(names)}")
+            if self.bpe_dropout > 0:
+                raise ConfigError("data.bpe_dropout is not supported with data.pairs yet")
+
+    @property
+    def directions(self) -> list[PairSpec]:
+        """The directions this model learns: data.pairs, or the one pair of src_lang and tgt_lang."""
+        if self.pairs is None:
+            return [PairSpec(self.corpus, self.src_lang, self.tgt_lang, None)]
+        return [PairSpec.parse(text, f"data.pairs[{i}]") for i, text in enumerate(self.pairs)]
+
+    @property
+    def target_languages(self) -> list[str]:
+        """The target languages of a model with several (each source then starts with >>xx<<); else []."""
+        targets = sorted({d.tgt_lang for d in self.directions})
+        return targets if len(targets) > 1 else []
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """One direction of data.pairs: a registered corpus, its two languages, at most max_pairs pairs."""
+
+    corpus: str | None
+    src_lang: str
+    tgt_lang: str
+    max_pairs: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.src_lang}-{self.tgt_lang}"
+
+    @classmethod
+    def parse(cls, text: str, key: str = "data.pairs") -> PairSpec:
+        """'multi30k:cs-en' or 'multi30k:cs-en:3000'; ConfigError naming `key` otherwise."""
+        match = re.fullmatch(r"([\w.-]+):([A-Za-z_]+)-([A-Za-z_]+)(?::(\d+))?", text.strip())
+        if match is None:
+            raise ConfigError(
+                f"{key} must look like corpus:src-tgt or corpus:src-tgt:N (e.g. multi30k:cs-en:3000), got {text!r}"
+            )
+        corpus, src, tgt, cap = match.groups()
+        if src == tgt:
+            raise ConfigError(f"{key}: {text!r} translates {src} into itself")
+        if cap is not None and int(cap) < 1:
+            raise ConfigError(f"{key}: {text!r} keeps no pairs")
+        return cls(corpus, src, tgt, int(cap) if cap is not None else None)
 
 
 @dataclass
@@ -158,6 +214,9 @@ class TrainConfig:
     valid_every: int = 1000  # steps between validations (and checkpoints)
     valid_bleu_sentences: int = 500  # validation sentences translated (greedy) for BLEU; 0 skips BLEU
     best_metric: str = "bleu"  # bleu | loss: which validation metric picks the best checkpoint (and keep_best's)
+    # with data.pairs: the direction whose BLEU picks the best checkpoint (null: the directions' mean,
+    # by which keep_best always ranks)
+    best_direction: str | None = None
     keep_last: int = 5  # checkpoints kept on disk (the best is kept apart)
     keep_best: int = 0  # besides keep_last, keep the K best by best_metric (for nmt average --best; 0: off)
     patience: int | None = None  # stop after this many validations without improvement (null: never)
@@ -246,6 +305,15 @@ class ExperimentConfig:
         # Checked again by ModelSection.build, but only once the tokenizer is trained: say it now.
         if self.model.sharing == "all" and not self.tokenizer.joint:
             raise ConfigError(SHARING_ALL_NEEDS_JOINT)
+        if self.data.pairs is not None and not self.tokenizer.joint:
+            raise ConfigError(
+                "data.pairs trains one subword model over all its languages: it needs tokenizer.joint=true"
+            )
+        names = [d.name for d in self.data.directions]
+        if self.train.best_direction is not None and self.train.best_direction not in names:
+            raise ConfigError(
+                f"train.best_direction must be one of {', '.join(names)}, got {self.train.best_direction!r}"
+            )
         if self.data.bpe_dropout > 0 and self.tokenizer.kind != "bpe":
             raise ConfigError(f"data.bpe_dropout needs tokenizer.kind=bpe (merges to drop), not {self.tokenizer.kind}")
 
@@ -309,6 +377,9 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "train.r_drop_alpha",
         "data.bpe_dropout",
         "data.strip_annotations",
+        "data.pairs",
+        "data.temperature",
+        "train.best_direction",
         "tokenizer.pretokenized",
         "tokenizer.sample_pairs",
         "train.keep_best",

@@ -101,7 +101,9 @@ def read_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
     model_dir = Path(model_dir)
     config = read_run_config(model_dir)
     if config is not None:
-        return config.data.src_lang, config.data.tgt_lang
+        directions = config.data.directions  # several, for a multilingual model: a language if they share it
+        sources, targets = {d.src_lang for d in directions}, {d.tgt_lang for d in directions}
+        return (sources.pop() if len(sources) == 1 else None), (targets.pop() if len(targets) == 1 else None)
     if (model_dir / IMPORTED_FROM).is_file():
         try:
             origin = json.loads((model_dir / IMPORTED_FROM).read_text(encoding="utf-8"))
@@ -109,6 +111,13 @@ def read_languages(model_dir: str | Path) -> tuple[str | None, str | None]:
             raise ValueError(f"{model_dir / IMPORTED_FROM}: not JSON ({err})") from None
         return origin.get("source_lang"), origin.get("target_lang")
     return None, None
+
+
+def read_directions(model_dir: str | Path) -> list[tuple[str, str]]:
+    """The (source, target) directions a model of nmt's own was trained for: data.pairs' for a
+    multilingual model, else its one pair; [] for an imported model (read_languages says what it can)."""
+    config = read_run_config(Path(model_dir))
+    return [] if config is None else [(d.src_lang, d.tgt_lang) for d in config.data.directions]
 
 
 def read_text_form(model_dir: str | Path) -> TextForm | None:

@@ -50,8 +50,8 @@ from tokenizers import (
 
 from .config_checks import ConfigError, Rule, at_least, check_fields, one_of
 from .files import atomic_write_text
+from .sentencepiece_tokenizer import LANGUAGE_CODE, load_sentencepiece_tokenizers, save_sentencepiece_tokenizers
 from .sentencepiece_tokenizer import SETTINGS_FILE as SENTENCEPIECE_SETTINGS
-from .sentencepiece_tokenizer import load_sentencepiece_tokenizers, save_sentencepiece_tokenizers
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,6 @@ class SubwordTokenizer:
 
     # The special ids, the same for every tokenizer nmt trains (an imported model's have their own).
     pad_id, unk_id, start_id, eos_id = PAD_ID, UNK_ID, BOS_ID, EOS_ID
-    target_languages: tuple[str, ...] = ()  # one target: only an imported multi-target model lists some
 
     def __init__(self, tokenizer: Tokenizer) -> None:
         """Wrap a trained HF tokenizer; its special tokens must have the fixed ids."""
@@ -153,6 +152,21 @@ class SubwordTokenizer:
             if found != expected:
                 raise ValueError(f"special token {token} has id {found}, expected {expected}")
         self._tokenizer = tokenizer
+
+    @functools.cached_property
+    def target_languages(self) -> list[str]:
+        """The ``xx`` of each ``>>xx<<`` token (with_language_tokens): the target languages of a
+        multilingual model, chosen by the token that starts each source sentence; [] for one target."""
+        added = self._tokenizer.get_added_tokens_decoder().values()
+        return sorted(m.group(1) for token in added if (m := LANGUAGE_CODE.fullmatch(token.content)))
+
+    def with_language_tokens(self, languages: Iterable[str]) -> SubwordTokenizer:
+        """A copy with one ``>>xx<<`` token per language after the trained vocabulary: special
+        tokens, so each is one id wherever it stands in a text, never cut into pieces (Marian's
+        convention for multi-target models, which OPUS-MT tooling and transformers read)."""
+        copy = Tokenizer.from_str(self._tokenizer.to_str())
+        copy.add_special_tokens([f">>{language}<<" for language in languages])
+        return SubwordTokenizer(copy)
 
     # ----- training -------------------------------------------------------------
 

@@ -36,7 +36,7 @@ from .model import Transformer
 from .model_dir import read_decode_config, read_languages, read_text_form
 from .term_search import TermSearch
 from .text_form import TextForm
-from .tokenizer import SubwordTokenizer
+from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -362,12 +362,17 @@ class Translator:
     def encode_source(self, text: str, target_lang: str | None = None) -> tuple[list[int], bool]:
         """Source ids with the tokenizer's special tokens, cut to max_source_tokens (keeping the end
         token, the last id); and whether it was cut. A multi-target model's sentence starts with the
-        chosen target language's token; without one chosen, it is refused, naming the languages."""
+        chosen target language's token, unless it starts with one already (as OPUS-MT's users write
+        them); without one chosen, it is refused, naming the languages."""
         if self.target_languages:
-            language = target_lang or self.target_lang
-            if language is None:
-                self.check_target_language(None)  # raises, naming the languages
-            text = f">>{language}<< {text}"
+            written = LANGUAGE_CODE.match(text)
+            if written is not None:
+                self.check_target_language(written.group(1))
+            else:
+                language = target_lang or self.target_lang
+                if language is None:
+                    self.check_target_language(None)  # raises, naming the languages
+                text = f">>{language}<< {text}"
         ids = self.src_tokenizer.encode(text)
         if len(ids) <= self.max_source_tokens:
             return ids, False

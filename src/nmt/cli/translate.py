@@ -126,6 +126,12 @@ def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
         description="Translate a test set and score it with sacreBLEU.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--zero-shot",
+        action="store_true",
+        help="a multilingual model: evaluate a --test direction it was not trained for (its target token "
+        "must exist); refused without this",
+    )
     target_lang_option(p)
     glossary_option(p)
     p.set_defaults(func=cmd_evaluate)
@@ -351,6 +357,26 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
     return src_path, sources, references, pretokenized
 
 
+def test_direction_target(args: argparse.Namespace, translator) -> str | None:
+    """--target-lang, or a multi-target model's --test target; a --test direction that a
+    multilingual model of nmt's own was not trained for is refused, naming those it was
+    (--zero-shot tries it anyway)."""
+    from ..model_dir import read_directions
+
+    if not args.test or ":" not in args.test or "-" not in args.test.rsplit(":", 1)[-1]:
+        return args.target_lang
+    src_lang, tgt_lang = args.test.rsplit(":", 1)[-1].split("-", 1)
+    trained = read_directions(args.model)
+    if len(trained) > 1 and (src_lang, tgt_lang) not in trained and not args.zero_shot:
+        names = ", ".join(f"{s}-{t}" for s, t in trained)
+        raise CommandError(
+            f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang} (--zero-shot to try it anyway)"
+        )
+    if args.target_lang is None and tgt_lang in translator.target_languages:
+        return tgt_lang
+    return args.target_lang
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..evaluation import score_translations
     from ..translation_io import translate_sentences
@@ -358,7 +384,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     src_path, sources, references, pretokenized = read_test_set(args)
     glossary = load_glossary(args)
     translator = load_translator(args)
-    translator.choose_target_language(args.target_lang)
+    translator.choose_target_language(test_direction_target(args, translator))
     hypotheses = translate_sentences(
         translator, sources, name=str(src_path), pretokenized=pretokenized, glossary=glossary
     )

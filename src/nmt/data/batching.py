@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .pair_sampling import direction_shares, epoch_examples
+
 # Must equal nmt.tokenizer.PAD_ID (a test checks); not imported, so that
 # this module stays usable without the tokenizer's dependencies.
 PAD_ID = 0
@@ -188,6 +190,9 @@ class TokenBatchSampler:
     ``num_shards``-th batch from ``shard_index``. In training the dropped
     batches are a different random few each epoch; for evaluation use
     ``num_shards=1`` if no example may be skipped.
+
+    Several directions (``groups``: each example's, 0 .. k-1): step 1 draws the epoch's examples
+    by ``temperature`` (nmt.data.pair_sampling) instead of taking each once.
     """
 
     def __init__(
@@ -202,6 +207,8 @@ class TokenBatchSampler:
         num_shards: int = 1,
         shard_index: int = 0,
         max_sentences: int | None = None,
+        groups: np.ndarray | None = None,
+        temperature: float = 1.0,
     ) -> None:
         """``pool_size=None`` means about 100 batches' worth of examples (Marian's maxi-batch)."""
         self.src_lengths = np.asarray(src_lengths, dtype=np.int64)
@@ -213,6 +220,10 @@ class TokenBatchSampler:
         if not 0 <= shard_index < num_shards:
             raise ValueError(f"shard_index {shard_index} out of range for {num_shards} shards")
         self.cost = np.maximum(self.src_lengths, self.tgt_lengths)  # (n,) tokens one example adds
+        if groups is not None and len(groups) != len(self.cost):
+            raise ValueError(f"{len(groups)} directions for {len(self.cost)} examples")
+        self.groups, self.temperature = groups, temperature
+        self.shares = None if groups is None else direction_shares(np.bincount(groups), temperature)
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
         self.seed = seed
@@ -249,6 +260,8 @@ class TokenBatchSampler:
             num_shards=self.num_shards,
             shard_index=self.shard_index,
             max_sentences=self.max_sentences,
+            groups=self.groups,
+            temperature=self.temperature,
         )
 
     def _sort(self, idx: np.ndarray) -> np.ndarray:
@@ -277,7 +290,9 @@ class TokenBatchSampler:
         if not self.shuffle:
             return self._cut(self._sort(np.arange(len(self.cost))))
         rng = np.random.default_rng([self.seed, epoch])
-        order = rng.permutation(len(self.cost))
+        order = (
+            rng.permutation(len(self.cost)) if self.groups is None else epoch_examples(self.groups, self.shares, rng)
+        )
         batches = []
         for start in range(0, len(order), self.pool_size):
             batches.extend(self._cut(self._sort(order[start : start + self.pool_size])))

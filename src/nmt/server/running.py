@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..glossary import Glossary
-from ..model_dir import read_languages
+from ..model_dir import read_directions, read_languages
 from ..translator import EngineOptions, Translator
 from .access import LOOPBACK_NAMES, AccessPolicy
 from .app import create_app
@@ -108,8 +108,9 @@ def serve_on(
     port = sock.getsockname()[1]  # the one the system chose for port 0
     engine = engine or EngineOptions()
     model_dirs = [model_dir] if isinstance(model_dir, (str, Path)) else list(model_dir)
-    directions = [(str(d), *read_languages(d)) for d in model_dirs]
-    model_routes([{"model": d, "src_lang": s, "tgt_lang": t} for d, s, t in directions])  # before any loads
+    known = [(str(d), *read_languages(d), read_directions(d)) for d in model_dirs]
+    # two models for one direction are refused before any loads
+    model_routes([{"model": d, "src_lang": s, "tgt_lang": t, "directions": ds} for d, s, t, ds in known])
     loaded = []
     for each_dir in model_dirs:
         translator = Translator.load(each_dir, engine, **(decode or {}))
@@ -128,11 +129,11 @@ def serve_on(
         )
     for _, each_info in loaded:
         size = each_info["parameters"]
+        pairs = each_info.get("directions") or [(each_info["src_lang"], each_info["tgt_lang"])]
         log.info(
-            "serving %s (%s -> %s, %s engine%s) at http://%s:%d/",
+            "serving %s (%s, %s engine%s) at http://%s:%d/",
             each_info["model"],
-            each_info["src_lang"],
-            each_info["tgt_lang"],
+            ", ".join(f"{s} -> {t}" for s, t in pairs),
             each_info["engine"],
             f", {size:,} parameters" if size is not None else "",
             host,

@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import Receive
 
 from ..inference.plan import SearchRequest
-from ..model_dir import read_languages
+from ..model_dir import read_directions, read_languages
 from ..translator import Translation, Translator
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .keys import Admission, Refusal
@@ -56,6 +56,8 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "tgt_lang": tgt_lang,
         # a multi-target model: the languages of its >>xx<< tokens, each a direction of its own
         "target_langs": list(getattr(translator, "target_languages", [])),
+        # the directions a multilingual model of nmt's own was trained for, as [source, target]
+        "directions": [list(d) for d in read_directions(model_dir)],
         "device": str(translator.device),
     }
 
@@ -68,9 +70,12 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
     routes: dict[tuple[str, str], tuple[int, str | None]] = {}
     for index, info in enumerate(infos):
         several = info.get("target_langs") or []
-        targets = [(t, t) for t in several] if several else [(info.get("tgt_lang"), None)]
-        for target, asked in targets:
-            pair = (info.get("src_lang"), target)
+        if len(info.get("directions") or []) > 1:  # trained directions, each asked for by its target
+            pairs = [((src, tgt), tgt if several else None) for src, tgt in info["directions"]]
+        else:
+            targets = [(t, t) for t in several] if several else [(info.get("tgt_lang"), None)]
+            pairs = [((info.get("src_lang"), target), asked) for target, asked in targets]
+        for pair, asked in pairs:
             if not all(pair):
                 continue
             if pair in routes:

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from ..config import DataConfig
 from ..data.annotations import AnnotationStats, frequent_asides, without_annotations
-from ..data.batching import filter_by_length
+from ..data.batching import LengthFilterReport, filter_by_length
 from ..data.corpus import ReadStats, count_lines, read_jsonl, read_parallel, read_tsv
 from ..data.encoded import EncodedCorpus, cache_key, cached_encode, encode_chunks, encode_corpus, file_fingerprint
 from ..data.registry import data_home, is_pretokenized, parallel_files
@@ -35,11 +35,13 @@ class CorpusFiles:
     src: Path
     tgt: Path | None = None
     strip_annotations: bool = False  # transcript annotations out (nmt.data.annotations), counted in the log
+    source_prefix: str = ""  # before each source sentence: a multilingual model's ">>xx<< " target token
 
     def pairs(self, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
-        if not self.strip_annotations:
-            return self.read(stats)
-        return self.annotations_stripped(stats)
+        pairs = self.annotations_stripped(stats) if self.strip_annotations else self.read(stats)
+        if not self.source_prefix:
+            return pairs
+        return ((self.source_prefix + src, tgt) for src, tgt in pairs)
 
     @functools.cached_property
     def asides(self) -> tuple[frozenset[str], frozenset[str]]:
@@ -64,7 +66,7 @@ class CorpusFiles:
 
     def fingerprint(self) -> str:
         files = "|".join(file_fingerprint(p) for p in (self.src, self.tgt) if p is not None)
-        return files + ("|annotations stripped" if self.strip_annotations else "")
+        return files + ("|annotations stripped" if self.strip_annotations else "") + f"|{self.source_prefix}"
 
     def count(self) -> int:
         """Lines of the source file: the pairs before empty ones are skipped (fast: no decoding)."""
@@ -122,6 +124,8 @@ def validation_is_pretokenized(data: DataConfig) -> bool:
 def split_files(data: DataConfig, split: str) -> CorpusFiles:
     """The files of `split` ("train" or "valid"): explicit paths win over the named corpus."""
     src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
+    if data.pairs is not None:
+        raise ValueError("data.pairs names several corpora: see nmt.training.multilingual")
     # The validation set stays as published, so that its scores compare with other toolkits'.
     strip = data.strip_annotations and split == "train"
     if src is not None:
@@ -131,6 +135,16 @@ def split_files(data: DataConfig, split: str) -> CorpusFiles:
     name = data.train_split if split == "train" else data.valid_split
     src_path, tgt_path = parallel_files(data.corpus, name, data.src_lang, data.tgt_lang)
     return CorpusFiles(src_path, tgt_path, strip_annotations=strip)
+
+
+@dataclass
+class ValidationSet:
+    """One direction's validation text, as the model reads it (a multilingual model's with its
+    >>xx<< token first) and its references."""
+
+    direction: str  # "de-en"
+    sources: list[str]
+    references: list[str]
 
 
 @dataclass
@@ -144,6 +158,14 @@ class TrainingData:
     # With BPE-dropout: the training pairs of `train`, in its order, segmented afresh at each call.
     resample_train: Callable[[], EncodedCorpus] | None = None
     pretokenized: bool = False  # the corpus is tokenised text: validation BLEU with tokenize=none
+    # Several directions (nmt.training.multilingual): each training pair's direction, 0 .. k-1, and
+    # a validation set per direction; None for one pair.
+    train_groups: np.ndarray | None = None
+    valid_sets: list[ValidationSet] | None = None
+
+    def validation_sets(self) -> list[ValidationSet]:
+        """The sets validation translates: one per direction ("" names the one of a bilingual model)."""
+        return self.valid_sets or [ValidationSet("", self.valid_src_text, self.valid_ref_text)]
 
     def train_for_epoch(self) -> EncodedCorpus:
         """The training pairs as one epoch sees them: `train`, or a new sampled segmentation of it."""
@@ -182,6 +204,17 @@ def bpe_dropout_resampler(
         return corpus.take(keep) if keep is not None else corpus
 
     return resample
+
+
+def length_filtered(corpus: EncodedCorpus, data: DataConfig) -> tuple[np.ndarray, LengthFilterReport]:
+    """The rows of `corpus` within data's length limits, and why the others are not."""
+    return filter_by_length(
+        corpus.src_lengths(),
+        corpus.tgt_lengths(),
+        max_src_len=data.max_src_len,
+        max_tgt_len=data.max_tgt_len,
+        max_ratio=data.max_ratio,
+    )
 
 
 def encode_split(
@@ -228,13 +261,7 @@ def load_training_data(
     sampled.cache_clear()  # the sample's text is not needed past here
     dropping = bpe_dropout_tokenizers(src_tok, tgt_tok, data.bpe_dropout, model_dir) if data.bpe_dropout else None
     train = encode_split(train_files, src_tok, tgt_tok, model_dir, progress=progress)
-    keep, report = filter_by_length(
-        train.src_lengths(),
-        train.tgt_lengths(),
-        max_src_len=data.max_src_len,
-        max_tgt_len=data.max_tgt_len,
-        max_ratio=data.max_ratio,
-    )
+    keep, report = length_filtered(train, data)
     log.info("training pairs: %s", report.report())
     kept = keep if len(keep) < len(train) else None
     if kept is not None:

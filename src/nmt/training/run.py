@@ -29,6 +29,7 @@ from ..text_form import TextForm
 from .datasets import TrainingData, check_input_files, load_training_data, split_files
 from .distributed import Distributed
 from .loss import LossModule
+from .multilingual import load_multilingual_data
 from .placement import place
 from .trainer import Stopped, Trainer
 
@@ -70,7 +71,7 @@ def train(
 
 def corpus_text_form(config: ExperimentConfig) -> TextForm | None:
     """The form of a registry corpus published tokenised and lower-cased (ted_hrlr); None for running text."""
-    if config.data.corpus is None or not is_pretokenized(config.data.corpus):
+    if config.data.pairs is not None or config.data.corpus is None or not is_pretokenized(config.data.corpus):
         return None
     src_asides, tgt_asides = split_files(config.data, "train").asides
     return TextForm(
@@ -110,9 +111,8 @@ def build_trainer(
             if init_from is not None:
                 copy_tokenizers(init_from, model_dir)
                 atomic_write_text(model_dir / INIT_FROM, f"{init_from.resolve()}\n")
-        data = data or load_training_data(
-            config.data, config.tokenizer, model_dir, progress=progress_bar and dist.is_main
-        )
+        load = load_multilingual_data if config.data.pairs is not None else load_training_data
+        data = data or load(config.data, config.tokenizer, model_dir, progress=progress_bar and dist.is_main)
     torch.manual_seed(cfg.seed)
     if init_from is not None and (init_from / IMPORTED_FROM).is_file():
         model_config = imported_model_config(config, init_from)
@@ -137,6 +137,8 @@ def build_trainer(
         seed=cfg.seed,
         num_shards=dist.world_size,
         shard_index=dist.rank,
+        groups=data.train_groups,
+        temperature=config.data.temperature,
     )
     return Trainer(
         cfg,

@@ -250,7 +250,9 @@ class Trainer:
         )
         self.metrics.write("valid", self.progress.step, **result)
         metric = cfg.best_metric  # "bleu" or "loss" (checked by TrainConfig)
-        value = result[metric] if metric == "bleu" else -result[metric]  # higher is better
+        if metric == "bleu" and cfg.best_direction is not None and len(self.data.validation_sets()) > 1:
+            metric = f"bleu_{cfg.best_direction}"  # else bleu: of the one direction, or the directions' mean
+        value = result[metric] if metric.startswith("bleu") else -result[metric]  # higher is better
         improved = self.progress.best is None or value > self.progress.best
         if improved:
             self.progress.best, self.progress.bad_validations = value, 0

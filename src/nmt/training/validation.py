@@ -44,7 +44,9 @@ def validate(
     bleu_sentences: int,
     decode: DecodeConfig,
 ) -> dict[str, float]:
-    """Loss/ppl/acc, plus cased BLEU and chrF of greedy translations of the first `bleu_sentences`."""
+    """Loss/ppl/acc, plus cased BLEU and chrF of greedy translations of the first `bleu_sentences`
+    (of each direction, for a multilingual model: bleu_de-en, chrf_de-en, ..., and bleu and chrf
+    their mean)."""
     was_training = model.training
     model.eval()
     result = validation_loss(model, data, batch_tokens=batch_tokens, device=device)
@@ -55,9 +57,16 @@ def validate(
         translator = Translator(
             model, data.src_tokenizer, data.tgt_tokenizer, decode=decode, workers=1, threads=torch.get_num_threads()
         )
-        sources = data.valid_src_text[:bleu_sentences]
-        hyps = translator.translate(sources, beam=1)
-        scores = score_translations(hyps, data.valid_ref_text[:bleu_sentences], pretokenized=data.pretokenized)
-        result.update(bleu=scores.bleu, chrf=scores.chrf)
+        sets = data.validation_sets()
+        for valid in sets:
+            hyps = translator.translate(valid.sources[:bleu_sentences], beam=1)
+            scores = score_translations(hyps, valid.references[:bleu_sentences], pretokenized=data.pretokenized)
+            if len(sets) == 1:
+                result.update(bleu=scores.bleu, chrf=scores.chrf)
+            else:
+                result.update({f"bleu_{valid.direction}": scores.bleu, f"chrf_{valid.direction}": scores.chrf})
+        if len(sets) > 1:
+            for metric in ("bleu", "chrf"):
+                result[metric] = sum(result[f"{metric}_{v.direction}"] for v in sets) / len(sets)
     model.train(was_training)
     return result

@@ -1,0 +1,153 @@
+"""Several directions in one model (data.pairs): their data, joined for one training run.
+
+    data.pairs: [multi30k:de-en, multi30k:fr-en, "multi30k:cs-en:3000"]   # many-to-one
+    data.pairs: [multi30k:en-de, multi30k:en-fr, multi30k:en-cs]          # one-to-many
+
+Each direction is read from the registry, cut to its cap (a seeded random subset, the same in
+every run), encoded and cached as any corpus, and filtered by length; the directions are then
+joined into one training set that keeps each pair's direction, so that batches draw directions
+by temperature (data.temperature, nmt.data.pair_sampling) rather than as the corpora are sized.
+
+One subword model covers every language. It is trained on an equal share of each language's
+text (as far as a direction's pairs go), so that a language on the target side of three
+directions does not take three times the vocabulary of one on a single source side.
+
+A model with several target languages reads which one to write from a ">>xx<<" token before each
+source sentence (Marian's convention: OPUS-MT's multi-target models, which `nmt import` reads and
+`--target-lang` drives); its vocabulary holds one such token per target language. A many-to-one
+model has none: the source speaks for itself.
+
+Validation keeps one set per direction, so that BLEU is reported for each (nmt.training.validation).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from ..config import ConfigError, DataConfig, PairSpec
+from ..data.encoded import EncodedCorpus
+from ..data.registry import is_pretokenized, parallel_files
+from ..tokenizer import (
+    SubwordTokenizer,
+    TokenizerConfig,
+    has_tokenizers,
+    load_tokenizers,
+    save_tokenizers,
+    train_tokenizers,
+)
+from .datasets import CorpusFiles, TrainingData, ValidationSet, encode_split, length_filtered, sample_pairs
+
+log = logging.getLogger(__name__)
+
+CAP_SEED = 0  # the draw of a capped direction's pairs: fixed, so that every run trains on the same ones
+
+
+def direction_files(data: DataConfig, direction: PairSpec, split: str) -> CorpusFiles:
+    """One direction's files for `split` ("train" or "valid"), its sources led by the target token
+    where the model has several targets."""
+    if direction.corpus is None or is_pretokenized(direction.corpus):
+        raise ConfigError(
+            f"data.pairs: {direction.corpus}:{direction.name}: a registered corpus of running text is needed"
+        )
+    name = data.train_split if split == "train" else data.valid_split
+    src, tgt = parallel_files(direction.corpus, name, direction.src_lang, direction.tgt_lang)
+    prefix = f">>{direction.tgt_lang}<< " if data.target_languages else ""
+    return CorpusFiles(src, tgt, strip_annotations=data.strip_annotations and split == "train", source_prefix=prefix)
+
+
+def capped_rows(size: int, cap: int | None) -> np.ndarray | None:
+    """The rows a direction capped at `cap` pairs keeps (sorted), or None for all of them."""
+    if cap is None or cap >= size:
+        return None
+    return np.sort(np.random.default_rng(CAP_SEED).choice(size, size=cap, replace=False))
+
+
+def language_sample(
+    data: DataConfig, train: dict[str, CorpusFiles], rows: dict[str, np.ndarray | None], budget: int
+) -> list[str]:
+    """Text to train the subword model on: up to budget / languages lines of each language, drawn
+    from every direction it takes part in (a capped direction lends only its kept pairs)."""
+    languages = sorted({lang for d in data.directions for lang in (d.src_lang, d.tgt_lang)})
+    per_language = max(1, budget // len(languages))
+    text: dict[str, list[str]] = {lang: [] for lang in languages}
+    for direction in data.directions:
+        files = train[direction.name]
+        files = CorpusFiles(files.src, files.tgt, files.strip_annotations)  # the text without target tokens
+        kept = rows[direction.name]
+        if kept is not None:
+            every = list(files.pairs())
+            pairs = [every[i] for i in kept if i < len(every)]
+        else:
+            pairs = sample_pairs(files, per_language)
+        text[direction.src_lang] += [s for s, _ in pairs]
+        text[direction.tgt_lang] += [t for _, t in pairs]
+    rng = np.random.default_rng(CAP_SEED)
+    lines = []
+    for lang in languages:
+        picked = text[lang] if len(text[lang]) <= per_language else rng.choice(text[lang], per_language, replace=False)
+        log.info("subword model sample: %d %s lines", len(picked), lang)
+        lines += list(picked)
+    return lines
+
+
+def shared_tokenizer(
+    data: DataConfig,
+    config: TokenizerConfig,
+    model_dir: Path,
+    train: dict[str, CorpusFiles],
+    rows: dict[str, np.ndarray | None],
+) -> SubwordTokenizer:
+    """The model directory's tokenizer, or one trained on every language, with the target tokens."""
+    targets = data.target_languages
+    if has_tokenizers(model_dir):
+        tokenizer, _ = load_tokenizers(model_dir)
+        if tokenizer.target_languages != targets:
+            raise ValueError(
+                f"{model_dir}: its tokenizer's target tokens are {tokenizer.target_languages or 'none'}, "
+                f"data.pairs needs {targets or 'none'}: train into a new directory"
+            )
+        return tokenizer
+    tokenizer, _ = train_tokenizers(language_sample(data, train, rows, 2 * config.sample_pairs), [], config)
+    if targets:
+        tokenizer = tokenizer.with_language_tokens(targets)
+    save_tokenizers(tokenizer, tokenizer, model_dir)
+    return tokenizer
+
+
+def load_multilingual_data(
+    data: DataConfig, tokenizer_config: TokenizerConfig, model_dir: Path, *, progress: bool = False
+) -> TrainingData:
+    """The tokenizer and the encoded training and validation sets of every direction in data.pairs."""
+    directions = data.directions
+    train = {d.name: direction_files(data, d, "train") for d in directions}
+    valid = {d.name: direction_files(data, d, "valid") for d in directions}
+    rows = {d.name: capped_rows(train[d.name].count(), d.max_pairs) for d in directions}
+    tokenizer = shared_tokenizer(data, tokenizer_config, Path(model_dir), train, rows)
+    parts, groups, valid_parts, valid_sets = [], [], [], []
+    for index, direction in enumerate(directions):
+        corpus = encode_split(train[direction.name], tokenizer, tokenizer, model_dir, progress=progress)
+        if rows[direction.name] is not None:
+            corpus = corpus.take(rows[direction.name][rows[direction.name] < len(corpus)])
+        keep, report = length_filtered(corpus, data)
+        corpus = corpus.take(keep)
+        if len(corpus) == 0:
+            raise ValueError(f"data.pairs: {direction.name} has no training pairs left: {report.report()}")
+        log.info("%s training pairs: %s", direction.name, report.report())
+        parts.append(corpus)
+        groups.append(np.full(len(corpus), index, dtype=np.int64))
+        valid_parts.append(encode_split(valid[direction.name], tokenizer, tokenizer, model_dir))
+        pairs = list(valid[direction.name].pairs())
+        valid_sets.append(ValidationSet(direction.name, [s for s, _ in pairs], [t for _, t in pairs]))
+    return TrainingData(
+        tokenizer,
+        tokenizer,
+        EncodedCorpus.concatenate(parts),
+        EncodedCorpus.concatenate(valid_parts),
+        [s for v in valid_sets for s in v.sources],
+        [r for v in valid_sets for r in v.references],
+        train_groups=np.concatenate(groups),
+        valid_sets=valid_sets,
+    )
