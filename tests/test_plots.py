@@ -95,6 +95,17 @@ def test_learning_curves_draw_the_records():
     assert len(learning_curves_figure(synthetic_records(with_scores=False)).axes) == 2
 
 
+def test_a_multilingual_run_draws_each_direction_beside_the_mean():
+    records = synthetic_records()
+    for r in records:
+        if r["kind"] == "valid" and "bleu" in r:
+            r.update({"bleu_de-en": r["bleu"] + 2, "bleu_fr-en": r["bleu"] - 2})
+    scores = learning_curves_figure(records).axes[1]
+    lines = {line.get_label(): list(line.get_ydata()) for line in scores.get_lines()}
+    assert lines["valid BLEU de-en"] == [12.0, 22.0] and lines["valid BLEU fr-en"] == [8.0, 18.0]
+    assert lines["valid BLEU"] == [10.0, 20.0] and scores.get_title().endswith("mean over directions")
+
+
 def test_missing_metrics_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="metrics.jsonl"):
         plot_learning_curves(tmp_path)

@@ -98,8 +98,14 @@ def learning_curves_figure(records: list[dict[str, Any]]) -> Figure:
                         fontsize=8,
                         color=color,
                     )
+        # a multilingual model's directions, each a thin line beside their mean (the "valid BLEU" above)
+        directions = sorted(
+            {k[len("bleu_") :] for r in records if r.get("kind") == "valid" for k in r if k.startswith("bleu_")}
+        )
+        for direction in directions:
+            ax.plot(*_series(records, "valid", f"bleu_{direction}"), "--", lw=1, label=f"valid BLEU {direction}")
         ax.set_ylabel("score (0-100)")
-        ax.set_title("Validation BLEU and chrF (greedy, sacreBLEU)")
+        ax.set_title("Validation BLEU and chrF (greedy, sacreBLEU)" + (", mean over directions" if directions else ""))
 
     ax = axes["lr"]
     ax.plot(*_series(records, "train", "lr"), lw=1, color="tab:gray")

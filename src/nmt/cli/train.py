@@ -137,14 +137,19 @@ def tune_decoding(out: Path, config, *, precision: bool = True) -> None:
     (nmt.tuning.choose_decoding) and say what was chosen, with the figures; skipped where the config
     says so (train.tune_decoding false)."""
     from ..training.datasets import split_files, validation_is_pretokenized
+    from ..training.multilingual import validation_files
     from ..tuning import choose_decoding
 
     if not config.train.tune_decoding:
         print("decoding settings: the config's (train.tune_decoding is false)", file=sys.stderr)
         return
-    files = split_files(config.data, "valid")
-    pairs = list(files.pairs())
-    print(f"choosing the decoding settings on {files.src} ({len(pairs)} sentences)", file=sys.stderr)
+    if config.data.pairs is not None:  # every direction's validation set, with its target token where needed
+        sets = validation_files(config.data)
+    else:
+        sets = [split_files(config.data, "valid")]
+    pairs = [pair for files in sets for pair in files.pairs()]
+    where = ", ".join(str(files.src) for files in sets)
+    print(f"choosing the decoding settings on {where} ({len(pairs)} sentences)", file=sys.stderr)
     choice = choose_decoding(
         out,
         [s for s, _ in pairs],
@@ -152,6 +157,6 @@ def tune_decoding(out: Path, config, *, precision: bool = True) -> None:
         pretokenized=validation_is_pretokenized(config.data),
         precision=precision,
     )
-    for line in choice.report(config.decode.length_penalty, files.src.name):
+    for line in choice.report(config.decode.length_penalty, ", ".join(files.src.name for files in sets)):
         print(line, file=sys.stderr)
     print(f"written to {out}/config.yaml (--set train.tune_decoding=false keeps the config's)", file=sys.stderr)

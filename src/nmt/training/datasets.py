@@ -125,7 +125,7 @@ def split_files(data: DataConfig, split: str) -> CorpusFiles:
     """The files of `split` ("train" or "valid"): explicit paths win over the named corpus."""
     src, tgt = getattr(data, f"{split}_src"), getattr(data, f"{split}_tgt")
     if data.pairs is not None:
-        raise ValueError("data.pairs names several corpora: see nmt.training.multilingual")
+        raise ValueError("this reads one pair's files: several directions (data.pairs) are not supported here yet")
     # The validation set stays as published, so that its scores compare with other toolkits'.
     strip = data.strip_annotations and split == "train"
     if src is not None:

@@ -8,9 +8,10 @@ every run), encoded and cached as any corpus, and filtered by length; the direct
 joined into one training set that keeps each pair's direction, so that batches draw directions
 by temperature (data.temperature, nmt.data.pair_sampling) rather than as the corpora are sized.
 
-One subword model covers every language. It is trained on an equal share of each language's
-text (as far as a direction's pairs go), so that a language on the target side of three
-directions does not take three times the vocabulary of one on a single source side.
+One subword model covers every language. It is trained on each language's distinct lines, each
+language cut to its share by the same temperature as the batches, so that English on the target
+side of three directions does not take three times the vocabulary of a language on one source
+side, and a small language is not drowned by large ones.
 
 A model with several target languages reads which one to write from a ">>xx<<" token before each
 source sentence (Marian's convention: OPUS-MT's multi-target models, which `nmt import` reads and
@@ -29,6 +30,7 @@ import numpy as np
 
 from ..config import ConfigError, DataConfig, PairSpec
 from ..data.encoded import EncodedCorpus
+from ..data.pair_sampling import direction_shares
 from ..data.registry import is_pretokenized, parallel_files
 from ..tokenizer import (
     SubwordTokenizer,
@@ -58,6 +60,11 @@ def direction_files(data: DataConfig, direction: PairSpec, split: str) -> Corpus
     return CorpusFiles(src, tgt, strip_annotations=data.strip_annotations and split == "train", source_prefix=prefix)
 
 
+def validation_files(data: DataConfig) -> list[CorpusFiles]:
+    """Each direction's validation files, as the model reads them."""
+    return [direction_files(data, direction, "valid") for direction in data.directions]
+
+
 def capped_rows(size: int, cap: int | None) -> np.ndarray | None:
     """The rows a direction capped at `cap` pairs keeps (sorted), or None for all of them."""
     if cap is None or cap >= size:
@@ -68,11 +75,10 @@ def capped_rows(size: int, cap: int | None) -> np.ndarray | None:
 def language_sample(
     data: DataConfig, train: dict[str, CorpusFiles], rows: dict[str, np.ndarray | None], budget: int
 ) -> list[str]:
-    """Text to train the subword model on: up to budget / languages lines of each language, drawn
-    from every direction it takes part in (a capped direction lends only its kept pairs)."""
-    languages = sorted({lang for d in data.directions for lang in (d.src_lang, d.tgt_lang)})
-    per_language = max(1, budget // len(languages))
-    text: dict[str, list[str]] = {lang: [] for lang in languages}
+    """Text to train the subword model on: each language's distinct lines from every direction it
+    takes part in (a capped direction lends only its kept pairs), then each language cut to its
+    share by data.temperature, as the batches draw directions, within `budget` lines in all."""
+    text: dict[str, dict[str, None]] = {}  # distinct lines: a multi-way corpus repeats its English
     for direction in data.directions:
         files = train[direction.name]
         files = CorpusFiles(files.src, files.tgt, files.strip_annotations)  # the text without target tokens
@@ -81,15 +87,22 @@ def language_sample(
             every = list(files.pairs())
             pairs = [every[i] for i in kept if i < len(every)]
         else:
-            pairs = sample_pairs(files, per_language)
-        text[direction.src_lang] += [s for s, _ in pairs]
-        text[direction.tgt_lang] += [t for _, t in pairs]
+            pairs = sample_pairs(files, budget)
+        text.setdefault(direction.src_lang, {}).update(dict.fromkeys(s for s, _ in pairs))
+        text.setdefault(direction.tgt_lang, {}).update(dict.fromkeys(t for _, t in pairs))
+    languages = sorted(text)
+    sizes = [len(text[lang]) for lang in languages]
+    total = min(budget, sum(sizes))
+    shares = direction_shares(sizes, data.temperature)
     rng = np.random.default_rng(CAP_SEED)
     lines = []
-    for lang in languages:
-        picked = text[lang] if len(text[lang]) <= per_language else rng.choice(text[lang], per_language, replace=False)
-        log.info("subword model sample: %d %s lines", len(picked), lang)
-        lines += list(picked)
+    for lang, size, share in zip(languages, sizes, shares, strict=True):
+        count = min(size, round(share * total))
+        picked = list(text[lang])
+        if count < size:
+            picked = [picked[i] for i in np.sort(rng.choice(size, size=count, replace=False))]
+        log.info("subword model sample: %d of %d distinct %s lines", len(picked), size, lang)
+        lines += picked
     return lines
 
 
