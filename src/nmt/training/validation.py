@@ -57,16 +57,18 @@ def validate(
         translator = Translator(
             model, data.src_tokenizer, data.tgt_tokenizer, decode=decode, workers=1, threads=torch.get_num_threads()
         )
-        sets = data.validation_sets()
-        for valid in sets:
-            hyps = translator.translate(valid.sources[:bleu_sentences], beam=1)
-            scores = score_translations(hyps, valid.references[:bleu_sentences], pretokenized=data.pretokenized)
-            if len(sets) == 1:
-                result.update(bleu=scores.bleu, chrf=scores.chrf)
-            else:
-                result.update({f"bleu_{valid.direction}": scores.bleu, f"chrf_{valid.direction}": scores.chrf})
-        if len(sets) > 1:
-            for metric in ("bleu", "chrf"):
-                result[metric] = sum(result[f"{metric}_{v.direction}"] for v in sets) / len(sets)
+        scored = {
+            valid.direction: score_translations(
+                translator.translate(valid.sources[:bleu_sentences], beam=1),
+                valid.references[:bleu_sentences],
+                pretokenized=data.pretokenized,
+            )
+            for valid in data.validation_sets()
+        }
+        for metric in ("bleu", "chrf"):
+            values = {direction: getattr(scores, metric) for direction, scores in scored.items()}
+            if len(values) > 1:
+                result.update({f"{metric}_{direction}": value for direction, value in values.items()})
+            result[metric] = sum(values.values()) / len(values)
     model.train(was_training)
     return result
