@@ -1,6 +1,6 @@
 """A model of a lower-cased, tokenised corpus (TED pt->en) on real, cased text: how it reads.
 
-    python benchmarks/cased_text.py --model runs/ted_20m [--limit N] [--no-source-case] [--out FILE]
+    python benchmarks/cased_text.py --model runs/ted_20m [--limit N] [--no-source-case] [--no-truecase] [--out FILE]
 
 Translates TICO-19's 2,100 Brazilian-Portuguese sentences (../shared/data/tico19/pt_BR-en, cased
 English references) through the Python API, as `nmt translate` does (the model's own decoding
@@ -44,12 +44,15 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
     parser.add_argument("--no-source-case", action="store_true", help="sentence starts and 'I' only")
+    parser.add_argument("--no-truecase", action="store_true", help="without the model directory's truecaser")
     parser.add_argument("--out", help="write the translations here, one a line")
     args = parser.parse_args()
     sources, references = read("test.pt.gz")[: args.limit], read("test.en.gz")[: args.limit]
     translator = Translator.load(args.model)
     if args.no_source_case:
         translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
+    if args.no_truecase:
+        translator.text_form = dataclasses.replace(translator.text_form, truecaser=None)
     start = time.perf_counter()
     outputs = translator.translate(sources)
     seconds = time.perf_counter() - start

@@ -18,9 +18,10 @@ ALLOWED = {
     # The search options, declared once for a model's decode section and each call's request.
     "search_settings": {"config_checks"},
     "config": {"config_checks", "files", "model", "search_settings", "tokenizer"},
-    "model_dir": {"config", "files", "text_form", "tokenizer"},
+    "model_dir": {"config", "files", "text_form", "tokenizer", "truecaser"},
     # Real text around the model: pure functions of text (and, for alignments, attention tensors).
-    "text_form": set(),
+    "text_form": {"truecaser"},
+    "truecaser": set(),
     "documents": set(),
     "markup": {"documents"},
     # Document files: their text read and written back through documents and markup.
@@ -118,6 +119,7 @@ ALLOWED = {
         "training",
         "translation_io",
         "translator",
+        "truecaser",
         "tuning",
     },
     "__main__": {"cli"},

@@ -27,6 +27,7 @@ COMMANDS = (
     "train",
     "distill",
     "shortlist",
+    "truecaser",
     "info",
     "translate",
     "evaluate",

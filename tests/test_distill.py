@@ -12,9 +12,15 @@ import time
 import pytest
 import yaml
 
+from nmt.cli import main
 from nmt.config import load_config
-from nmt.model_dir import read_decode_config
+from nmt.model_dir import read_decode_config, read_directions
+from nmt.tokenizer import load_tokenizers
 from nmt.training.distill import complete_lines, n_best_lines, plan_distillation, translate_corpus
+from nmt.training.run import train
+from nmt.translator import Translator
+
+from conftest import TINY_TRAINING
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
 # a greedy student, as the shipped student configs: distill chooses its precision alone
@@ -95,7 +101,7 @@ def test_a_sentence_with_fewer_translations_repeats_its_best():
 
 def test_the_student_trains_on_the_n_best_alone_without_references(tiny_model_dir, overrides, tmp_path):
     config = load_config(None, overrides + ["tokenizer.vocab_size=8192"])
-    plan = plan_distillation(tiny_model_dir, config, tmp_path / "student", hypotheses=2)
+    (plan,) = plan_distillation(tiny_model_dir, config, tmp_path / "student", hypotheses=2).plans
     data = plan.student_config().data
     assert data.train_src == str(plan.folder / "source.x2.de") and data.train_tgt == str(
         plan.folder / "teacher.2best.en"
@@ -133,7 +139,7 @@ def test_a_teacher_whose_vocabulary_the_student_would_not_build_is_refused(tiny_
     with pytest.raises(ValueError, match=r"tokenizer.vocab_size=400 where the teacher's is 8192"):
         plan_distillation(tiny_model_dir, config, tmp_path / "student")
     config = load_config(None, overrides + ["tokenizer.vocab_size=8192", "data.src_lang=fr"])
-    with pytest.raises(ValueError, match="the teacher translates de->en"):
+    with pytest.raises(ValueError, match="the teacher translates de-en; the student config asks for fr-en"):
         plan_distillation(tiny_model_dir, config, tmp_path / "student")
 
 
@@ -204,9 +210,9 @@ def test_the_student_trains_on_the_teachers_translations(tiny_model_dir, overrid
     assert run["data"]["train_tgt"] == str(out.resolve() / "distilled" / "teacher.en")
     assert (out / "shortlist.safetensors").is_file() and "shortlist written to" in result.stderr
     # int8 or fp32, measured on the validation set, written as the student's default
-    choice = re.search(r"precision: (fp32|int8) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 BLEU", result.stderr)
+    choice = re.search(r"precision: (fp32|int8|bf16) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 BLEU", result.stderr)
     assert choice, result.stderr[-2000:]
-    assert read_decode_config(out).precision == (None if choice.group(1) == "fp32" else "int8")
+    assert read_decode_config(out).precision == (None if choice.group(1) == "fp32" else choice.group(1))
     assert re.search(
         r"distill took [\d.]+ min in this run \(teacher's translation [\d.]+, student's training", result.stderr
     )
@@ -284,3 +290,104 @@ def test_more_hypotheses_than_the_beam_finds_are_refused_before_anything_is_writ
     assert result.returncode == 2
     assert "--hypotheses 3 asks for more translations than the beam (2) finds" in result.stderr
     assert not (tmp_path / "student").exists()
+
+
+# --- several directions ---------------------------------------------------------------------------
+
+EN_XX = "data.pairs=[multi30k:en-de:60, multi30k:en-fr:40]"
+
+
+@pytest.fixture
+def en_xx_teacher(tmp_path, monkeypatch):
+    """A one-to-many teacher (>>de<< and >>fr<< tokens), two steps on capped pairs."""
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
+    teacher = tmp_path / "teacher"
+    train(load_config(None, [*TINY_TRAINING, *QUIET, EN_XX, "train.max_steps=2"]), teacher, progress_bar=False)
+    return teacher
+
+
+def asked_targets(monkeypatch) -> list[tuple[str | None, int]]:
+    """Record the target language and sentence count of every call the teacher gets. A two-step
+    teacher's output is mostly empty (and an empty pair is skipped), so its text is replaced by
+    the source's words reversed after the language asked for: which also shows where each went."""
+    calls = []
+    original = Translator.translate_detailed
+
+    def recording(self, texts, *args, target_lang=None, **kwargs):
+        calls.append((target_lang, len(texts)))
+        found = original(self, texts, *args, target_lang=target_lang, **kwargs)
+        for text, translations in zip(texts, found, strict=True):
+            for t in translations:
+                t.text = f"{target_lang} " + " ".join(reversed(text.split()))
+        return found
+
+    monkeypatch.setattr(Translator, "translate_detailed", recording)
+    return calls
+
+
+def distill_in_process(teacher, out, sets, *extra):
+    config = out.parent / "student.yaml"
+    config.write_text("{}\n")
+    argv = ["distill", "--teacher", str(teacher), "--config", str(config), "--out", str(out), "--quiet", *extra]
+    return main([*argv, "--beam", "1", "--no-int8", "--set", *sets])
+
+
+def test_a_multilingual_student_learns_every_direction_each_from_its_kept_pairs(en_xx_teacher, tmp_path, monkeypatch):
+    calls = asked_targets(monkeypatch)
+    out = tmp_path / "student"
+    assert distill_in_process(en_xx_teacher, out, [*TINY_TRAINING, *QUIET, EN_XX, "train.max_steps=2"]) == 0
+    assert calls == [("de", 60), ("fr", 40)]  # each direction's capped pairs, into its own language
+    distilled = out.resolve() / "distilled"
+    for name, src, tgt, count in (("en-de", "en", "de", 60), ("en-fr", "en", "fr", 40)):
+        folder = distilled / f"{name}.{count}"  # the cap in the name: another cap is another corpus
+        student = folder / "student"
+        assert lines_in(folder / f"teacher.{tgt}") == lines_in(folder / f"source.{src}") == count
+        first = (folder / f"source.{src}").read_text().splitlines()[0]
+        assert (folder / f"teacher.{tgt}").read_text().splitlines()[0] == f"{tgt} " + " ".join(reversed(first.split()))
+        assert (student / f"train.{tgt}").read_text() == (folder / f"teacher.{tgt}").read_text()
+        assert (student / f"train.{src}").read_text() == (folder / f"source.{src}").read_text()
+        assert lines_in(student / f"valid.{src}") == lines_in(student / f"valid.{tgt}") == 1014
+    run = yaml.safe_load((out / "config.yaml").read_text())
+    folders = [distilled / "en-de.60" / "student", distilled / "en-fr.40" / "student"]
+    assert run["data"]["pairs"] == [f"{folders[0]}/:en-de", f"{folders[1]}/:en-fr"]
+    assert read_directions(out) == [("en", "de"), ("en", "fr")]
+    assert (out / "shortlist.safetensors").is_file()  # from both directions' distilled pairs
+    student = Translator.load(out, engine="torch")
+    assert student.target_languages == ["de", "fr"] and student.translate(["A dog."], target_lang="fr", beam=1)
+
+
+def test_a_student_of_one_direction_of_a_multi_target_teacher_has_no_target_tokens(
+    en_xx_teacher, tmp_path, monkeypatch
+):
+    calls = asked_targets(monkeypatch)
+    out = tmp_path / "student"
+    sets = [*TINY_TRAINING, *QUIET, "data.pairs=[multi30k:en-fr:30]", "train.max_steps=2"]
+    assert distill_in_process(en_xx_teacher, out, sets) == 0
+    assert calls == [("fr", 30)]
+    teacher_tokens, _ = load_tokenizers(en_xx_teacher)
+    tokens, _ = load_tokenizers(out)
+    assert tokens.target_languages == [] and tokens.vocab_size == teacher_tokens.vocab_size - 2
+    everything = range(tokens.vocab_size)
+    assert tokens.lookup(everything) == teacher_tokens.lookup(everything)  # every other piece keeps its id
+    assert Translator.load(out, engine="torch").translate(["A dog."], beam=1)  # no target to choose
+    assert distill_in_process(en_xx_teacher, out, sets) == 0  # run again: the tokenizer there is the same
+    # The same student on other files (the references added) is refused before any translation.
+    assert distill_in_process(en_xx_teacher, out, sets, "--with-references") == 2
+    assert not (out / "distilled" / "en-fr.30" / "student.refs").exists()
+
+
+def test_a_student_of_other_or_some_of_the_teacher_s_directions_is_refused(tmp_path):
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    three = "data.pairs=[multi30k:en-de, multi30k:en-fr, multi30k:en-cs]"
+    load_config(None, [*TINY_TRAINING, three]).save(teacher / "config.yaml")
+    for pairs, message in (
+        (
+            "data.pairs=[multi30k:en-de, multi30k:de-en]",
+            "the teacher translates en-de, en-fr, en-cs; the student config asks for de-en",
+        ),
+        ("data.pairs=[multi30k:en-de, multi30k:en-fr]", "asks for 2 of the teacher's 3 directions"),
+    ):
+        config = load_config(None, [*TINY_TRAINING, pairs])
+        with pytest.raises(ValueError, match=re.escape(message)):
+            plan_distillation(teacher, config, tmp_path / "student")

@@ -20,7 +20,7 @@ from nmt.training.multilingual import capped_rows, direction_files, language_sam
 from nmt.training.run import train
 from nmt.translator import Translator
 
-from conftest import TINY_TRAINING
+from conftest import TINY_TRAINING, read_head
 
 SENTENCES = ["A man rides a bike.", "Two dogs play in the snow."]
 NMT = [sys.executable, "-m", "nmt"]
@@ -86,6 +86,11 @@ def test_a_bad_pairs_config_is_one_error_naming_the_key(overrides, message):
 def test_a_pair_entry_names_corpus_languages_and_cap():
     assert PairSpec.parse("multi30k:cs-en:3000") == PairSpec("multi30k", "cs", "en", 3000)
     assert PairSpec.parse("multi30k:de-en").name == "de-en"
+    own = PairSpec.parse("../my data/gl-en/:gl-en:500")
+    assert own == PairSpec("../my data/gl-en/", "gl", "en", 500) and own.is_directory
+    assert not PairSpec.parse("multi30k:de-en").is_directory
+    with pytest.raises(ConfigError, match="a registered name or a directory with a /"):
+        PairSpec.parse("my data:gl-en")
 
 
 @pytest.fixture
@@ -186,3 +191,56 @@ def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_sa
     translator = Translator.load(whole)
     assert translator.target_languages == [] and translator.translate(SENTENCES, beam=1)
     assert read_languages(whole) == (None, "en") and read_directions(whole) == [("de", "en"), ("fr", "en")]
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+
+
+def test_directions_come_from_one_s_own_files_in_either_naming_and_a_missing_one_is_named(
+    tmp_path, data_home, multi30k_dir
+):
+    raw, corpora = multi30k_dir / "data/task1/raw", tmp_path / "corpora"
+    corpora.mkdir()
+    for lang in ("de", "en"):  # fairseq's naming: the direction in each name
+        write_lines(corpora / f"train.de-en.{lang}", read_head(raw / f"train.{lang}.gz", 200))
+        write_lines(corpora / f"valid.de-en.{lang}", read_head(raw / f"val.{lang}.gz", 30))
+    for lang in ("fr", "en"):  # the plain naming, with dev for validation
+        write_lines(corpora / f"train.{lang}", read_head(raw / f"train.{lang}.gz", 300)[200:])
+        write_lines(corpora / f"dev.{lang}", read_head(raw / f"val.{lang}.gz", 50)[30:])
+    pairs = f"data.pairs=[{corpora}/:de-en, {corpora}/:fr-en:40]"
+    config = load_config(None, [*TINY_TRAINING, pairs])
+    (tmp_path / "model").mkdir()
+    data = load_multilingual_data(config.data, config.tokenizer, tmp_path / "model")
+    assert [v.direction for v in data.valid_sets] == ["de-en", "fr-en"]
+    assert data.valid_sets[0].references == read_head(raw / "val.en.gz", 30)
+    assert data.valid_sets[1].references == read_head(raw / "val.en.gz", 50)[30:]
+    de_en, fr_en = np.bincount(data.train_groups)
+    assert 190 <= de_en <= 200 and 35 <= fr_en <= 40  # the cap, less what the length filters drop
+
+    (corpora / "dev.fr").unlink()
+    with pytest.raises(FileNotFoundError) as refused:
+        load_multilingual_data(config.data, config.tokenizer, tmp_path / "model")
+    assert str(refused.value) == (
+        f"data.pairs: {corpora}/:fr-en: no valid files in {corpora}; looked for valid.fr-en.fr + "
+        "valid.fr-en.en, valid.fr + valid.en, dev.fr-en.fr + dev.fr-en.en, dev.fr + dev.en (each also .gz)"
+    )
+
+
+def test_bpe_dropout_with_several_directions_resegments_the_same_pairs_and_keeps_each_token(tmp_path, data_home):
+    settings = [*TINY_TRAINING, "data.pairs=[multi30k:en-de:200, multi30k:en-fr:100]", "data.bpe_dropout=0.4"]
+    config = load_config(None, settings)
+    data = load_multilingual_data(config.data, config.tokenizer, tmp_path)
+    tokenizer, plain = data.src_tokenizer, data.train
+    first, second = data.train_for_epoch(), data.train_for_epoch()
+    assert len(first) == len(second) == len(plain)
+
+    def text(corpus, side):
+        return [tokenizer.decode(getattr(corpus, side)[i]) for i in range(len(corpus))]
+
+    assert text(first, "tgt") == text(plain, "tgt") and text(first, "src") == text(plain, "src")  # same pairs
+    assert [int(first.src[i][1]) for i in range(len(first))] == [int(plain.src[i][1]) for i in range(len(plain))]
+    assert {tokenizer.lookup([int(plain.src[i][1])])[0] for i in range(len(plain))} == {">>de<<", ">>fr<<"}
+    changed = [i for i in range(len(plain)) if len(first.src[i]) != len(plain.src[i])]
+    assert len(changed) > len(plain) // 2  # most sources cut into more pieces
+    assert any(len(first.src[i]) != len(second.src[i]) for i in range(len(first)))  # anew each epoch

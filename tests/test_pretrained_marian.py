@@ -281,14 +281,6 @@ def test_exported_to_huggingface_transformers_computes_the_original(shape, shape
         )
 
 
-def test_an_nmt_trained_model_is_not_written_as_huggingface(tiny_model_dir, tmp_path, capsys):
-    out = tmp_path / "hf"
-    assert main(["export", "--model", str(tiny_model_dir), "--to", "huggingface", "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("nmt export: error: ") and "not Marian's SentencePiece models" in err[-1]
-    assert not out.exists() and list(tmp_path.iterdir()) == []
-
-
 def test_fine_tuned_with_init_from_then_exported_transformers_reproduces_nmt(trained, overrides, corpus, tmp_path):
     """Fine-tune the imported model 20 steps on other data, export it, and transformers translates as nmt does."""
     _, nmt_dir = trained

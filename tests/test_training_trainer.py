@@ -172,7 +172,7 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
     assert latest_checkpoint(model_dir)[0].name == f"step_{stopped_at + 2:08d}.safetensors"
     # A finished run chooses its alpha and CPU precision on validation, says so, and keeps them.
     said = re.search(r"length penalty: ([\d.]+).*; BLEU on val.de by alpha: 0.6: [\d.]+, 1: ", resumed.stderr)
-    precision = re.search(r"precision: (fp32|int8) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 ", resumed.stderr)
+    precision = re.search(r"precision: (fp32|int8|bf16) on CPU \(fp32 BLEU [\d.]+ in [\d.]+ s, int8 ", resumed.stderr)
     assert said and precision, resumed.stderr
     decode = read_decode_config(model_dir)
     assert decode.length_penalty == float(said[1]) and (decode.precision or "fp32") == precision[1]

@@ -13,6 +13,7 @@ from nmt.tuning import (
     best_trial,
     choose_decoding,
     chosen_precision,
+    cpu_precisions,
     length_ratio,
     try_length_penalties,
     try_precisions,
@@ -83,8 +84,21 @@ def test_int8_is_chosen_only_where_it_is_faster_and_within_the_tolerance():
     assert chosen_precision(trials(35.3, 34.9), tolerance=0.5) == "int8"
 
 
+def test_the_fastest_precision_within_the_tolerance_wins_and_bf16_is_tried_only_with_amx(monkeypatch):
+    fp32, int8, bf16 = (
+        PrecisionTrial(p, scores(b), s) for p, b, s in (("fp32", 35.3, 2.0), ("int8", 35.1, 1.0), ("bf16", 35.3, 0.8))
+    )
+    assert chosen_precision([fp32, int8, bf16]) == "bf16"
+    assert chosen_precision([fp32, int8, PrecisionTrial("bf16", scores(34.0), 0.5)]) == "int8"  # too far below
+    assert chosen_precision([fp32, int8, PrecisionTrial("bf16", scores(35.3), 1.5)]) == "int8"  # slower than int8
+    monkeypatch.setattr(tuning, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert cpu_precisions() == ("fp32", "int8")  # AVX-512 BF16 alone: bf16 is slower there
+    monkeypatch.setattr(tuning, "cpu_flags", lambda: frozenset({"avx512f", "amx_tile", "amx_bf16"}))
+    assert cpu_precisions() == ("fp32", "int8", "bf16")
+
+
 def test_each_precision_trial_is_that_precision_s_translation(tiny_model_dir):
-    found = try_precisions(tiny_model_dir, SOURCES, REFERENCES, engine="torch", beam=1)
+    found = try_precisions(tiny_model_dir, SOURCES, REFERENCES, engine="torch", beam=1, precisions=("fp32", "int8"))
     assert [t.precision for t in found] == ["fp32", "int8"] and all(t.seconds > 0 for t in found)
     for t in found:
         translator = Translator.load(tiny_model_dir, engine="torch", precision=t.precision, device="cpu")

@@ -50,8 +50,10 @@ class DataConfig:
     bpe_dropout: float = 0.0  # re-segment the training pairs each epoch, skipping each BPE merge with this chance
     strip_annotations: bool = False  # take transcript annotations ("( laughter )") out of the training pairs
     # Several directions in one model (nmt.training.multilingual): "corpus:src-tgt" each, ":N" after
-    # one to keep N of its pairs, e.g. [multi30k:de-en, multi30k:fr-en, "multi30k:cs-en:3000"]. The
-    # corpus, src_lang, tgt_lang and file fields above are then not read. null: one pair.
+    # one to keep N of its pairs, e.g. [multi30k:de-en, multi30k:fr-en, "multi30k:cs-en:3000"]; a
+    # corpus with a "/" is a directory of one's own files ("corpora/:gl-en": train.gl, train.en,
+    # valid.gl, valid.en). The corpus, src_lang, tgt_lang and file fields above are then not read.
+    # null: one pair.
     pairs: list[str] | None = None
     temperature: float = 5.0  # with pairs: direction p sampled with probability ~ size_p^(1/T) (1: as sized)
 
@@ -81,8 +83,6 @@ class DataConfig:
             names = [d.name for d in directions]
             if len(set(names)) < len(names):
                 raise ConfigError(f"data.pairs names a direction twice: {', '.join(names)}")
-            if self.bpe_dropout > 0:
-                raise ConfigError("data.bpe_dropout is not supported with data.pairs yet")
 
     @property
     def directions(self) -> list[PairSpec]:
@@ -100,9 +100,10 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class PairSpec:
-    """One direction of data.pairs: a registered corpus, its two languages, at most max_pairs pairs."""
+    """One direction of data.pairs: a registered corpus or a directory of files, its two languages,
+    at most max_pairs pairs."""
 
-    corpus: str | None
+    corpus: str | None  # a registered corpus's name, or a directory (a name with a "/")
     src_lang: str
     tgt_lang: str
     max_pairs: int | None = None
@@ -111,13 +112,19 @@ class PairSpec:
     def name(self) -> str:
         return f"{self.src_lang}-{self.tgt_lang}"
 
+    @property
+    def is_directory(self) -> bool:
+        """Whether `corpus` names a directory of the user's files rather than a registered corpus."""
+        return self.corpus is not None and "/" in self.corpus
+
     @classmethod
     def parse(cls, text: str, key: str = "data.pairs") -> PairSpec:
-        """'multi30k:cs-en' or 'multi30k:cs-en:3000'; ConfigError naming `key` otherwise."""
-        match = re.fullmatch(r"([\w.-]+):([A-Za-z_]+)-([A-Za-z_]+)(?::(\d+))?", text.strip())
-        if match is None:
+        """'multi30k:cs-en', 'multi30k:cs-en:3000' or 'corpora/gl-en/:gl-en'; ConfigError naming `key` otherwise."""
+        match = re.fullmatch(r"(.+):([A-Za-z_]+)-([A-Za-z_]+)(?::(\d+))?", text.strip())
+        if match is None or not ("/" in match.group(1) or re.fullmatch(r"[\w.-]+", match.group(1))):
             raise ConfigError(
-                f"{key} must look like corpus:src-tgt or corpus:src-tgt:N (e.g. multi30k:cs-en:3000), got {text!r}"
+                f"{key} must look like corpus:src-tgt or corpus:src-tgt:N (e.g. multi30k:cs-en:3000), "
+                f"where corpus is a registered name or a directory with a / (e.g. corpora/gl-en/), got {text!r}"
             )
         corpus, src, tgt, cap = match.groups()
         if src == tgt:

@@ -8,6 +8,7 @@
     init_from             a fine-tuned model: the directory whose weights it started from
     imported_from.json    an imported model (nmt import): where it came from, its languages
     text_form.json        a model of a tokenised, lower-cased corpus (ted_hrlr): its form (nmt.text_form)
+    truecase-model.xx     beside it, each word's usual case in the target language xx (nmt truecaser)
     sentencepiece.json    an imported model's tokenizers: source.spm, target.spm, vocab.json
     checkpoints/          numbered checkpoints and `latest` (see nmt.checkpoint)
 
@@ -27,6 +28,7 @@ from .config import DecodeConfig, ExperimentConfig, load_config
 from .files import atomic_write_text
 from .text_form import TextForm
 from .tokenizer import JOINT_FILE, SRC_FILE, TGT_FILE
+from .truecaser import load_truecaser
 
 RUN_CONFIG = "config.yaml"
 MODEL_CONFIG = "model.json"
@@ -48,6 +50,7 @@ TOKENIZER_FILES = (
 INIT_FROM = "init_from"  # a fine-tuning run: the model directory it started from (one line)
 IMPORTED_FROM = "imported_from.json"  # an imported model: its format, source directory and languages
 TEXT_FORM = "text_form.json"  # a model of a tokenised, lower-cased corpus: what typed text is turned into
+TRUECASER = "truecase-model.{lang}"  # Moses' truecaser model of the target language (nmt.truecaser)
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +123,10 @@ def read_directions(model_dir: str | Path) -> list[tuple[str, str]]:
     return [] if config is None else [(d.src_lang, d.tgt_lang) for d in config.data.directions]
 
 
-def read_text_form(model_dir: str | Path) -> TextForm | None:
+def read_text_form(model_dir: str | Path, *, truecaser: bool = True) -> TextForm | None:
     """The written form of the corpus a model was trained on, where it is not running text (a
-    tokenised, lower-cased corpus such as ted_hrlr: its run wrote text_form.json); None for running text."""
+    tokenised, lower-cased corpus such as ted_hrlr: its run wrote text_form.json); None for running text.
+    truecaser: with the directory's truecaser, where it has one (nmt.truecaser)."""
     path = Path(model_dir) / TEXT_FORM
     if not path.is_file():
         return None
@@ -131,9 +135,13 @@ def read_text_form(model_dir: str | Path) -> TextForm | None:
         form.pop("case_from_source", None)  # written by some versions: a reader's choice, not the corpus's
         for side in ("src_annotations", "tgt_annotations"):
             form[side] = tuple(form.get(side, ()))
-        return TextForm(**form)
+        form = TextForm(**form)
     except (ValueError, TypeError) as err:  # JSON, unknown or missing keys
         raise ValueError(f"{path}: not a text form ({err})") from None
+    path = Path(model_dir) / TRUECASER.format(lang=form.tgt_lang)
+    if truecaser and form.lowercased and path.is_file():
+        form = dataclasses.replace(form, truecaser=load_truecaser(path))
+    return form
 
 
 def write_text_form(model_dir: str | Path, form: TextForm | None) -> None:

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from sacremoses import MosesDetokenizer, MosesTokenizer
+from sacremoses import MosesDetokenizer, MosesTokenizer, MosesTruecaser
+
+from .truecaser import recase
 
 # Moses splits "isn't" as "isn 't"; the Treebank (and so the corpus) as "is n't".
 _MOSES_NT = re.compile(r"\b(\w+)n 't\b", re.IGNORECASE)
@@ -231,6 +233,8 @@ class TextForm:
     output in `tgt_lang`. A model trained on ordinary running text has no TextForm (None).
     case_from_source: a lower-cased model's output takes the source's own capitals for the words it
     shares with it (`case_from_source`); off, only sentence starts and "I" are capitalised.
+    truecaser: with one (nmt.truecaser, trained on cased text of the target language), the output's
+    other words take their usual case in it ("Chinese", "January").
     """
 
     src_lang: str
@@ -242,6 +246,7 @@ class TextForm:
     src_annotations: tuple[str, ...] = ()
     tgt_annotations: tuple[str, ...] = ()
     case_from_source: bool = True  # a choice of the reader's, not the corpus's: never written to the file
+    truecaser: MosesTruecaser | None = field(default=None, compare=False, repr=False)  # nor is this: its own file
 
     def to_corpus_form(self, text: str) -> str:
         """What a user typed -> the corpus's form: "Olá, mundo!" -> "olá , mundo !"."""
@@ -257,9 +262,11 @@ class TextForm:
         source: the text it translates, as typed: the transcript annotations it lacks are dropped
         from the output (`drop_annotations`), and a lower-cased model's words take its capitals
         (`case_from_source`; with the output's word `alignment` to the source, its translated names
-        too: `case_through_alignment`)."""
+        too: `case_through_alignment`); the other words take their usual case (`truecaser`)."""
         if self.lowercased and self.case_from_source and source is not None and alignment is not None:
             text = case_through_alignment(text, source, alignment, self)
+        if self.lowercased and self.truecaser is not None:  # after the source's own: it recases lower case only
+            text = recase(text, self.truecaser)
         if self.tokenized:
             text = detokenize_treebank(text, self.tgt_lang)
         if source is not None:

@@ -168,6 +168,17 @@ class SubwordTokenizer:
         copy.add_special_tokens([f">>{language}<<" for language in languages])
         return SubwordTokenizer(copy)
 
+    def without_language_tokens(self) -> SubwordTokenizer:
+        """A copy without the ``>>xx<<`` tokens (with_language_tokens' inverse), for a model of one
+        target: every other piece keeps its id, since the tokens come after the trained vocabulary."""
+        state = json.loads(self._tokenizer.to_str())
+        kept = [t for t in state["added_tokens"] if not LANGUAGE_CODE.fullmatch(t["content"])]
+        dropped = sorted(t["id"] for t in state["added_tokens"] if LANGUAGE_CODE.fullmatch(t["content"]))
+        if dropped and dropped != list(range(self.vocab_size - len(dropped), self.vocab_size)):
+            raise ValueError("the target-language tokens are not the last ids: they cannot be dropped")
+        state["added_tokens"] = kept
+        return SubwordTokenizer(Tokenizer.from_str(json.dumps(state)))
+
     # ----- training -------------------------------------------------------------
 
     @classmethod

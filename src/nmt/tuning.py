@@ -1,4 +1,4 @@
-"""Choosing decode settings on held-out data: beam search's length penalty, and int8 or fp32.
+"""Choosing decode settings on held-out data: beam search's length penalty, and the CPU precision.
 
 Beam search ranks a finished hypothesis by log_prob / ((5 + length) / 6)^alpha (GNMT's penalty,
 nmt.decoding.penalties). Wu et al.'s alpha 0.6 is every model's default, but how short a
@@ -11,7 +11,8 @@ do not take the gain for granted there: on the 20-minute en→de model val's cho
 
 int8 runs a model's linear layers 1.5-5x faster on CPU (docs/results.md) at a cost in BLEU that
 depends on the model: so it is measured too, on the same held-out set, and int8 becomes the
-model's default only where it is faster here and within INT8_TOLERANCE BLEU of fp32.
+model's default only where it is faster here and within INT8_TOLERANCE BLEU of fp32. On a CPU with
+AMX, bf16 is a third candidate under the same rule, and the fastest that keeps the BLEU wins.
 
 `choose_decoding` does both, as `nmt train` does at the end of a run: a model then decodes with
 settings chosen for itself rather than with those its config inherited from another run.
@@ -28,6 +29,7 @@ from pathlib import Path
 from .evaluation import Scores, score_translations
 from .inference.choices import INT8_TOLERANCE, LENGTH_PENALTIES
 from .inference.plan import check_length_penalty
+from .inference.precision import cpu_flags
 from .model_dir import write_decode_settings
 from .translator import Translator
 
@@ -113,6 +115,12 @@ class PrecisionTrial:
     seconds: float  # translating the set, the better of two runs, the model loaded and warm
 
 
+def cpu_precisions() -> tuple[str, ...]:
+    """The precisions worth trying on this CPU: fp32 and int8, and bf16 where the CPU has AMX
+    (without AMX bf16 is slower than fp32, and nmt.inference.precision refuses it)."""
+    return ("fp32", "int8", "bf16") if "amx_bf16" in cpu_flags() else ("fp32", "int8")
+
+
 def try_precisions(
     model_dir: str | Path,
     sources: Sequence[str],
@@ -122,15 +130,17 @@ def try_precisions(
     beam: int | None = None,
     pretokenized: bool = False,
     target_lang: str | None = None,
+    precisions: Sequence[str] | None = None,
 ) -> list[PrecisionTrial]:
-    """Translate `sources` on CPU in fp32, then int8 (the model's own search, or `beam`), and score each.
+    """Translate `sources` on CPU in each precision (default `cpu_precisions()`: fp32, int8, and
+    bf16 with AMX; the model's own search, or `beam`), and score each.
 
     Timed as a long-lived translator runs: workers started and warmed on a few sentences first,
     then the better of two passes over the set (one pass moves by 10-15% on a shared machine).
     target_lang: a multi-target model's output language (its >>xx<< token).
     """
     trials = []
-    for precision in ("fp32", "int8"):
+    for precision in precisions or cpu_precisions():
         translator = Translator.load(model_dir, engine=engine, precision=precision, device="cpu")
         try:
             translator.start_workers(wait=True)
@@ -149,12 +159,15 @@ def try_precisions(
 
 
 def chosen_precision(trials: Sequence[PrecisionTrial], tolerance: float = INT8_TOLERANCE) -> str:
-    """int8 where it was faster and its cased BLEU at most `tolerance` below fp32's; else fp32."""
-    by_name = {t.precision: t for t in trials}
-    fp32, int8 = by_name["fp32"], by_name["int8"]
-    if int8.seconds < fp32.seconds and int8.scores.bleu >= fp32.scores.bleu - tolerance:
-        return "int8"
-    return "fp32"
+    """The fastest precision that beat fp32's time with a cased BLEU at most `tolerance` below
+    fp32's (int8, or bf16 on an AMX CPU); fp32 where none did."""
+    fp32 = next(t for t in trials if t.precision == "fp32")
+    good = [
+        t
+        for t in trials
+        if t.precision != "fp32" and t.seconds < fp32.seconds and t.scores.bleu >= fp32.scores.bleu - tolerance
+    ]
+    return min(good, key=lambda t: t.seconds).precision if good else "fp32"
 
 
 def write_precision(model_dir: str | Path, precision: str) -> Path:

@@ -224,6 +224,13 @@ def case_options() -> argparse.ArgumentParser:
         "source writes them (names, acronyms: Wuhan, COVID-19); --no-source-case: capitalise sentence "
         "starts and 'I' only (nmt.text_form.case_from_source)",
     )
+    parent.add_argument(
+        "--truecase",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="where the model directory has a truecaser (nmt truecaser), the other words of a lower-cased "
+        "model's output take their usual case in the target language (Chinese, January); --no-truecase: not",
+    )
     return parent
 
 
@@ -259,4 +266,6 @@ def load_translator(args: argparse.Namespace):
     translator = Translator.load(args.model, engine_options(args), min_len=getattr(args, "min_len", None), **settings)
     if translator.text_form is not None and not getattr(args, "source_case", True):
         translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
+    if translator.text_form is not None and not getattr(args, "truecase", True):
+        translator.text_form = dataclasses.replace(translator.text_form, truecaser=None)
     return translator

@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,8 +15,10 @@ from .common import CommandError, require_model_dir
 from .shortlist import shortlist_from_corpus
 from .train import add_set_option, cmd_train, tune_decoding
 
+log = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
-    from ..training.distill import DistillationPlan
+    from ..training.distill import Distillation
 
 STUDENT_CONFIG = "student.yaml"  # in the distilled folder: what `nmt train` workers load
 
@@ -76,8 +79,7 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
 def cmd_distill(args: argparse.Namespace) -> int:
     from ..config import load_config
     from ..model_dir import holds_training_run, read_decode_config
-    from ..training.distill import n_best_lines, plan_distillation, translate_corpus
-    from ..training.run import copy_tokenizers
+    from ..training.distill import DISTILLED, copy_teacher_tokenizer, n_best_lines, plan_distillation, translate_corpus
     from ..translator import Translator
 
     require_model_dir(args.teacher, "--teacher")
@@ -89,7 +91,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     for option, value in (("--beam", args.beam), ("--chunk", args.chunk), ("--hypotheses", args.hypotheses)):
         if value is not None and value < 1:
             raise CommandError(f"{option} must be >= 1, got {value}")
-    plan = plan_distillation(
+    distillation = plan_distillation(
         args.teacher, config, out, with_references=args.with_references, hypotheses=args.hypotheses
     )
     beam = args.beam or read_decode_config(args.teacher).beam
@@ -98,34 +100,46 @@ def cmd_distill(args: argparse.Namespace) -> int:
             f"--hypotheses {args.hypotheses} asks for more translations than the beam ({beam}) finds: "
             f"give --beam {args.hypotheses} or more"
         )
-    refuse_another_corpus(out, plan)
+    refuse_another_corpus(out, distillation)
     out.mkdir(parents=True, exist_ok=True)
-    copy_tokenizers(Path(args.teacher), out)  # the student's vocabulary is the teacher's
-    plan.write_source()
+    copy_teacher_tokenizer(Path(args.teacher), out, config.data)  # the student's vocabulary is the teacher's
+    for plan in distillation.plans:
+        plan.write_source()
     n = args.hypotheses
     teacher: list[Translator] = []  # loaded only if a sentence is left to translate
 
-    def translate(batch: list[str]) -> list[str]:
-        if not teacher:
-            logging.getLogger(__name__).info("the teacher translates %s with beam %d", plan.source, beam)
-            # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
-            # student's reference, and a resumed corpus must not change precision halfway
-            teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
-        found = teacher[0].translate_detailed(batch, beam=beam, n_best=n)
-        return n_best_lines([[t.text for t in best] for best in found], n)
+    def translate_into(plan) -> Callable[[list[str]], list[str]]:
+        said = []  # the log's line, once per direction with sentences left
+
+        def translate(batch: list[str]) -> list[str]:
+            if not said:
+                log.info("the teacher translates %s with beam %d", plan.source, beam)
+                said.append(True)
+            if not teacher:
+                # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
+                # student's reference, and a resumed corpus must not change precision halfway
+                teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
+            found = teacher[0].translate_detailed(batch, beam=beam, n_best=n, target_lang=plan.target_lang)
+            return n_best_lines([[t.text for t in best] for best in found], n)
+
+        return translate
 
     stages: dict[str, float] = {}  # seconds each step of this run took (for the budget a user plans)
     started = time.perf_counter()
-    translate_corpus(translate, plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet, per_sentence=n)
+    for plan in distillation.plans:
+        translate_corpus(
+            translate_into(plan), plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet, per_sentence=n
+        )
     for loaded in teacher:
         loaded.close()
     stages["teacher's translation"] = time.perf_counter() - started
-    plan.write_training_pairs()
+    distillation.write_training_pairs()
     if args.translate_only:
-        print(f"distilled corpus: {plan.distilled_source} -> {plan.distilled}", file=sys.stderr)
+        for plan in distillation.plans:
+            print(f"distilled corpus: {plan.distilled_source} -> {plan.distilled}", file=sys.stderr)
         return 0
-    student_config = plan.folder / STUDENT_CONFIG
-    plan.student_config().save(student_config)
+    student_config = out.resolve() / DISTILLED / STUDENT_CONFIG
+    distillation.student_config().save(student_config)
     run = argparse.Namespace(
         config=str(student_config),
         out=str(out),
@@ -145,16 +159,20 @@ def cmd_distill(args: argparse.Namespace) -> int:
         return status
     started = time.perf_counter()
     if args.shortlist:  # the student's own output vocabulary: the teacher's translations
-        path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
+        if distillation.multilingual:  # every direction's, read through the student's data.pairs
+            path, summary = shortlist_from_corpus(out)
+        else:
+            (plan,) = distillation.plans
+            path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
-    tune_decoding(out, plan.student_config(), precision=args.choose_precision)
+    tune_decoding(out, distillation.student_config(), precision=args.choose_precision)
     stages["shortlist and precision"] = time.perf_counter() - started
     spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
     return status
 
 
-def refuse_another_corpus(out: Path, plan: DistillationPlan) -> None:
+def refuse_another_corpus(out: Path, distillation: Distillation) -> None:
     """A student already training in `out` continues on the files it started with: a command whose
     --hypotheses or --with-references would give it others is refused, before any translation."""
     from ..model_dir import holds_training_run, read_run_config
@@ -162,10 +180,14 @@ def refuse_another_corpus(out: Path, plan: DistillationPlan) -> None:
     started = read_run_config(out) if holds_training_run(out) else None
     if started is None:
         return
-    wanted = plan.student_config().data
-    if (started.data.train_src, started.data.train_tgt) != (wanted.train_src, wanted.train_tgt):
+    wanted = distillation.student_config().data
+    if (started.data.train_src, started.data.train_tgt, started.data.pairs) != (
+        wanted.train_src,
+        wanted.train_tgt,
+        wanted.pairs,
+    ):
         raise CommandError(
-            f"{out} holds a student that started on {started.data.train_tgt}; this command would train it on "
-            f"{wanted.train_tgt} (--hypotheses or --with-references differ from its first run): give them as "
-            "then, or another --out"
+            f"{out} holds a student that started on {started.data.train_tgt or started.data.pairs}; this command "
+            f"would train it on {wanted.train_tgt or wanted.pairs} (--hypotheses or --with-references differ from "
+            "its first run): give them as then, or another --out"
         )

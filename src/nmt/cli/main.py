@@ -18,6 +18,7 @@ from .serve import add_serve
 from .shortlist import add_shortlist
 from .train import add_train
 from .translate import add_translate_commands
+from .truecaser import add_truecaser
 
 # Exit statuses: 2 for input the user can fix (a bad value, file or option: our own words, as
 # argparse's usage errors), 1 for a failure that is not the input's fault (a bug, a library's
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_data(sub)
     add_model_commands(sub)
     add_shortlist(sub)
+    add_truecaser(sub)
     add_info(sub)
     add_serve(sub)
     add_picture_commands(sub)

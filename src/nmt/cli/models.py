@@ -37,11 +37,12 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "export",
-        help="export a model to another inference engine (CTranslate2) or to Hugging Face (imported models)",
+        help="export a model to another inference engine (CTranslate2) or to Hugging Face transformers",
         parents=[model],
         description="--to ctranslate2: write the model as a CTranslate2 model directory (with nmt's "
-        "tokenizer and settings copied), for `--engine ctranslate2`. --to huggingface: write a model "
-        "imported from Marian (fine-tuned or not) back as a MarianMTModel directory that transformers loads.",
+        "tokenizer and settings copied), for `--engine ctranslate2`. --to huggingface: write a post-norm model "
+        "(nmt's own with a joint vocabulary, or one imported from Marian) as a MarianMTModel directory that "
+        "transformers loads, with its tokenizer (AutoTokenizer).",
     )
     p.add_argument(
         "--to", choices=("ctranslate2", "huggingface"), default="ctranslate2", help="target (default %(default)s)"
@@ -106,7 +107,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.force or args.quantization != QUANTIZATIONS[0]:
             raise CommandError("--force and --quantization apply to --to ctranslate2 only")
         out = export_huggingface(args.model, args.out, weights=args.weights)
-        print(f"exported to {out}; load it with transformers' MarianMTModel.from_pretrained", file=sys.stderr)
+        print(
+            f"exported to {out}; load it with transformers' MarianMTModel and AutoTokenizer .from_pretrained",
+            file=sys.stderr,
+        )
         return 0
     out = export_ctranslate2(
         args.model, args.out, quantization=args.quantization, weights=args.weights, force=args.force

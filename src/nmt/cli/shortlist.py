@@ -27,7 +27,11 @@ def add_shortlist(sub: argparse._SubParsersAction) -> None:
         "source x target cells, ~1 GB).",
     )
     p.add_argument("model", metavar="MODEL_DIR", help="the model directory (its tokenizers define the pieces)")
-    p.add_argument("--src", help="training source file (default: the training corpus in the model's config.yaml)")
+    p.add_argument(
+        "--src",
+        help="training source file (default: the training corpus in the model's config.yaml; every direction "
+        "of a multilingual model's data.pairs)",
+    )
     p.add_argument("--tgt", help="training target file, line for line with --src")
     p.add_argument(
         "--per-source", type=int, default=PER_SOURCE, help="candidates kept per source piece (default %(default)s)"
@@ -67,16 +71,21 @@ def shortlist_from_corpus(
     from ..inference.shortlist import build_model_shortlist as build
     from ..model_dir import read_run_config
     from ..training.datasets import CorpusFiles, split_files
+    from ..training.multilingual import training_pairs
 
     if src is not None:
         corpus = CorpusFiles(Path(src), Path(tgt))
+        pairs, where = list(corpus.pairs()), corpus.src
     else:
         config = read_run_config(model_dir)
         if config is None:
             raise CommandError(f"{model_dir} has no config.yaml naming its training corpus: give --src and --tgt")
-        corpus = split_files(config.data, "train")
-    pairs = list(corpus.pairs())
+        if config.data.pairs is not None:  # several directions: all of them, target tokens included
+            pairs, where = training_pairs(config.data), f"the {len(config.data.pairs)} directions of data.pairs"
+        else:
+            corpus = split_files(config.data, "train")
+            pairs, where = list(corpus.pairs()), corpus.src
     if not pairs:
-        raise CommandError(f"{corpus.src}: no sentence pairs to build a shortlist from")
-    log.info("estimating word translation probabilities on %d pairs of %s", len(pairs), corpus.src)
+        raise CommandError(f"{where}: no sentence pairs to build a shortlist from")
+    log.info("estimating word translation probabilities on %d pairs of %s", len(pairs), where)
     return build(model_dir, pairs, per_source=per_source, frequent=frequent)

@@ -158,15 +158,19 @@ def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "tune-precision",
-        help="make int8 a model's default on CPU where it is faster and as good, on a validation set",
+        help="make int8 (or bf16 with AMX) a model's default on CPU where it is faster and as good, on a "
+        "validation set",
         parents=[model, beam, scored_set_options("multi30k:val:de-en")],
-        description="Translate a validation set on CPU in fp32 and in int8 (the fastest engine here, as "
-        f"--engine auto picks it), print BLEU, chrF and time of each, and choose int8 where it was faster "
-        f"and its cased BLEU at most --tolerance below fp32's (default {INT8_TOLERANCE:g}). --write makes the "
+        description="Translate a validation set on CPU in fp32, in int8 and, on a CPU with AMX, in bf16 (the "
+        "fastest engine here, as --engine auto picks it), print BLEU, chrF and time of each, and choose the "
+        "fastest that beat fp32's time with a cased BLEU at most --tolerance below fp32's (default "
+        f"{INT8_TOLERANCE:g}); fp32 if none did. --write makes the "
         "choice the model's decode.precision, which translate, evaluate and serve then use on CPU unless "
         "given --precision. Choose on a validation set, never on the test set you report.",
     )
-    p.add_argument("--tolerance", type=float, default=INT8_TOLERANCE, help="BLEU int8 may lose (default %(default)s)")
+    p.add_argument(
+        "--tolerance", type=float, default=INT8_TOLERANCE, help="BLEU int8 or bf16 may lose (default %(default)s)"
+    )
     target_lang_option(p)
     p.add_argument("--write", action="store_true", help="make the choice the model's decode.precision")
     p.set_defaults(func=cmd_tune_precision)

@@ -6,10 +6,19 @@ consistent than the human references: a small student with greedy search gets cl
 teacher with a beam. The student keeps the teacher's tokenizer (one vocabulary for both, so a
 teacher whose tokenizer the student config would not build is refused before any translation).
 
-    plan = plan_distillation(teacher_dir, student_config, out_dir)   # checks, before any work
-    translate_corpus(translate, plan.source, plan.distilled)           # resumable
-    plan.write_training_pairs()
-    train(plan.student_config(), out_dir)
+    distillation = plan_distillation(teacher_dir, student_config, out_dir)   # checks, before any work
+    for plan in distillation.plans:                                         # one per direction
+        plan.write_source()
+        translate_corpus(translate, plan.source, plan.distilled)           # resumable
+    distillation.write_training_pairs()
+    train(distillation.student_config(), out_dir)
+
+A multilingual student (data.pairs) learns every direction of its teacher, each distilled in a
+folder of its own (distilled/de-en/, distilled/cs-en.3000/ for a direction capped at 3,000 pairs,
+which is distilled on its kept pairs only); its data.pairs then names a folder inside each
+(student/, or student.2best.refs/ and the like with --hypotheses and --with-references), so that
+a student started on other files is told apart. Or a student learns one direction of a
+multilingual teacher.
 
 The translation step appends whole lines, a chunk at a time, each chunk flushed to disk: killed
 at any moment, it finds its place again by counting the complete lines already written (a torn
@@ -33,11 +42,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from ..config import ExperimentConfig
+from ..config import DataConfig, ExperimentConfig, PairSpec
 from ..data.corpus import read_lines
 from ..files import atomic_write_text
 from ..model_dir import IMPORTED_FROM, read_run_config
+from ..tokenizer import has_tokenizers, load_tokenizers, save_tokenizers
 from .datasets import CorpusFiles, split_files
+from .multilingual import capped_rows, direction_files
 
 log = logging.getLogger(__name__)
 
@@ -46,51 +57,88 @@ DISTILLED = "distilled"  # the folder, in the student's directory, of the teache
 
 @dataclass(frozen=True)
 class DistillationPlan:
-    """What the distillation reads and writes, settled before any translation."""
+    """What the distillation of one direction reads and writes, settled before any translation."""
 
     config: ExperimentConfig  # the student's, as given
     corpus: CorpusFiles  # the training pairs, as the config names them
     folder: Path  # where the distilled corpus is written, in the student's directory
     with_references: bool = False
     hypotheses: int = 1  # the teacher's translations kept per sentence, best first
+    direction: PairSpec | None = None  # one of a multilingual student's directions (None: the config's pair)
+    rows: tuple[int, ...] | None = None  # a capped direction's kept pairs, in file order (None: all)
+    target_lang: str | None = None  # what a multi-target teacher is asked to write
+
+    @property
+    def pair(self) -> PairSpec:
+        """The direction distilled."""
+        return self.direction or self.config.data.directions[0]
 
     @property
     def source(self) -> Path:  # the training pairs' source side, one sentence a line
-        return self.folder / f"source.{self.config.data.src_lang}"
+        return self.folder / f"source.{self.pair.src_lang}"
 
     @property
     def reference(self) -> Path:  # their human translations
-        return self.folder / f"reference.{self.config.data.tgt_lang}"
+        return self.folder / f"reference.{self.pair.tgt_lang}"
 
     @property
     def distilled(self) -> Path:  # the teacher's translations of `source`, `hypotheses` lines a sentence
         n = "" if self.hypotheses == 1 else f"{self.hypotheses}best."
-        return self.folder / f"teacher.{n}{self.config.data.tgt_lang}"
+        return self.folder / f"teacher.{n}{self.pair.tgt_lang}"
 
     @property
     def distilled_source(self) -> Path:  # `source` line for line with `distilled` (each line n times)
         if self.hypotheses == 1:
             return self.source
-        return self.folder / f"source.x{self.hypotheses}.{self.config.data.src_lang}"
+        return self.folder / f"source.x{self.hypotheses}.{self.pair.src_lang}"
 
     def write_source(self) -> None:
         """The training pairs' two sides as plain files, once (the corpus may be a TSV, or gzipped)."""
         if self.source.exists() and self.reference.exists():
             return
         pairs = list(self.corpus.pairs())
+        if self.rows is not None:  # numbered as the reader gives them, as the training run takes them
+            pairs = [pairs[i] for i in self.rows if i < len(pairs)]
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.reference, "".join(f"{t}\n" for _, t in pairs))
         atomic_write_text(self.source, "".join(f"{s}\n" for s, _ in pairs))
 
     def student_config(self) -> ExperimentConfig:
         """The student's config, training on the teacher's output (and the references, if asked)."""
-        src, tgt = self.mixed_files() if self.with_references else (self.distilled_source, self.distilled)
+        src, tgt = self.training_files()
         data = dataclasses.replace(self.config.data, train_src=str(src), train_tgt=str(tgt))
         return dataclasses.replace(self.config, data=data)
 
     def mixed_files(self) -> tuple[Path, Path]:
-        data = self.config.data
-        return self.folder / f"mixed.{data.src_lang}", self.folder / f"mixed.{data.tgt_lang}"
+        return self.folder / f"mixed.{self.pair.src_lang}", self.folder / f"mixed.{self.pair.tgt_lang}"
+
+    def training_files(self) -> tuple[Path, Path]:
+        """The student's training pairs of this direction: the teacher's (and the references, if asked)."""
+        return self.mixed_files() if self.with_references else (self.distilled_source, self.distilled)
+
+    @property
+    def student_folder(self) -> Path:
+        """A multilingual student's folder of this direction, named after what it trains on."""
+        name = "student" + (f".{self.hypotheses}best" if self.hypotheses > 1 else "")
+        return self.folder / (name + (".refs" if self.with_references else ""))
+
+    def write_direction_files(self) -> None:
+        """This direction as a multilingual student's data.pairs reads a directory (student_folder):
+        train.xx and train.yy (copies of training_files), valid.xx and valid.yy (the corpus's
+        validation pairs). Copies newer than what they are made from are left alone (a resumed
+        student keeps its cache)."""
+        src, tgt, folder = self.pair.src_lang, self.pair.tgt_lang, self.student_folder
+        folder.mkdir(parents=True, exist_ok=True)
+        made_from = zip((folder / f"train.{src}", folder / f"train.{tgt}"), self.training_files(), strict=True)
+        for made, original in made_from:
+            if is_stale(made, [original]):
+                atomic_write_text(made, original.read_text(encoding="utf-8"))
+        valid_src, valid_tgt = folder / f"valid.{src}", folder / f"valid.{tgt}"
+        if not (valid_src.exists() and valid_tgt.exists()):
+            files = direction_files(self.config.data, self.pair, "valid")
+            pairs = list(CorpusFiles(files.src, files.tgt).pairs())  # the text, without a target token
+            atomic_write_text(valid_src, "".join(f"{s}\n" for s, _ in pairs))
+            atomic_write_text(valid_tgt, "".join(f"{t}\n" for _, t in pairs))
 
     def write_training_pairs(self) -> None:
         """The student's training files, once the teacher's translations are complete: each source
@@ -117,6 +165,34 @@ def is_stale(made: Path, sources: Sequence[Path]) -> bool:
 TOKENIZER_FIELDS = ("kind", "vocab_size", "joint", "lowercase", "pretokenized")
 
 
+@dataclass(frozen=True)
+class Distillation:
+    """Every direction's plan, and the student config that trains on what they write."""
+
+    config: ExperimentConfig  # the student's, as given
+    plans: list[DistillationPlan]
+
+    @property
+    def multilingual(self) -> bool:
+        """Whether the student config names its directions in data.pairs (each distilled in a folder)."""
+        return self.config.data.pairs is not None
+
+    def write_training_pairs(self) -> None:
+        """Each direction's training files (DistillationPlan.write_training_pairs), and for a
+        multilingual student the directory each of its data.pairs entries reads."""
+        for plan in self.plans:
+            plan.write_training_pairs()
+            if self.multilingual:
+                plan.write_direction_files()
+
+    def student_config(self) -> ExperimentConfig:
+        """The student's config: training on the teacher's output (and the references, if asked)."""
+        if not self.multilingual:
+            return self.plans[0].student_config()
+        pairs = [f"{plan.student_folder}/:{plan.pair.name}" for plan in self.plans]  # no caps: the kept pairs only
+        return dataclasses.replace(self.config, data=dataclasses.replace(self.config.data, pairs=pairs))
+
+
 def plan_distillation(
     teacher: str | Path,
     config: ExperimentConfig,
@@ -124,8 +200,10 @@ def plan_distillation(
     *,
     with_references: bool = False,
     hypotheses: int = 1,
-) -> DistillationPlan:
-    """Check that the teacher fits the student config; raise ValueError naming what differs."""
+) -> Distillation:
+    """Check that the teacher fits the student config; raise ValueError naming what differs.
+
+    The student learns every direction of the teacher (data.pairs as the teacher's) or one of them."""
     teacher, out = Path(teacher), Path(out)
     if hypotheses < 1:
         raise ValueError(f"the teacher must keep at least 1 translation per sentence, not {hypotheses}")
@@ -134,12 +212,18 @@ def plan_distillation(
     taught = read_run_config(teacher)
     if taught is None:
         raise ValueError(f"{teacher} has no config.yaml: not a model directory that nmt train wrote")
-    for side in ("src_lang", "tgt_lang"):
-        if getattr(taught.data, side) != getattr(config.data, side):
-            raise ValueError(
-                f"the teacher translates {taught.data.src_lang}->{taught.data.tgt_lang}, the student config "
-                f"{config.data.src_lang}->{config.data.tgt_lang}"
-            )
+    taught_names = [d.name for d in taught.data.directions]
+    wanted = config.data.directions
+    missing = [d.name for d in wanted if d.name not in taught_names]
+    if missing:
+        raise ValueError(
+            f"the teacher translates {', '.join(taught_names)}; the student config asks for {', '.join(missing)}"
+        )
+    if 1 < len(wanted) < len(taught_names):
+        raise ValueError(
+            f"the student config asks for {len(wanted)} of the teacher's {len(taught_names)} directions: a "
+            f"student learns all of them ({', '.join(taught_names)}) or one"
+        )
     for name in TOKENIZER_FIELDS:
         mine, theirs = getattr(config.tokenizer, name), getattr(taught.tokenizer, name)
         if mine != theirs:
@@ -148,7 +232,49 @@ def plan_distillation(
                 f"where the teacher's is {theirs}: set tokenizer.{name}: {theirs} in the student config"
             )
     folder = out.resolve() / DISTILLED
-    return DistillationPlan(config, split_files(config.data, "train"), folder, with_references, hypotheses)
+    multi_target = bool(taught.data.target_languages)
+    if config.data.pairs is None:
+        target_lang = config.data.tgt_lang if multi_target else None
+        corpus = split_files(config.data, "train")
+        plan = DistillationPlan(config, corpus, folder, with_references, hypotheses, target_lang=target_lang)
+        return Distillation(config, [plan])
+    plans = []
+    for direction in wanted:
+        files = direction_files(config.data, direction, "train")
+        rows = capped_rows(files.count(), direction.max_pairs)
+        plans.append(
+            DistillationPlan(
+                config,
+                CorpusFiles(files.src, files.tgt, files.strip_annotations),  # the text, without a target token
+                folder / (direction.name if direction.max_pairs is None else f"{direction.name}.{direction.max_pairs}"),
+                with_references,
+                hypotheses,
+                direction=direction,
+                rows=None if rows is None else tuple(int(i) for i in rows),
+                target_lang=direction.tgt_lang if multi_target else None,
+            )
+        )
+    return Distillation(config, plans)
+
+
+def copy_teacher_tokenizer(teacher: Path, out: Path, data: DataConfig) -> None:
+    """The teacher's tokenizer into `out` (a different one already there is refused). A student of
+    one target language, of a teacher with several, takes it without the >>xx<< tokens: its
+    sources hold none, and a model with them would ask for a target language."""
+    from .run import copy_tokenizers  # noqa: PLC0415 (run imports the trainer, needed here only)
+
+    tokenizer, _ = load_tokenizers(teacher)
+    if data.target_languages or not getattr(tokenizer, "target_languages", None):
+        copy_tokenizers(teacher, out)
+        return
+    plain = tokenizer.without_language_tokens()
+    if not has_tokenizers(out):
+        save_tokenizers(plain, plain, out)
+        return
+    mine, _ = load_tokenizers(out)
+    everything = range(plain.vocab_size)
+    if mine.vocab_size != plain.vocab_size or mine.lookup(everything) != plain.lookup(everything):
+        raise ValueError(f"{out} holds another tokenizer than the teacher's: distil into a new directory")
 
 
 def n_best_lines(found: Sequence[Sequence[str]], n: int) -> list[str]:

@@ -2,8 +2,11 @@
 
     data.pairs: [multi30k:de-en, multi30k:fr-en, "multi30k:cs-en:3000"]   # many-to-one
     data.pairs: [multi30k:en-de, multi30k:en-fr, multi30k:en-cs]          # one-to-many
+    data.pairs: [corpora/:gl-en, corpora/:pt-en]   # one's own files: corpora/train.gl-en.gl, ...
 
-Each direction is read from the registry, cut to its cap (a seeded random subset, the same in
+Each direction is read from the registry or from a directory of the user's (train.gl-en.gl and
+train.gl-en.en, or train.gl and train.en where a language takes part in one direction; valid.* or
+dev.* for validation; .gz too), cut to its cap (a seeded random subset, the same in
 every run), encoded and cached as any corpus, and filtered by length; the directions are then
 joined into one training set that keeps each pair's direction, so that batches draw directions
 by temperature (data.temperature, nmt.data.pair_sampling) rather than as the corpora are sized.
@@ -24,12 +27,13 @@ Validation keeps one set per direction, so that BLEU is reported for each (nmt.t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from ..config import ConfigError, DataConfig, PairSpec
-from ..data.encoded import EncodedCorpus
+from ..data.encoded import EncodedCorpus, encode_corpus
 from ..data.pair_sampling import direction_shares
 from ..data.registry import is_pretokenized, parallel_files
 from ..tokenizer import (
@@ -40,22 +44,53 @@ from ..tokenizer import (
     save_tokenizers,
     train_tokenizers,
 )
-from .datasets import CorpusFiles, TrainingData, ValidationSet, encode_split, length_filtered, sample_pairs
+from .datasets import (
+    CorpusFiles,
+    TrainingData,
+    ValidationSet,
+    bpe_dropout_tokenizers,
+    encode_split,
+    length_filtered,
+    sample_pairs,
+)
 
 log = logging.getLogger(__name__)
 
 CAP_SEED = 0  # the draw of a capped direction's pairs: fixed, so that every run trains on the same ones
 
 
+# A directory's file names for each split: fairseq's (train.gl-en.gl) or the plain form (train.gl).
+DIRECTORY_SPLITS = {"train": ("train",), "valid": ("valid", "dev")}
+
+
+def directory_files(direction: PairSpec, split: str) -> tuple[Path, Path]:
+    """One direction's two files for `split` in the user's directory `direction.corpus`."""
+    directory, tried = Path(direction.corpus), []
+    for stem in DIRECTORY_SPLITS[split]:
+        for middle in (f".{direction.name}", ""):
+            for gz in ("", ".gz"):
+                paths = [directory / f"{stem}{middle}.{lang}{gz}" for lang in (direction.src_lang, direction.tgt_lang)]
+                if all(path.is_file() for path in paths):
+                    return paths[0], paths[1]
+                tried.append(" + ".join(path.name for path in paths))
+    raise FileNotFoundError(
+        f"data.pairs: {direction.corpus}:{direction.name}: no {split} files in {directory}; "
+        f"looked for {', '.join(tried[::2])} (each also .gz)"
+    )
+
+
 def direction_files(data: DataConfig, direction: PairSpec, split: str) -> CorpusFiles:
     """One direction's files for `split` ("train" or "valid"), its sources led by the target token
     where the model has several targets."""
-    if direction.corpus is None or is_pretokenized(direction.corpus):
+    if direction.is_directory:
+        src, tgt = directory_files(direction, split)
+    elif direction.corpus is None or is_pretokenized(direction.corpus):
         raise ConfigError(
             f"data.pairs: {direction.corpus}:{direction.name}: a registered corpus of running text is needed"
         )
-    name = data.train_split if split == "train" else data.valid_split
-    src, tgt = parallel_files(direction.corpus, name, direction.src_lang, direction.tgt_lang)
+    else:
+        name = data.train_split if split == "train" else data.valid_split
+        src, tgt = parallel_files(direction.corpus, name, direction.src_lang, direction.tgt_lang)
     prefix = f">>{direction.tgt_lang}<< " if data.target_languages else ""
     return CorpusFiles(src, tgt, strip_annotations=data.strip_annotations and split == "train", source_prefix=prefix)
 
@@ -63,6 +98,18 @@ def direction_files(data: DataConfig, direction: PairSpec, split: str) -> Corpus
 def validation_files(data: DataConfig) -> list[CorpusFiles]:
     """Each direction's validation files, as the model reads them."""
     return [direction_files(data, direction, "valid") for direction in data.directions]
+
+
+def training_pairs(data: DataConfig) -> list[tuple[str, str]]:
+    """Every direction's training pairs as the model reads them (a multi-target model's sources led
+    by their >>xx<< token), a capped direction's kept ones only: e.g. for a lexical shortlist."""
+    pairs = []
+    for direction in data.directions:
+        files = direction_files(data, direction, "train")
+        read = list(files.pairs())
+        rows = capped_rows(files.count(), direction.max_pairs)
+        pairs += read if rows is None else [read[i] for i in rows if i < len(read)]
+    return pairs
 
 
 def capped_rows(size: int, cap: int | None) -> np.ndarray | None:
@@ -130,6 +177,21 @@ def shared_tokenizer(
     return tokenizer
 
 
+def kept_pairs_resampler(
+    files: CorpusFiles, taken: np.ndarray, keep: np.ndarray, dropping: SubwordTokenizer
+) -> Callable[[], EncodedCorpus]:
+    """A function encoding one direction's training pairs with a BPE-dropout tokenizer: the rows
+    `taken` of its files (a capped direction's few), then of those the rows `keep` (the length
+    filters'), in order. Only the taken pairs are encoded, not the whole file each epoch."""
+
+    def resample() -> EncodedCorpus:
+        pairs = list(files.pairs())
+        taken_pairs = [pairs[i] for i in taken]
+        return encode_corpus(taken_pairs, dropping.encode_batch, dropping.encode_batch).take(keep)
+
+    return resample
+
+
 def load_multilingual_data(
     data: DataConfig, tokenizer_config: TokenizerConfig, model_dir: Path, *, progress: bool = False
 ) -> TrainingData:
@@ -139,16 +201,20 @@ def load_multilingual_data(
     valid = {d.name: direction_files(data, d, "valid") for d in directions}
     rows = {d.name: capped_rows(train[d.name].count(), d.max_pairs) for d in directions}
     tokenizer = shared_tokenizer(data, tokenizer_config, Path(model_dir), train, rows)
-    parts, groups, valid_parts, valid_sets = [], [], [], []
+    parts, groups, valid_parts, valid_sets, resamplers = [], [], [], [], []
     for index, direction in enumerate(directions):
         corpus = encode_split(train[direction.name], tokenizer, tokenizer, model_dir, progress=progress)
-        if rows[direction.name] is not None:
-            corpus = corpus.take(rows[direction.name][rows[direction.name] < len(corpus)])
+        taken = np.arange(len(corpus)) if rows[direction.name] is None else rows[direction.name]
+        taken = taken[taken < len(corpus)]  # a capped row past the end: an empty pair the reader skipped
+        corpus = corpus.take(taken)
         keep, report = length_filtered(corpus, data)
         corpus = corpus.take(keep)
         if len(corpus) == 0:
             raise ValueError(f"data.pairs: {direction.name} has no training pairs left: {report.report()}")
         log.info("%s training pairs: %s", direction.name, report.report())
+        if data.bpe_dropout:  # the same pairs, segmented afresh each epoch; the >>xx<< token is never cut
+            dropping, _ = bpe_dropout_tokenizers(tokenizer, tokenizer, data.bpe_dropout, Path(model_dir))
+            resamplers.append(kept_pairs_resampler(train[direction.name], taken, keep, dropping))
         parts.append(corpus)
         groups.append(np.full(len(corpus), index, dtype=np.int64))
         valid_parts.append(encode_split(valid[direction.name], tokenizer, tokenizer, model_dir))
@@ -161,6 +227,7 @@ def load_multilingual_data(
         EncodedCorpus.concatenate(valid_parts),
         [s for v in valid_sets for s in v.sources],
         [r for v in valid_sets for r in v.references],
+        resample_train=(lambda: EncodedCorpus.concatenate([r() for r in resamplers])) if resamplers else None,
         train_groups=np.concatenate(groups),
         valid_sets=valid_sets,
     )

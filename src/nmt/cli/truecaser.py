@@ -1,0 +1,79 @@
+"""nmt truecaser: teach a lower-cased model's output each word's usual case, from cased text."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from pathlib import Path
+
+from .common import CommandError, require_model_dir
+
+
+def add_truecaser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "truecaser",
+        help="learn the target language's usual case of each word from cased text, for a model of a "
+        "lower-cased corpus (ted_hrlr)",
+        description="Count how each word of cased text in the model's target language is written away from "
+        "a sentence start (Moses' truecaser, sacremoses), and store it in MODEL_DIR as truecase-model.LANG. "
+        "The model's output then writes a word the source does not case in its usual case where the text "
+        "shows that case more often than lower case, at least twice (Chinese, January, Monday); every "
+        "interface reads it (translate, evaluate, serve, the Python API); `--no-truecase` leaves it out "
+        "for one call. Replaces an earlier one. The text should be in the domain the model translates: "
+        "names and terms it never shows stay as the model writes them.",
+    )
+    p.add_argument("model", metavar="MODEL_DIR", help="a model of a lower-cased corpus (its text_form.json)")
+    p.add_argument(
+        "--text",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="cased text in the target language, one sentence or paragraph a line (.gz too; repeat for several files)",
+    )
+    p.add_argument(
+        "--corpus",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a registered corpus whose training split has the target language, e.g. multi30k (repeat for several)",
+    )
+    p.add_argument("--max-lines", type=int, metavar="N", help="read at most N lines of each source (default: all)")
+    p.set_defaults(func=cmd_truecaser)
+
+
+def cmd_truecaser(args: argparse.Namespace) -> int:
+    from ..data.corpus import read_lines
+    from ..data.registry import corpus_path
+    from ..model_dir import TRUECASER, read_text_form
+    from ..truecaser import train_truecaser, usual_case
+
+    require_model_dir(args.model)
+    form = read_text_form(args.model, truecaser=False)  # an earlier truecaser is replaced, even a broken one
+    if form is None or not form.lowercased:
+        raise CommandError(
+            f"{args.model} writes cased text already (no lower-cased text_form.json): a truecaser is for models "
+            "of lower-cased corpora"
+        )
+    if not args.text and not args.corpus:
+        raise CommandError("give cased text in the target language: --text FILE or --corpus NAME")
+    if args.max_lines is not None and args.max_lines < 1:
+        raise CommandError(f"--max-lines must be >= 1, got {args.max_lines}")
+    sources = [Path(f) for f in args.text]
+    for name in args.corpus:
+        try:
+            sources.append(corpus_path(name, "train", form.tgt_lang))
+        except ValueError as err:
+            raise CommandError(f"--corpus {name}: {err}; give its {form.tgt_lang} file with --text") from None
+    lines = itertools.chain.from_iterable(itertools.islice(read_lines(path), args.max_lines) for path in sources)
+    truecaser = train_truecaser(lines, form.tgt_lang)
+    out = Path(args.model) / TRUECASER.format(lang=form.tgt_lang)
+    truecaser.save_model(str(out))
+    words = truecaser.model["casing"]
+    recased = sum(1 for word in words if usual_case(word, truecaser) != word)
+    print(
+        f"truecaser written to {out}: {len(words)} words from {', '.join(map(str, sources))}; the output "
+        f"takes another case than lower for {recased} of them",
+        file=sys.stderr,
+    )
+    return 0
