@@ -2,6 +2,7 @@
 
     pip install --no-deps --target /work/onmt/site OpenNMT-py==3.5.1 "pyonmttok>=1.37,<2" configargparse
     python benchmarks/opennmt_speed.py [--steps 200] [--warmup 20] [--rounds 2] [--threads 2] [--onmt-site DIR]
+        [--precisions auto,fp32,bf16] [--no-workers]
 
 OpenNMT-py 3.5.1 pins torch<2.3 (and CUDA wheels with it), so it is installed without its
 dependencies into a folder of its own and runs on the installed torch, with that folder on
@@ -211,21 +212,25 @@ def run(cmd: list[str], log: Path, env: dict | None = None) -> None:
         sys.exit(f"{' '.join(cmd[1:4])} ... failed (exit {code}); its last lines:\n{tail}")
 
 
-def run_nmt(folder: Path, tokenizer, args, steps: int, placement: str = "threads") -> float:
+def run_nmt(folder: Path, tokenizer, args, steps: int, placement: str = "threads", precision: str = "auto") -> float:
     """placement "threads": one process of --threads threads; "processes": nmt's default on CPU
-    (train.processes=auto: one single-threaded worker per core, splitting each batch)."""
+    (train.processes=auto: one single-threaded worker per core, splitting each batch). `precision`:
+    train.precision (auto: bf16 where the CPU has bf16 units, see nmt.training.precision)."""
     from nmt.tokenizer import save_tokenizers
 
     out = folder / "nmt_run"
     out.mkdir()
     save_tokenizers(tokenizer, tokenizer, out)  # found there, used as is: the text OpenNMT-py reads
     overrides = [
+        "train.device=cpu",  # also on a GPU machine's host: this is a CPU benchmark
+        "train.tune_decoding=false",
         f"train.max_steps={steps}",
         f"train.log_every={args.window}",
         *([f"train.threads={args.threads}"] if placement == "threads" else ["train.processes=auto"]),
         "train.valid_every=1000000",
         "train.valid_bleu_sentences=0",
         "train.best_metric=loss",
+        f"train.precision={precision}",
     ]
     cmd = [sys.executable, "-m", "nmt", "train", str(RECIPE), "--out", str(out), "--quiet", "--set", *overrides]
     run(cmd, folder / "nmt.log")
@@ -258,6 +263,12 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch intra-op threads on both sides")
     parser.add_argument("--bucket", type=int, default=None, help="OpenNMT-py's bucket_size (default: nmt's pool)")
     parser.add_argument("--onmt-site", default="/work/onmt/site", help="where OpenNMT-py was pip-installed")
+    parser.add_argument(
+        "--precisions",
+        default="auto",
+        help="nmt's train.precision values to time in one process each, comma-separated (e.g. fp32,bf16)",
+    )
+    parser.add_argument("--no-workers", action="store_true", help="leave out nmt's default worker processes")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--onmt-child", nargs=2, metavar=("CONFIG", "STATS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -275,10 +286,16 @@ def main() -> None:
         facts = prepare(folder, tokenizer, cfg)
         args.bucket = args.bucket or facts["pool"]
         config = onmt_config(folder, cfg, args, args.warmup + args.steps)
-        nmt_rates, default_rates, onmt_rates = [], [], []
+        precisions = args.precisions.split(",")
+        nmt_rates: dict[str, list[float]] = {p: [] for p in precisions}
+        default_rates, onmt_rates = [], []
         for _ in range(args.rounds):
-            nmt_rates.append(run_nmt(folder, tokenizer, args, args.warmup + args.steps))
-            default_rates.append(run_nmt(folder, tokenizer, args, args.warmup + args.steps, "processes"))
+            for precision in precisions:
+                nmt_rates[precision].append(
+                    run_nmt(folder, tokenizer, args, args.warmup + args.steps, "threads", precision)
+                )
+            if not args.no_workers:
+                default_rates.append(run_nmt(folder, tokenizer, args, args.warmup + args.steps, "processes"))
             rate, onmt_per_step, onmt_params = run_onmt(folder, args, config)
             onmt_rates.append(rate)
     result = {
@@ -289,15 +306,18 @@ def main() -> None:
         "opennmt_params": onmt_params,
         "nmt_target_tokens_per_step": facts["nmt_tokens_per_step"],
         "opennmt_target_tokens_per_step": onmt_per_step,
-        "nmt_tokens_per_s": median(nmt_rates),
         "opennmt_tokens_per_s": median(onmt_rates),
-        "nmt_over_opennmt": median(nmt_rates) / median(onmt_rates),
-        "nmt_workers_tokens_per_s": median(default_rates),
-        "nmt_workers_over_opennmt": median(default_rates) / median(onmt_rates),
-        "nmt_rounds": nmt_rates,
-        "nmt_workers_rounds": default_rates,
         "opennmt_rounds": onmt_rates,
     }
+    for precision, rates in nmt_rates.items():
+        name = "nmt" if precision == "auto" else f"nmt_{precision}"
+        result[f"{name}_tokens_per_s"] = median(rates)
+        result[f"{name}_over_opennmt"] = median(rates) / median(onmt_rates)
+        result[f"{name}_rounds"] = rates
+    if default_rates:
+        result["nmt_workers_tokens_per_s"] = median(default_rates)
+        result["nmt_workers_over_opennmt"] = median(default_rates) / median(onmt_rates)
+        result["nmt_workers_rounds"] = default_rates
     if args.json:
         print(json.dumps(result))
     else:

@@ -33,3 +33,14 @@ def test_dropout_module_is_identity_in_eval_and_at_zero():
     assert torch.equal(Dropout(0.5).eval()(x), x)
     assert torch.equal(Dropout(0.0).train()(x), x)
     assert not torch.equal(Dropout(0.5).train()(x), x)
+
+
+def test_cpu_dropout_keeps_bf16_and_its_gradient_is_the_mask_in_bf16():
+    x = torch.randn(64, 32).bfloat16().requires_grad_()
+    torch.manual_seed(2)
+    y = cpu_dropout(x, 0.2)
+    assert y.dtype == torch.bfloat16
+    kept = y != 0
+    assert torch.equal(y[kept], (x[kept].float() * 1.25).bfloat16())  # x * 1 / (1 - p), rounded once
+    y.sum().backward()
+    assert x.grad.dtype == torch.bfloat16 and torch.equal(x.grad, kept.bfloat16() * 1.25)

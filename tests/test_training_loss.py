@@ -62,6 +62,47 @@ def test_gradient_equals_autograd_of_the_textbook_formula():
     assert torch.allclose(a.grad, b.grad, atol=1e-6)
 
 
+def _table(seed=4, tokens=37, vocab=50):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(tokens, vocab, generator=g) * 3, torch.randint(1, vocab, (tokens,), generator=g)
+
+
+def test_any_block_of_rows_gives_the_loss_and_gradient_of_the_whole_table(monkeypatch):
+    from nmt.training import loss as loss_module
+
+    logits, labels = _table()
+    results = []
+    for elements in (1 << 18, 50 * 4, 1):  # the whole table in one block; blocks of 4 rows; one row each
+        monkeypatch.setattr(loss_module, "CACHE_ELEMENTS", elements)
+        x = logits.clone().requires_grad_()
+        out = label_smoothed_loss(x, labels, normaliser=37, smoothing=0.1)
+        out.loss.backward()
+        results.append((out.loss, out.nll_sum, out.correct, x.grad))
+    assert len(loss_module.row_blocks(logits)) == 37  # the last setting did work row by row
+    for loss, nll, correct, grad in results[1:]:
+        assert torch.allclose(loss, results[0][0], rtol=1e-6) and torch.allclose(nll, results[0][1], rtol=1e-6)
+        assert correct == results[0][2]
+        assert torch.allclose(grad, results[0][3], atol=1e-7)
+    expected = F.cross_entropy(logits, labels, label_smoothing=0.1)  # and they are the right numbers
+    assert torch.allclose(results[-1][0], expected, rtol=1e-5)
+
+
+def test_bf16_logits_give_the_fp32_loss_and_the_fp32_gradient_rounded_to_bf16(monkeypatch):
+    from nmt.training import loss as loss_module
+
+    monkeypatch.setattr(loss_module, "CACHE_ELEMENTS", 50 * 4)  # several blocks
+    logits, labels = _table(5)
+    narrow = logits.bfloat16().requires_grad_()
+    wide = logits.bfloat16().float().requires_grad_()  # the same values in fp32
+    a = label_smoothed_loss(narrow, labels, normaliser=37)
+    b = label_smoothed_loss(wide, labels, normaliser=37)
+    assert a.loss.dtype == torch.float32 and torch.equal(a.loss, b.loss) and torch.equal(a.nll_sum, b.nll_sum)
+    a.loss.backward()
+    b.loss.backward()
+    assert narrow.grad.dtype == torch.bfloat16
+    assert torch.equal(narrow.grad, wide.grad.bfloat16())
+
+
 def test_sequence_loss_equals_loss_on_full_logits():
     from nmt.training.loss import sequence_loss
 

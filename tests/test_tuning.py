@@ -116,6 +116,22 @@ def test_a_written_precision_is_the_default_on_cpu_and_a_named_one_wins(tiny_mod
     assert read_decode_config(model_dir).precision is None
 
 
+def test_a_written_bf16_is_the_default_only_where_it_can_run(tiny_model_dir, tmp_path, monkeypatch):
+    """Tuning on an AMX CPU may choose bf16; the model, moved to a CPU without AMX (or run on
+    CTranslate2, which has no bf16 on CPU), then decodes in fp32 rather than failing."""
+    from nmt.inference import loading
+
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    write_precision(model_dir, "bf16")
+    assert read_decode_config(model_dir).precision == "bf16"
+    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    assert Translator.load(model_dir, engine="torch", device="cpu").engine.precision == "fp32"
+    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx512f", "amx_tile", "amx_bf16"}))
+    assert loading.model_precision("bf16", "torch") == "bf16" and loading.model_precision("bf16", "auto") == "bf16"
+    assert loading.model_precision("bf16", "ctranslate2") is None
+    assert loading.model_precision("int8", "ctranslate2") == "int8"
+
+
 def test_an_imported_model_s_decode_settings_are_written_where_they_are_read(tiny_model_dir, tmp_path):
     """An imported model keeps its search in imported_from.json: a written alpha or precision goes
     there, not into a new config.yaml of the library's defaults (which would replace its beam)."""

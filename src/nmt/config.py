@@ -277,7 +277,8 @@ class DecodeConfig(SearchSettings):
     """A model's defaults for translation: its search settings, and how its searches are bounded and
     run (a call's settings replace the former: see SearchSettings)."""
 
-    precision: str | None = None  # on CPU, when a run names none: fp32 (null) or int8 (`nmt tune-precision`)
+    # on CPU, when a run names none: fp32 (null), int8, or bf16 on CPUs with AMX (`nmt tune-precision`)
+    precision: str | None = None
     max_len_a: float = 1.5  # output length limit: a * source_len + b
     max_len_b: int = 10  # output length limit: a * source_len + b
     min_len: int = 1  # output tokens before the end token may come (see decoding.SearchLimits)
@@ -288,7 +289,7 @@ class DecodeConfig(SearchSettings):
         "max_len_a": at_least(0),
         "max_len_b": at_least(0),
         "min_len": at_least(0),
-        "precision": one_of("fp32", "int8"),
+        "precision": one_of("fp32", "int8", "bf16"),
         "batch_tokens": at_least(1),
     }
 

@@ -143,7 +143,7 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         choices=PRECISIONS,
         default=ENGINE_DEFAULTS.precision,
         help="int8: int8 linear layers (CPU, either engine); bf16: CUDA (either engine) or, for the "
-        "torch engine, CPUs with AMX (default: the model's decode.precision on CPU, int8 where "
+        "torch engine, CPUs with AMX (default: the model's decode.precision on CPU, int8 or bf16 where "
         "`nmt tune-precision` chose it, else fp32; bf16 for ctranslate2 on CUDA); refused where the device "
         "does not run it well",
     )

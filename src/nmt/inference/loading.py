@@ -17,6 +17,7 @@ from ..tokenizer import SubwordTokenizer, load_tokenizers
 from .contract import ENGINE_DEFAULTS, Engine, EngineOptions
 from .engine_choice import cached_export, choose_engine, other_weights
 from .export_ctranslate2 import is_ctranslate2_dir
+from .precision import cpu_flags
 from .shortlist import LexicalShortlist, model_shortlist
 from .torch_engine import TorchEngine
 
@@ -30,6 +31,20 @@ def resolve_device(device: str) -> str:
     return device
 
 
+def model_precision(precision: str, engine: str) -> str | None:
+    """A model's decode.precision for a run on this CPU that names none: as written, except bf16 where
+    it cannot run (chosen on a CPU with AMX, the model is now on one without, or CTranslate2 was asked
+    for, which has no bf16 on CPU): then None, fp32."""
+    if precision == "bf16" and "amx_bf16" not in cpu_flags():
+        log.info("precision fp32: the model's decode.precision bf16 needs a CPU with AMX, and this one has none")
+        return None
+    if precision == "bf16" and engine == "ctranslate2":
+        log.info("precision fp32: the model's decode.precision is bf16, which CTranslate2 lacks on CPU")
+        return None
+    log.info("precision %s: the model's decode.precision (`--precision fp32` to override)", precision)
+    return precision
+
+
 def load_engine(
     model_dir: str | Path, options: EngineOptions, decode: DecodeConfig
 ) -> tuple[Engine, SubwordTokenizer, SubwordTokenizer]:
@@ -40,16 +55,14 @@ def load_engine(
     packs its output projection on CPUs where that is faster (nmt.inference.packed_linear); to
     train from a model directory, use `load_model_dir` instead. Its precision defaults to fp32 on
     CUDA too (bf16 decoding measured slower there: see nmt.inference.precision). On CPU a run that
-    names no precision takes the model's decode.precision (int8 where `nmt tune-precision` chose it).
-    A lexical shortlist
-    in the directory is used unless options.shortlist is False (one that does not fit the
-    tokenizers is refused: ShortlistError).
+    names no precision takes the model's decode.precision (int8, or bf16 on AMX, where `nmt
+    tune-precision` chose it; see model_precision). A lexical shortlist in the directory is used
+    unless options.shortlist is False (one that does not fit the tokenizers is refused: ShortlistError).
     """
     model_dir = Path(model_dir)
     device = resolve_device(options.device)
     if options.precision is None and decode.precision is not None and torch.device(device).type == "cpu":
-        log.info("precision %s: the model's decode.precision (`--precision fp32` to override)", decode.precision)
-        options = dataclasses.replace(options, precision=decode.precision)
+        options = dataclasses.replace(options, precision=model_precision(decode.precision, options.engine))
     own_weights = model_dir / WEIGHTS
     if options.engine == "auto":
         model_dir, options = resolve_auto(model_dir, options, device)

@@ -25,7 +25,8 @@ def cpu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     draws = words.view(torch.int16)[:n].view(x.shape)  # uniform over [-32768, 32767]
     threshold = -32768 + math.ceil(p * 65536)
     keep = draws >= threshold
-    return x * keep * (1.0 / (1.0 - p))
+    # where() reads the mask as it is; x * keep would first widen it to x's type, a pass of its own
+    return torch.where(keep, x, 0).mul_(1.0 / (1.0 - p))
 
 
 class Dropout(nn.Module):

@@ -30,21 +30,46 @@ from ..model import Transformer
 StatesFn = Callable[[Transformer, torch.Tensor, torch.Tensor], torch.Tensor]  # (model, src, tgt_in) -> states
 
 
+# fp32 values in one block of rows of the (tokens, vocab) table: about 1 MB, which stays in a core's cache
+CACHE_ELEMENTS = 1 << 18
+
+
+def row_blocks(table: torch.Tensor) -> list[slice]:
+    """The row ranges that `SmoothedCrossEntropy` works through a (tokens, vocab) table in. On CPU, blocks
+    of about CACHE_ELEMENTS values, so that a block's several passes (the widening copy, max, exp, sum;
+    in backward the scaling and the narrowing copy) read it from cache, not from memory; elsewhere one
+    block, since a GPU's kernels stream the whole table anyway."""
+    tokens, vocab = table.shape
+    rows = max(1, CACHE_ELEMENTS // max(vocab, 1)) if table.device.type == "cpu" else max(tokens, 1)
+    return [slice(start, start + rows) for start in range(0, tokens, rows)]
+
+
 class SmoothedCrossEntropy(torch.autograd.Function):
-    """Summed label-smoothed cross-entropy of (tokens, vocab) logits; see the module docstring."""
+    """Summed label-smoothed cross-entropy of (tokens, vocab) logits; see the module docstring.
+
+    bf16 logits (under autocast) are widened to fp32 a block of rows at a time, straight into the
+    one fp32 buffer (exp(z - max z), kept for backward), and the gradient is narrowed back into
+    the logits' type block by block: no whole fp32 copy of the table is made."""
 
     @staticmethod
     def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, smoothing: float):
-        z = logits.float()
-        z_max = z.amax(dim=-1, keepdim=True)  # (tokens, 1)
-        p = (z - z_max).exp_()  # (tokens, vocab): the only vocabulary-sized buffer
-        total = p.sum(dim=-1, keepdim=True)
+        tokens, vocab = logits.shape
+        fp32 = {"dtype": torch.float32, "device": logits.device}
+        p = torch.empty(tokens, vocab, **fp32)  # exp(z - max z): the only vocabulary-sized buffer
+        z_max, total = torch.empty(tokens, 1, **fp32), torch.empty(tokens, 1, **fp32)  # per row: max z, sum p
+        z_mean = torch.empty(tokens, **fp32)
+        for rows in row_blocks(logits):
+            z = p[rows]
+            z.copy_(logits[rows])  # (rows, vocab) in fp32, whatever the logits' type
+            torch.mean(z, dim=-1, out=z_mean[rows])
+            torch.amax(z, dim=-1, keepdim=True, out=z_max[rows])
+            z.sub_(z_max[rows]).exp_()
+            torch.sum(z, dim=-1, keepdim=True, out=total[rows])
         lse = (z_max + total.log()).squeeze(1)  # (tokens,) logsumexp
-        p.div_(total)  # softmax, kept for backward
-        z_y = z.gather(1, labels[:, None]).squeeze(1)  # (tokens,)
+        z_y = logits.gather(1, labels[:, None]).squeeze(1).float()  # (tokens,)
         nll = lse - z_y
-        loss = (1.0 - smoothing) * nll + smoothing * (lse - z.mean(dim=-1))
-        ctx.save_for_backward(p, labels)
+        loss = (1.0 - smoothing) * nll + smoothing * (lse - z_mean)
+        ctx.save_for_backward(p, total, labels)
         ctx.smoothing, ctx.dtype = smoothing, logits.dtype
         correct = (z_y >= z_max.squeeze(1)).sum()  # the label is (one of) the argmax
         ctx.mark_non_differentiable(nll, correct)
@@ -52,11 +77,19 @@ class SmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll, _grad_correct):
-        p, labels = ctx.saved_tensors
-        eps = ctx.smoothing
-        grad = p.sub_(eps / p.size(1))  # p - eps / V, in place: p is not needed again
-        grad.scatter_add_(1, labels[:, None], torch.full_like(labels[:, None], -(1.0 - eps), dtype=grad.dtype))
-        return grad.mul_(grad_loss).to(ctx.dtype), None, None
+        p, total, labels = ctx.saved_tensors
+        eps, vocab = ctx.smoothing, p.size(1)
+        # (softmax - q) * grad_loss, with softmax = p / total: p is scaled in place, it is not needed again
+        scale = grad_loss / total  # (tokens, 1)
+        off_label = grad_loss * (eps / vocab)
+        on_label = (-(1.0 - eps) * grad_loss).expand(labels.size(0), 1)
+        grad = p if ctx.dtype == p.dtype else torch.empty(p.shape, dtype=ctx.dtype, device=p.device)
+        for rows in row_blocks(p):
+            block = p[rows].mul_(scale[rows]).sub_(off_label)
+            block.scatter_add_(1, labels[rows, None], on_label[rows])
+            if grad is not p:
+                grad[rows].copy_(block)  # narrowed to the logits' type (bf16 under autocast)
+        return grad, None, None
 
 
 @dataclass
