@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# Training speed on 2 cores of a CPU with AMX (a lent GPU machine's Intel host; no network there),
-# in one call: nmt's step in bf16 against fp32 (benchmarks/train_precision.py), for the code at hand
+# Training speed on 2 cores of a CPU with AMX (e.g. a cloud GPU machine's Intel host, offline),
+# in one run: nmt's step in bf16 against fp32 (benchmarks/train_precision.py), for the code at hand
 # and, with BEFORE=1, for an older copy of src/ first; then nmt fp32 and bf16 against OpenNMT-py side
 # by side (benchmarks/opennmt_speed.py; ONMT_ARGS passes it options). Logs go to $OUT (or ./amx_out).
 #
-# Before the call, on the development machine (folders ignored by .git/info/exclude):
+# Prepared beforehand on a machine with network, in the repository (folders ignored by git):
 #   .whl2/        wheels: the runtime packages the GPU image lacks (see gpu_check.sh; ctranslate2 is
 #                 not needed here) and OpenNMT-py 3.5.1, pyonmttok, configargparse
 #   .gpudata/     a copy of ../shared/data
 #   .before/src/  with BEFORE=1: `git archive OLD src | tar -x -C .before`
-# and call the device tool with carry=[".whl2", ".gpudata", ".before"] and `bash benchmarks/amx_speed.sh`.
+# then copy the repository with those folders over and run `bash benchmarks/amx_speed.sh` there.
 set -uo pipefail
 OUT="${OUT:-amx_out}"; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl2/*.whl || exit 1

@@ -22,6 +22,10 @@ Both sides train configs/multi30k_de_en.yaml's model on the same text:
   on every projection (OpenNMT-py's add_qkvbias, add_ffnbias), LayerNorm eps 1e-6.
 - optimisation: Adam(0.9, 0.98), label smoothing 0.1, clipping at norm 1, noam schedule with scale
   0.6 and 600 warm-up steps, loss averaged over target tokens, no validation in the timed steps.
+--precisions times nmt in several of its train.precision settings (fp32, bf16: one process each per
+round); OpenNMT-py trains in fp32 on CPU (its mixed precision is CUDA's), so `nmt_bf16_over_opennmt`
+compares each toolkit's fastest CPU training, not the same arithmetic.
+
 What differs, by design of the toolkits: OpenNMT-py 3.5 has pre-norm layers only (nmt's recipe is
 post-norm: the same LayerNorms, two more at the stack ends: 1,024 parameters), a bias on the output
 layer (8,192: 7,635,968 parameters in all against nmt's 7,626,752, both printed), separate Q, K
@@ -286,7 +290,7 @@ def main() -> None:
         facts = prepare(folder, tokenizer, cfg)
         args.bucket = args.bucket or facts["pool"]
         config = onmt_config(folder, cfg, args, args.warmup + args.steps)
-        precisions = args.precisions.split(",")
+        precisions = list(dict.fromkeys(p.strip() for p in args.precisions.split(",")))
         nmt_rates: dict[str, list[float]] = {p: [] for p in precisions}
         default_rates, onmt_rates = [], []
         for _ in range(args.rounds):

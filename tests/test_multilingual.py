@@ -16,7 +16,13 @@ from nmt.data.pair_sampling import direction_shares
 from nmt.inference.contract import EngineOptions
 from nmt.model_dir import read_directions, read_languages, read_metrics
 from nmt.server.service import model_routes
-from nmt.training.multilingual import capped_rows, direction_files, language_sample, load_multilingual_data
+from nmt.training.multilingual import (
+    capped_rows,
+    direction_files,
+    kept_rows,
+    language_sample,
+    load_multilingual_data,
+)
 from nmt.training.run import train
 from nmt.translator import Translator
 
@@ -244,3 +250,10 @@ def test_bpe_dropout_with_several_directions_resegments_the_same_pairs_and_keeps
     changed = [i for i in range(len(plain)) if len(first.src[i]) != len(plain.src[i])]
     assert len(changed) > len(plain) // 2  # most sources cut into more pieces
     assert any(len(first.src[i]) != len(second.src[i]) for i in range(len(first)))  # anew each epoch
+
+
+def test_kept_rows_are_every_pair_or_the_capped_rows_that_the_reader_gave():
+    assert kept_rows(4, None).tolist() == [0, 1, 2, 3]
+    rows = capped_rows(10, 3)
+    assert len(rows) == 3 and kept_rows(10, rows).tolist() == rows.tolist()
+    assert kept_rows(3, (0, 2, 5, 9)).tolist() == [0, 2]  # rows 5 and 9: empty lines the reader skipped

@@ -127,9 +127,14 @@ def test_a_written_bf16_is_the_default_only_where_it_can_run(tiny_model_dir, tmp
     monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
     assert Translator.load(model_dir, engine="torch", device="cpu").engine.precision == "fp32"
     monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx512f", "amx_tile", "amx_bf16"}))
-    assert loading.model_precision("bf16", "torch") == "bf16" and loading.model_precision("bf16", "auto") == "bf16"
-    assert loading.model_precision("bf16", "ctranslate2") is None
-    assert loading.model_precision("int8", "ctranslate2") == "int8"
+    assert loading.model_precision("bf16", "torch", model_dir) == "bf16"
+    assert loading.model_precision("bf16", "auto", model_dir) == "bf16"
+    assert loading.model_precision("bf16", "ctranslate2", model_dir) is None
+    assert loading.model_precision("int8", "ctranslate2", model_dir) == "int8"
+    export = tmp_path / "export"  # a CTranslate2 export alone: auto can only mean CTranslate2 there
+    export.mkdir()
+    (export / "model.bin").write_bytes(b"")
+    assert loading.model_precision("bf16", "auto", export) is None
 
 
 def test_an_imported_model_s_decode_settings_are_written_where_they_are_read(tiny_model_dir, tmp_path):

@@ -31,9 +31,9 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         "own beam and length penalty, on the fastest engine here as `--engine auto` picks it, which may keep "
         "a CTranslate2 export in the teacher's directory; resumable: run the same command again after a kill), "
         "then the student trains on those translations with the teacher's tokenizer, into an ordinary model "
-        "directory, and its lexical shortlist is built from them; last, int8 becomes its default precision on "
-        "CPU where it translates the validation set faster and as well (`nmt tune-precision`). Run again, it "
-        "continues whichever step was left unfinished.",
+        "directory, and its lexical shortlist is built from them; last, int8 (or bf16 on a CPU with AMX) becomes its "
+        "default precision on CPU where it translates the validation set faster and as well "
+        "(`nmt tune-precision`). Run again, it continues whichever step was left unfinished.",
     )
     p.add_argument("--teacher", required=True, metavar="MODEL_DIR", help="the trained model to learn from")
     p.add_argument("--config", required=True, help="the student's YAML config (its data section names the corpus)")

@@ -36,7 +36,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     from ..inference.engine_choice import choose_engine, export_status
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
-    from ..inference.loading import resolve_device
+    from ..inference.loading import model_precision, resolve_device
     from ..inference.shortlist import SHORTLIST, LexicalShortlist, ShortlistError
     from ..model_dir import (
         MODEL_CONFIG,
@@ -99,9 +99,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         pass
     if not is_ctranslate2_dir(model_dir):
         info["ctranslate2 export"] = export_status(model_dir)
-    info["engine auto"] = (
-        choose_engine(model_dir, resolve_device(args.device), args.precision).line().removeprefix("engine auto: ")
-    )
+    device = resolve_device(args.device)
+    precision = args.precision
+    if precision is None and decode.precision is not None and device == "cpu":  # as loading takes it
+        precision = model_precision(decode.precision, "auto", model_dir)
+    info["engine auto"] = choose_engine(model_dir, device, precision).line().removeprefix("engine auto: ")
     # what `nmt train` (train.precision: auto) would compute in on this machine, and how to force either
     info["training here"] = training_precision("auto", torch.device(resolve_device(args.device))).reason
     if args.json:

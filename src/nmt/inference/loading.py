@@ -31,14 +31,16 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def model_precision(precision: str, engine: str) -> str | None:
+def model_precision(precision: str, engine: str, model_dir: str | Path) -> str | None:
     """A model's decode.precision for a run on this CPU that names none: as written, except bf16 where
-    it cannot run (chosen on a CPU with AMX, the model is now on one without, or CTranslate2 was asked
-    for, which has no bf16 on CPU): then None, fp32."""
+    it cannot run (chosen on a CPU with AMX, the model is now on one without; or CTranslate2 runs it,
+    asked for or as the only engine of an export directory, and it has no bf16 on CPU): then None, fp32."""
+    model_dir = Path(model_dir)
+    ctranslate2_only = is_ctranslate2_dir(model_dir) and not (model_dir / WEIGHTS).is_file()
     if precision == "bf16" and "amx_bf16" not in cpu_flags():
         log.info("precision fp32: the model's decode.precision bf16 needs a CPU with AMX, and this one has none")
         return None
-    if precision == "bf16" and engine == "ctranslate2":
+    if precision == "bf16" and (engine == "ctranslate2" or ctranslate2_only):
         log.info("precision fp32: the model's decode.precision is bf16, which CTranslate2 lacks on CPU")
         return None
     log.info("precision %s: the model's decode.precision (`--precision fp32` to override)", precision)
@@ -62,7 +64,7 @@ def load_engine(
     model_dir = Path(model_dir)
     device = resolve_device(options.device)
     if options.precision is None and decode.precision is not None and torch.device(device).type == "cpu":
-        options = dataclasses.replace(options, precision=model_precision(decode.precision, options.engine))
+        options = dataclasses.replace(options, precision=model_precision(decode.precision, options.engine, model_dir))
     own_weights = model_dir / WEIGHTS
     if options.engine == "auto":
         model_dir, options = resolve_auto(model_dir, options, device)

@@ -48,7 +48,7 @@ from ..files import atomic_write_text
 from ..model_dir import IMPORTED_FROM, read_run_config
 from ..tokenizer import has_tokenizers, load_tokenizers, save_tokenizers
 from .datasets import CorpusFiles, split_files
-from .multilingual import capped_rows, direction_files
+from .multilingual import capped_rows, direction_files, kept_rows
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ class DistillationPlan:
         if self.source.exists() and self.reference.exists():
             return
         pairs = list(self.corpus.pairs())
-        if self.rows is not None:  # numbered as the reader gives them, as the training run takes them
-            pairs = [pairs[i] for i in self.rows if i < len(pairs)]
+        pairs = [pairs[i] for i in kept_rows(len(pairs), self.rows)]  # as the training run takes them
         self.folder.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.reference, "".join(f"{t}\n" for _, t in pairs))
         atomic_write_text(self.source, "".join(f"{s}\n" for s, _ in pairs))
@@ -264,7 +263,7 @@ def copy_teacher_tokenizer(teacher: Path, out: Path, data: DataConfig) -> None:
     from .run import copy_tokenizers  # noqa: PLC0415 (run imports the trainer, needed here only)
 
     tokenizer, _ = load_tokenizers(teacher)
-    if data.target_languages or not getattr(tokenizer, "target_languages", None):
+    if data.target_languages or not tokenizer.target_languages:
         copy_tokenizers(teacher, out)
         return
     plain = tokenizer.without_language_tokens()

@@ -24,23 +24,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from ..model import Transformer
 
 StatesFn = Callable[[Transformer, torch.Tensor, torch.Tensor], torch.Tensor]  # (model, src, tgt_in) -> states
 
 
-# fp32 values in one block of rows of the (tokens, vocab) table: about 1 MB, which stays in a core's cache
-CACHE_ELEMENTS = 1 << 18
+# fp32 values of a block of rows of the (tokens, vocab) table per thread working on it: half a MB,
+# which stays in any current core's L2 cache (1-2 MB)
+CACHE_ELEMENTS = 1 << 17
 
 
 def row_blocks(table: torch.Tensor) -> list[slice]:
     """The row ranges that `SmoothedCrossEntropy` works through a (tokens, vocab) table in. On CPU, blocks
-    of about CACHE_ELEMENTS values, so that a block's several passes (the widening copy, max, exp, sum;
-    in backward the scaling and the narrowing copy) read it from cache, not from memory; elsewhere one
-    block, since a GPU's kernels stream the whole table anyway."""
+    of about CACHE_ELEMENTS values per thread (each operation splits a block between torch's threads),
+    so that a block's several passes (the widening copy, max, exp, sum; in backward the scaling and
+    the narrowing copy) read it from cache, not from memory; elsewhere one block, since a GPU's
+    kernels stream the whole table anyway."""
     tokens, vocab = table.shape
-    rows = max(1, CACHE_ELEMENTS // max(vocab, 1)) if table.device.type == "cpu" else max(tokens, 1)
+    if table.device.type != "cpu":
+        return [slice(0, tokens)]
+    rows = max(1, CACHE_ELEMENTS * torch.get_num_threads() // max(vocab, 1))
     return [slice(start, start + rows) for start in range(0, tokens, rows)]
 
 
@@ -76,6 +81,7 @@ class SmoothedCrossEntropy(torch.autograd.Function):
         return loss.sum(), nll.sum(), correct
 
     @staticmethod
+    @once_differentiable  # the saved buffer becomes the gradient in place: backward runs once
     def backward(ctx, grad_loss: torch.Tensor, _grad_nll, _grad_correct):
         p, total, labels = ctx.saved_tensors
         eps, vocab = ctx.smoothing, p.size(1)

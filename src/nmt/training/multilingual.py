@@ -27,7 +27,7 @@ Validation keeps one set per direction, so that BLEU is reported for each (nmt.t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -107,8 +107,7 @@ def training_pairs(data: DataConfig) -> list[tuple[str, str]]:
     for direction in data.directions:
         files = direction_files(data, direction, "train")
         read = list(files.pairs())
-        rows = capped_rows(files.count(), direction.max_pairs)
-        pairs += read if rows is None else [read[i] for i in rows if i < len(read)]
+        pairs += [read[i] for i in kept_rows(len(read), capped_rows(files.count(), direction.max_pairs))]
     return pairs
 
 
@@ -117,6 +116,16 @@ def capped_rows(size: int, cap: int | None) -> np.ndarray | None:
     if cap is None or cap >= size:
         return None
     return np.sort(np.random.default_rng(CAP_SEED).choice(size, size=cap, replace=False))
+
+
+def kept_rows(count: int, rows: Sequence[int] | np.ndarray | None) -> np.ndarray:
+    """Which of a direction's `count` pairs, numbered as the reader gives them, training takes: all of
+    them, or a capped direction's `rows` (capped_rows, counted on the files' lines). A row past the
+    end is a line pair the reader skipped as empty, so it is left out."""
+    if rows is None:
+        return np.arange(count)
+    rows = np.asarray(rows, dtype=np.int64)
+    return rows[rows < count]
 
 
 def language_sample(
@@ -129,10 +138,9 @@ def language_sample(
     for direction in data.directions:
         files = train[direction.name]
         files = CorpusFiles(files.src, files.tgt, files.strip_annotations)  # the text without target tokens
-        kept = rows[direction.name]
-        if kept is not None:
+        if rows[direction.name] is not None:
             every = list(files.pairs())
-            pairs = [every[i] for i in kept if i < len(every)]
+            pairs = [every[i] for i in kept_rows(len(every), rows[direction.name])]
         else:
             pairs = sample_pairs(files, budget)
         text.setdefault(direction.src_lang, {}).update(dict.fromkeys(s for s, _ in pairs))
@@ -204,8 +212,7 @@ def load_multilingual_data(
     parts, groups, valid_parts, valid_sets, resamplers = [], [], [], [], []
     for index, direction in enumerate(directions):
         corpus = encode_split(train[direction.name], tokenizer, tokenizer, model_dir, progress=progress)
-        taken = np.arange(len(corpus)) if rows[direction.name] is None else rows[direction.name]
-        taken = taken[taken < len(corpus)]  # a capped row past the end: an empty pair the reader skipped
+        taken = kept_rows(len(corpus), rows[direction.name])
         corpus = corpus.take(taken)
         keep, report = length_filtered(corpus, data)
         corpus = corpus.take(keep)
