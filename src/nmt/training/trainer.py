@@ -371,8 +371,11 @@ class Trainer:
             p.elapsed = elapsed_before + time.perf_counter() - clock_start
             # A run that reached its end on any rank is finished, whatever signal came with it; else
             # the signal that one rank received stops them all (the launcher passes it to each).
-            ended = self.dist.gather((reason is not None and interrupted_by is None, interrupted_by))
-            interrupted_by = None if any(e for e, _ in ended) else next((s for _, s in ended if s), None)
+            ended = self.dist.gather((reason is not None and interrupted_by is None, interrupted_by, reason))
+            interrupted_by = None if any(e for e, _, _ in ended) else next((s for _, s, _ in ended if s), None)
+            # a rank that stopped on its own says why for those that stopped with it (one rank may reach
+            # train.max_time a moment before the others)
+            reason = reason or next((r for _, _, r in ended if r), None)
             self.finish(validate=interrupted_by is None)
         self.placement.check_agree()
         self.metrics.close()
