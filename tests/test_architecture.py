@@ -185,6 +185,7 @@ INFERENCE = {
         "engine_choice",
         "export_ctranslate2",
         "plan",
+        "precision",
         "shortlist",
         "torch_engine",
     },
