@@ -120,13 +120,14 @@ def test_a_written_bf16_is_the_default_only_where_it_can_run(tiny_model_dir, tmp
     """Tuning on an AMX CPU may choose bf16; the model, moved to a CPU without AMX (or run on
     CTranslate2, which has no bf16 on CPU), then decodes in fp32 rather than failing."""
     from nmt.inference import loading
+    from nmt.inference import precision as inference_precision
 
     model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
     write_precision(model_dir, "bf16")
     assert read_decode_config(model_dir).precision == "bf16"
-    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
+    monkeypatch.setattr(inference_precision, "cpu_flags", lambda: frozenset({"avx512f", "avx512_bf16"}))
     assert Translator.load(model_dir, engine="torch", device="cpu").engine.precision == "fp32"
-    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx512f", "amx_tile", "amx_bf16"}))
+    monkeypatch.setattr(inference_precision, "cpu_flags", lambda: frozenset({"avx512f", "amx_tile", "amx_bf16"}))
     assert loading.model_precision("bf16", "torch", model_dir) == "bf16"
     assert loading.model_precision("bf16", "auto", model_dir) == "bf16"
     assert loading.model_precision("bf16", "ctranslate2", model_dir) is None

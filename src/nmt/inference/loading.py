@@ -17,7 +17,7 @@ from ..tokenizer import SubwordTokenizer, load_tokenizers
 from .contract import ENGINE_DEFAULTS, Engine, EngineOptions
 from .engine_choice import cached_export, choose_engine, other_weights
 from .export_ctranslate2 import is_ctranslate2_dir
-from .precision import cpu_flags
+from .precision import PrecisionError, check_precision
 from .shortlist import LexicalShortlist, model_shortlist
 from .torch_engine import TorchEngine
 
@@ -32,13 +32,16 @@ def resolve_device(device: str) -> str:
 
 
 def model_precision(precision: str, engine: str, model_dir: str | Path) -> str | None:
-    """A model's decode.precision for a run on this CPU that names none: as written, except bf16 where
-    it cannot run (chosen on a CPU with AMX, the model is now on one without; or CTranslate2 runs it,
-    asked for or as the only engine of an export directory, and it has no bf16 on CPU): then None, fp32."""
+    """A model's decode.precision for a run on this CPU that names none: as written, except where it
+    cannot run (chosen on another CPU, e.g. bf16 on one with AMX and the model now on one without: see
+    check_precision; or bf16 where CTranslate2 runs it, asked for or as the only engine of an export
+    directory, since it has no bf16 on CPU): then None, fp32."""
     model_dir = Path(model_dir)
     ctranslate2_only = is_ctranslate2_dir(model_dir) and not (model_dir / WEIGHTS).is_file()
-    if precision == "bf16" and "amx_bf16" not in cpu_flags():
-        log.info("precision fp32: the model's decode.precision bf16 needs a CPU with AMX, and this one has none")
+    try:
+        check_precision(precision, torch.device("cpu"))
+    except PrecisionError as err:
+        log.info("precision fp32: the model's decode.precision %s cannot run here (%s)", precision, err)
         return None
     if precision == "bf16" and (engine == "ctranslate2" or ctranslate2_only):
         log.info("precision fp32: the model's decode.precision is bf16, which CTranslate2 lacks on CPU")
