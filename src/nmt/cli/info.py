@@ -105,7 +105,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         precision = model_precision(decode.precision, "auto", model_dir)
     info["engine auto"] = choose_engine(model_dir, device, precision).line().removeprefix("engine auto: ")
     # what `nmt train` (train.precision: auto) would compute in on this machine, and how to force either
-    info["training here"] = training_precision("auto", torch.device(resolve_device(args.device))).reason
+    info["training here"] = training_precision("auto", torch.device(device)).reason
     if args.json:
         print(json.dumps(info))
     else:
