@@ -180,6 +180,10 @@ def test_transcript_annotations_the_source_lacks_are_dropped():
     )
     assert PT_EN.to_running_text("( laughter ) thank you .", "(Risos) Obrigado.") == "(Laughter) thank you."
     assert drop_annotations("the result (in percent) is high", "O resultado é alto") == "the result is high"
+    # Quotes left empty where an annotation stood go with it; no space is left before punctuation.
+    source = 'A proteína chamada "espícula" entra.'
+    assert PT_EN.to_running_text("the spike called `` ( laughter ) '' enters .", source) == "The spike called enters."
+    assert PT_EN.to_running_text("it enters ( applause ) , they say .", source) == "It enters, they say."
 
 
 def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_model, monkeypatch):

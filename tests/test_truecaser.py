@@ -7,9 +7,9 @@ import pytest
 from nmt.cli import main
 from nmt.cli.common import load_translator
 from nmt.cli.main import build_parser
-from nmt.model_dir import TRUECASER, read_text_form, write_text_form
+from nmt.model_dir import TRUECASE_PAIRS, TRUECASER, read_text_form, write_text_form
 from nmt.text_form import TextForm
-from nmt.truecaser import MIN_COUNT, load_truecaser, recase, train_truecaser
+from nmt.truecaser import MIN_COUNT, load_truecaser, recase, train_truecaser, usual_case
 
 CASED = [
     "In January the Chinese team met the English one.",
@@ -42,14 +42,49 @@ def test_a_sentence_start_teaches_nothing_and_cased_words_are_left_as_they_are(t
     assert recase("the CHINESE team", truecaser) == "the CHINESE team"  # not lower case: someone's choice
 
 
-def test_the_model_file_is_moses_own_format_and_reads_back_the_same(truecaser, tmp_path):
-    path = tmp_path / "truecase-model.en"
-    truecaser.save_model(str(path))
+NAMES = [
+    "We flew to the United States in May.",
+    "Both parties in the United States agree.",
+    "Some states have no coast.",
+    "Several states and the States of Jersey met.",
+    "We met at Times Square twice.",
+    "She went to Times Square with us.",
+    "He called three times.",
+]
+
+
+@pytest.fixture(scope="module")
+def name_truecaser():
+    return train_truecaser(NAMES, "en")
+
+
+def test_a_pair_of_words_takes_the_case_of_the_name_it_makes(name_truecaser):
+    assert name_truecaser.pairs[("united", "states")] == (("United", "States"), 2)
+    assert recase("the united states and the states", name_truecaser) == "the United States and the states"
+    # The capitals "Times" has only inside "Times Square" are the name's: alone it stays lower case.
+    assert recase("three times on times square", name_truecaser) == "three times on Times Square"
+    assert recase("United states", name_truecaser) == "United States"  # a capital given already counts as the pair's
+    assert recase("UNITED states", name_truecaser) == "UNITED States"  # and is left as it is
+    assert usual_case("united", name_truecaser) == "united"  # seen only inside the name
+    assert ("united", "states") in name_truecaser.pairs and ("states", "in") not in name_truecaser.pairs
+
+
+def test_the_files_are_moses_model_and_a_list_of_pairs_and_read_back_the_same(truecaser, name_truecaser, tmp_path):
+    path, pairs = tmp_path / "truecase-model.en", tmp_path / "truecase-pairs.en"
+    truecaser.save(path, pairs)
     lines = path.read_text(encoding="utf-8").splitlines()
     assert "Chinese (2/2)" in lines and "may (3/4) May (1)" in lines  # each word's casings, most frequent first
-    again = load_truecaser(path)
+    again = load_truecaser(path, pairs)
     text = "the chinese team arrived in january . wood and obama"
     assert recase(text, again) == recase(text, truecaser)
+    name_truecaser.save(path, pairs)
+    assert "United States\t2" in pairs.read_text(encoding="utf-8").splitlines()
+    again = load_truecaser(path, pairs)
+    assert again.pairs == name_truecaser.pairs
+    assert load_truecaser(path).pairs == {}  # a Moses model alone (train-truecaser.perl's) reads too
+    pairs.write_text("United States\t2\nNew\t3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="truecase-pairs.en:2: expected"):
+        load_truecaser(path, pairs)
     with pytest.raises(FileNotFoundError, match="truecaser model not found"):
         load_truecaser(tmp_path / "missing")
     with pytest.raises(ValueError, match="no text to learn case from"):
@@ -82,8 +117,9 @@ def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_r
     assert "give cased text in the target language" in capsys.readouterr().err
 
     assert main(["truecaser", str(model_dir), "--text", str(text)]) == 0
-    assert "the output takes another case than lower for 3 of them" in capsys.readouterr().err  # chinese january obama
+    assert "another case than lower for 3 of them, and for 0 pairs" in capsys.readouterr().err  # chinese january obama
     assert (model_dir / TRUECASER.format(lang="en")).is_file()
+    assert (model_dir / TRUECASE_PAIRS.format(lang="en")).is_file()
     form = read_text_form(model_dir)
     assert form.truecaser is not None and recase("january", form.truecaser) == "January"
 

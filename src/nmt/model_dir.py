@@ -9,6 +9,7 @@
     imported_from.json    an imported model (nmt import): where it came from, its languages
     text_form.json        a model of a tokenised, lower-cased corpus (ted_hrlr): its form (nmt.text_form)
     truecase-model.xx     beside it, each word's usual case in the target language xx (nmt truecaser)
+    truecase-pairs.xx     and the pairs of words with a case of their own ("United States")
     sentencepiece.json    an imported model's tokenizers: source.spm, target.spm, vocab.json
     checkpoints/          numbered checkpoints and `latest` (see nmt.checkpoint)
 
@@ -51,6 +52,7 @@ INIT_FROM = "init_from"  # a fine-tuning run: the model directory it started fro
 IMPORTED_FROM = "imported_from.json"  # an imported model: its format, source directory and languages
 TEXT_FORM = "text_form.json"  # a model of a tokenised, lower-cased corpus: what typed text is turned into
 TRUECASER = "truecase-model.{lang}"  # Moses' truecaser model of the target language (nmt.truecaser)
+TRUECASE_PAIRS = "truecase-pairs.{lang}"  # and the word pairs with a case of their own ("United States")
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +142,8 @@ def read_text_form(model_dir: str | Path, *, truecaser: bool = True) -> TextForm
         raise ValueError(f"{path}: not a text form ({err})") from None
     path = Path(model_dir) / TRUECASER.format(lang=form.tgt_lang)
     if truecaser and form.lowercased and path.is_file():
-        form = dataclasses.replace(form, truecaser=load_truecaser(path))
+        pairs = Path(model_dir) / TRUECASE_PAIRS.format(lang=form.tgt_lang)
+        form = dataclasses.replace(form, truecaser=load_truecaser(path, pairs))
     return form
 
 

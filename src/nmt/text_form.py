@@ -22,9 +22,9 @@ import functools
 import re
 from dataclasses import dataclass, field
 
-from sacremoses import MosesDetokenizer, MosesTokenizer, MosesTruecaser
+from sacremoses import MosesDetokenizer, MosesTokenizer
 
-from .truecaser import recase
+from .truecaser import Truecaser, recase
 
 # Moses splits "isn't" as "isn 't"; the Treebank (and so the corpus) as "is n't".
 _MOSES_NT = re.compile(r"\b(\w+)n 't\b", re.IGNORECASE)
@@ -234,7 +234,7 @@ class TextForm:
     case_from_source: a lower-cased model's output takes the source's own capitals for the words it
     shares with it (`case_from_source`); off, only sentence starts and "I" are capitalised.
     truecaser: with one (nmt.truecaser, trained on cased text of the target language), the output's
-    other words take their usual case in it ("Chinese", "January").
+    other words take their usual case in it ("Chinese", "January", "New York").
     """
 
     src_lang: str
@@ -246,7 +246,7 @@ class TextForm:
     src_annotations: tuple[str, ...] = ()
     tgt_annotations: tuple[str, ...] = ()
     case_from_source: bool = True  # a choice of the reader's, not the corpus's: never written to the file
-    truecaser: MosesTruecaser | None = field(default=None, compare=False, repr=False)  # nor is this: its own file
+    truecaser: Truecaser | None = field(default=None, compare=False, repr=False)  # nor is this: its own file
 
     def to_corpus_form(self, text: str) -> str:
         """What a user typed -> the corpus's form: "Olá, mundo!" -> "olá , mundo !"."""
@@ -270,7 +270,9 @@ class TextForm:
         if self.tokenized:
             text = detokenize_treebank(text, self.tgt_lang)
         if source is not None:
-            text = drop_annotations(text, source, frozenset(self.src_annotations), frozenset(self.tgt_annotations))
+            kept = drop_annotations(text, source, frozenset(self.src_annotations), frozenset(self.tgt_annotations))
+            if kept != text:  # quotes left empty where an annotation stood go with it; the rest is tidied again
+                text = tidy_punctuation(" ".join(re.sub(r'"\s*"', " ", kept).split()), self.tgt_lang)
         if not self.lowercased:
             return text
         if source is not None and self.case_from_source:

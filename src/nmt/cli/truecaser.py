@@ -16,9 +16,10 @@ def add_truecaser(sub: argparse._SubParsersAction) -> None:
         help="learn the target language's usual case of each word from cased text, for a model of a "
         "lower-cased corpus (ted_hrlr)",
         description="Count how each word of cased text in the model's target language is written away from "
-        "a sentence start (Moses' truecaser, sacremoses), and store it in MODEL_DIR as truecase-model.LANG. "
+        "a sentence start (Moses' truecaser, sacremoses), and each pair of adjacent words (United States), and "
+        "store them in MODEL_DIR as truecase-model.LANG and truecase-pairs.LANG. "
         "The model's output then writes a word the source does not case in its usual case where the text "
-        "shows that case more often than lower case, at least twice (Chinese, January, Monday); every "
+        "shows that case more often than lower case, at least twice (Chinese, January, Monday, New York); every "
         "interface reads it (translate, evaluate, serve, the Python API); `--no-truecase` leaves it out "
         "for one call. Replaces an earlier one. The text should be in the domain the model translates: "
         "names and terms it never shows stay as the model writes them.",
@@ -45,7 +46,7 @@ def add_truecaser(sub: argparse._SubParsersAction) -> None:
 def cmd_truecaser(args: argparse.Namespace) -> int:
     from ..data.corpus import read_lines
     from ..data.registry import corpus_path
-    from ..model_dir import TRUECASER, read_text_form
+    from ..model_dir import TRUECASE_PAIRS, TRUECASER, read_text_form
     from ..truecaser import train_truecaser, usual_case
 
     require_model_dir(args.model)
@@ -68,12 +69,12 @@ def cmd_truecaser(args: argparse.Namespace) -> int:
     lines = itertools.chain.from_iterable(itertools.islice(read_lines(path), args.max_lines) for path in sources)
     truecaser = train_truecaser(lines, form.tgt_lang)
     out = Path(args.model) / TRUECASER.format(lang=form.tgt_lang)
-    truecaser.save_model(str(out))
-    words = truecaser.model["casing"]
+    truecaser.save(out, Path(args.model) / TRUECASE_PAIRS.format(lang=form.tgt_lang))
+    words = truecaser.words.model["casing"]
     recased = sum(1 for word in words if usual_case(word, truecaser) != word)
     print(
         f"truecaser written to {out}: {len(words)} words from {', '.join(map(str, sources))}; the output "
-        f"takes another case than lower for {recased} of them",
+        f"takes another case than lower for {recased} of them, and for {len(truecaser.pairs)} pairs of words",
         file=sys.stderr,
     )
     return 0
