@@ -21,7 +21,7 @@ ALLOWED = {
     "model_dir": {"config", "files", "text_form", "tokenizer", "truecaser"},
     # Real text around the model: pure functions of text (and, for alignments, attention tensors).
     "text_form": {"truecaser"},
-    "truecaser": set(),
+    "truecaser": {"files"},
     "documents": set(),
     "markup": {"documents"},
     # Document files: their text read and written back through documents and markup.

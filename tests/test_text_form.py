@@ -184,6 +184,11 @@ def test_transcript_annotations_the_source_lacks_are_dropped():
     source = 'A proteína chamada "espícula" entra.'
     assert PT_EN.to_running_text("the spike called `` ( laughter ) '' enters .", source) == "The spike called enters."
     assert PT_EN.to_running_text("it enters ( applause ) , they say .", source) == "It enters, they say."
+    # Two quotations either side of a dropped annotation stay two.
+    said = "he said `` yes '' ( laughter ) `` no '' ."
+    assert PT_EN.to_running_text(said, source) == 'He said "yes" "no".'
+    assert tidy_punctuation('he said "yes" "no".') == 'he said "yes" "no".'  # a closing and an opening quote
+    assert tidy_punctuation('it was "here.""') == 'it was "here."'  # a doubled one is one
 
 
 def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_model, monkeypatch):

@@ -59,14 +59,40 @@ def name_truecaser():
 
 
 def test_a_pair_of_words_takes_the_case_of_the_name_it_makes(name_truecaser):
-    assert name_truecaser.pairs[("united", "states")] == (("United", "States"), 2)
+    assert name_truecaser.pairs == {
+        ("united", "states"): (("United", "States"), 2),
+        ("times", "square"): (("Times", "Square"), 2),
+    }
     assert recase("the united states and the states", name_truecaser) == "the United States and the states"
-    # The capitals "Times" has only inside "Times Square" are the name's: alone it stays lower case.
+    # The capitals "Times" and "United" have only inside a name are the name's: alone they stay lower case,
+    # and no pair with another word ("the United", seen twice) brings them back.
     assert recase("three times on times square", name_truecaser) == "three times on Times Square"
+    assert recase("the united front", name_truecaser) == "the united front"
+    assert usual_case("united", name_truecaser) == "united" and usual_case("times", name_truecaser) == "times"
     assert recase("United states", name_truecaser) == "United States"  # a capital given already counts as the pair's
     assert recase("UNITED states", name_truecaser) == "UNITED States"  # and is left as it is
-    assert usual_case("united", name_truecaser) == "united"  # seen only inside the name
-    assert ("united", "states") in name_truecaser.pairs and ("states", "in") not in name_truecaser.pairs
+
+
+def test_a_word_capitalised_beside_lower_case_words_keeps_its_own_case():
+    truecaser = train_truecaser(
+        ["I saw an American flag.", "He is an American citizen.", "An American flag waved."], "en"
+    )
+    assert usual_case("american", truecaser) == "American"  # "an American", "American flag": no name of two words
+    assert truecaser.pairs == {}  # the words' own cases give every pair: none is kept
+    assert recase("an american flag", truecaser) == "an American flag"
+
+
+def test_names_that_overlap_take_a_word_off_its_own_counts_once_a_place():
+    lines = [
+        "I read the New York Times daily.",
+        "She reads the New York Times too.",
+        "A York pub, York ham and York stone.",
+    ]
+    truecaser = train_truecaser(lines, "en")
+    assert set(truecaser.pairs) == {("new", "york"), ("york", "times")}
+    # "York" 5 times: 3 alone, and once in each "New York Times" (not twice: in two names, one place).
+    assert truecaser.words.model["casing"]["york"] == {"York": 3}
+    assert recase("the new york times in york", truecaser) == "the New York Times in York"
 
 
 def test_the_files_are_moses_model_and_a_list_of_pairs_and_read_back_the_same(truecaser, name_truecaser, tmp_path):
@@ -108,7 +134,7 @@ def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_r
     model_dir = tmp_path / "ted"
     shutil.copytree(tiny_model_dir, model_dir)
     text = tmp_path / "cased.en"
-    text.write_text("\n".join(CASED) + "\n", encoding="utf-8")
+    text.write_text("\n".join(CASED + NAMES) + "\n", encoding="utf-8")
 
     assert main(["truecaser", str(model_dir), "--text", str(text)]) == 2  # running text: nothing to recase
     assert "writes cased text already" in capsys.readouterr().err
@@ -117,11 +143,13 @@ def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_r
     assert "give cased text in the target language" in capsys.readouterr().err
 
     assert main(["truecaser", str(model_dir), "--text", str(text)]) == 0
-    assert "another case than lower for 3 of them, and for 0 pairs" in capsys.readouterr().err  # chinese january obama
+    # chinese january obama; united states, times square, and "in May" (twice, where "may" alone is lower case)
+    assert "another case than lower for 3 of them, and for 3 pairs" in capsys.readouterr().err
     assert (model_dir / TRUECASER.format(lang="en")).is_file()
     assert (model_dir / TRUECASE_PAIRS.format(lang="en")).is_file()
     form = read_text_form(model_dir)
     assert form.truecaser is not None and recase("january", form.truecaser) == "January"
+    assert recase("the united states in may", form.truecaser) == "the United States in May"  # the pairs are read too
 
     translate = ["translate", "--model", str(model_dir), "--engine", "torch"]
     assert load_translator(build_parser().parse_args(translate)).text_form.truecaser is not None

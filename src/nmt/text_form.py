@@ -104,7 +104,8 @@ def tidy_punctuation(text: str, lang: str = "en") -> str:
     straight double quotes paired (each opening one against the word after it, each closing one
     against the word before; a last unpaired one against its neighbour word)."""
     space_before = _SPACE_BEFORE_FRENCH if lang == "fr" else _SPACE_BEFORE
-    text = re.sub(r'"(\s*")+', '"', text)
+    # A doubled quote is one, but not a closing quote and an opening one between words: '"yes" "no"'.
+    text = re.sub(r'(?<!\S)"(\s*")+|"(\s*")+(?!\S)', '"', text)
     text = _SPACE_AFTER.sub(r"\1", space_before.sub(r"\1", text))
     parts = text.split('"')
     if len(parts) == 1:
@@ -122,6 +123,8 @@ def tidy_punctuation(text: str, lang: str = "en") -> str:
 # A parenthesised aside of one to three words: what TED transcripts mark the audience's and the
 # stage's sounds with ("( laughter )", "( applause )"; nmt.data.annotations finds them in a corpus).
 ASIDE = re.compile(r"\(\s*(?:[^\W\d_]+\s*){1,3}\)")
+# An aside that quotes hold alone ('"(laughter)"'): the quotes go with it, or an empty pair is left.
+_QUOTED_ASIDE = re.compile(rf'(?<!\S)"\s*({ASIDE.pattern})\s*"(?![^\W_])')
 
 
 def aside_key(aside: str) -> str:
@@ -134,14 +137,15 @@ def strip_asides(line: str, asides: frozenset[str] | None) -> tuple[str, int]:
     and how many went."""
     removed = 0
 
-    def drop(match: re.Match) -> str:
+    def dropped(aside: str) -> bool:
         nonlocal removed
-        if asides is not None and aside_key(match.group(0)) not in asides:
-            return match.group(0)
+        if asides is not None and aside_key(aside) not in asides:
+            return False
         removed += 1
-        return " "
+        return True
 
-    stripped = ASIDE.sub(drop, line)
+    stripped = _QUOTED_ASIDE.sub(lambda m: " " if dropped(m.group(1)) else m.group(0), line)
+    stripped = ASIDE.sub(lambda m: " " if dropped(m.group(0)) else m.group(0), stripped)
     return (" ".join(stripped.split()) if removed else line), removed
 
 
@@ -271,8 +275,8 @@ class TextForm:
             text = detokenize_treebank(text, self.tgt_lang)
         if source is not None:
             kept = drop_annotations(text, source, frozenset(self.src_annotations), frozenset(self.tgt_annotations))
-            if kept != text:  # quotes left empty where an annotation stood go with it; the rest is tidied again
-                text = tidy_punctuation(" ".join(re.sub(r'"\s*"', " ", kept).split()), self.tgt_lang)
+            if kept != text:  # the annotation went after detokenising: the space before its comma too
+                text = tidy_punctuation(kept, self.tgt_lang)
         if not self.lowercased:
             return text
         if source is not None and self.case_from_source:

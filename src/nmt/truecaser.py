@@ -36,6 +36,8 @@ from pathlib import Path
 
 from sacremoses import MosesTokenizer, MosesTruecaser
 
+from .files import atomic_write, atomic_write_text
+
 MIN_COUNT = 2  # a casing seen once may be a title or a typo, and would recase the word everywhere
 
 Pair = tuple[str, str]
@@ -50,67 +52,100 @@ class Truecaser:
     pairs: dict[Pair, tuple[Pair, int]] = field(default_factory=dict)
 
     def save(self, words_path: str | Path, pairs_path: str | Path) -> None:
-        """The words in Moses' model format; the pairs one a line, "United States<TAB>count"."""
-        self.words.save_model(str(words_path))
-        lines = [f"{a} {b}\t{count}\n" for (a, b), count in sorted(self.pairs.values(), key=lambda p: -p[1])]
-        Path(pairs_path).write_text("".join(lines), encoding="utf-8")
+        """The words in Moses' model format; the pairs one a line, "United States<TAB>count", the
+        most seen first."""
+        atomic_write(words_path, self.words.save_model)
+        ranked = sorted(self.pairs.values(), key=lambda p: (-p[1], p[0]))
+        atomic_write_text(pairs_path, "".join(f"{a} {b}\t{count}\n" for (a, b), count in ranked))
 
 
 def train_truecaser(lines: Iterable[str], lang: str) -> Truecaser:
     """A truecaser of `lang` trained on cased `lines` (running text, one sentence or paragraph each),
-    split into words by the Moses tokenizer, as a tokenised corpus's words are."""
+    split into words by the Moses tokenizer, as a tokenised corpus's words are.
+
+    In three steps: the two-word names ("United States": both words capitalised, more often than
+    not); each word's casings counted away from those names (Moses' counts, less the names'
+    words, each place once: "York" in "New York Times" is one "York"); and the other pairs whose
+    case is not what their words' give ("a McDonald"), counted away from the names too."""
     tokenizer = MosesTokenizer(lang=lang)
-    documents = [tokenizer.tokenize(line, escape=False) for line in lines if line.strip()]
+    straight = str.maketrans("“”‘’", "\"\"''")  # curly quotes open sentences as straight ones do
+    documents = [tokenizer.tokenize(line.translate(straight), escape=False) for line in lines if line.strip()]
     if not documents:
         raise ValueError("no text to learn case from: the cased text is empty")
     words = MosesTruecaser()
     words.train(documents, possibly_use_first_token=False)
-    pair_casings: defaultdict[Pair, Counter] = defaultdict(Counter)
-    for tokens in documents:
-        for pair in _pairs_within_sentences(tokens, words):
-            pair_casings[(pair[0].lower(), pair[1].lower())][pair] += 1
+    pairs = [list(_pairs_within_sentences(tokens, words)) for tokens in documents]
+
+    names = {k: v for k, v in _usual_pairs(pairs).items() if not (v[0][0].islower() or v[0][1].islower())}
+    inside_names = [_name_places(found, names) for found in pairs]
     casing = words.model["casing"]
-    cased_pairs = {}
-    for key, counts in pair_casings.items():
-        cased = _usual(counts, key)
-        if cased == key:
-            continue
-        cased_pairs[key] = (cased, counts[cased])
-        if not (cased[0].islower() or cased[1].islower()):  # a two-word name: its capitals are its own
-            for word in cased:
-                casing[word.lower()][word] -= counts[cased]
+    for tokens, places in zip(documents, inside_names, strict=True):
+        for j in places:  # Moses counted each: a pair's words never start a sentence
+            casing[tokens[j].lower()][tokens[j]] -= 1
     for word in list(casing):
-        casing[word] = +casing[word]  # a word seen only inside names keeps no count
-        if not casing[word]:
+        casing[word] = +casing[word]
+        if not casing[word]:  # seen only inside names
             del casing[word]
-    truecaser = Truecaser(words)
-    # Only the pairs that the words' own cases would get wrong are needed.
-    truecaser.pairs = {k: v for k, v in cased_pairs.items() if tuple(usual_case(w, truecaser) for w in k) != v[0]}
+    words.model = words._casing_to_model(casing)  # Moses' "best" and "known" follow the counts
+
+    truecaser = Truecaser(words, dict(names))
+    away = [
+        [(i, a, b) for i, a, b in found if i not in places and i + 1 not in places]
+        for found, places in zip(pairs, inside_names, strict=True)
+    ]
+    for key, value in _usual_pairs(away).items():
+        if key not in names and tuple(usual_case(w, truecaser) for w in key) != value[0]:
+            truecaser.pairs[key] = value
     return truecaser
 
 
-def _pairs_within_sentences(tokens: list[str], moses: MosesTruecaser) -> Iterable[Pair]:
-    """Adjacent words of `tokens` (each with a letter) of which neither starts a sentence, by the rule
-    Moses' truecaser counts words with: a sentence starts at the line's start and after . : ? !,
-    and an opening quote or bracket does not end that."""
+def _name_places(found: list[tuple[int, str, str]], names: dict[Pair, tuple[Pair, int]]) -> set[int]:
+    """The places of the words in `found` (a line's pairs) that make one of `names`, written as it is."""
+    places = set()
+    for i, a, b in found:
+        name = names.get((a.lower(), b.lower()))
+        if name is not None and name[0] == (a, b):
+            places.update((i, i + 1))
+    return places
+
+
+def _usual_pairs(pairs: list[list[tuple[int, str, str]]]) -> dict[Pair, tuple[Pair, int]]:
+    """The pairs (place, word, next word) whose usual casing (`_usual`) is not lower case: lower-case
+    pair -> (that casing, times seen). Only pairs seen with a capital are counted, so the table
+    grows with the text's capitalised pairs, not with all its pairs."""
+    capitalised = {(a.lower(), b.lower()) for found in pairs for _, a, b in found if not (a.islower() and b.islower())}
+    casings: defaultdict[Pair, Counter] = defaultdict(Counter)
+    for found in pairs:
+        for _, a, b in found:
+            if (key := (a.lower(), b.lower())) in capitalised:
+                casings[key][(a, b)] += 1
+    usual = {key: _usual(counts, key) for key, counts in casings.items()}
+    return {key: (cased, casings[key][cased]) for key, cased in usual.items() if cased != key}
+
+
+def _pairs_within_sentences(tokens: list[str], moses_truecaser: MosesTruecaser) -> Iterable[tuple[int, str, str]]:
+    """(place, word, next word) for adjacent words of `tokens` (each with a letter) of which
+    neither starts a sentence. A sentence starts at the line's start and after . : ? !, and an
+    opening quote or bracket does not end that, as in Moses' truecaser; unlike it, a sentence end
+    right after another (". !") starts a sentence too, which only counts fewer pairs."""
     first, previous = True, None
-    for token in tokens:
-        if token in moses.DELAYED_SENT_START:
+    for i, token in enumerate(tokens):
+        if token in moses_truecaser.DELAYED_SENT_START:
             previous = None
             continue
-        if token in moses.SENT_END:
+        if token in moses_truecaser.SENT_END:
             first, previous = True, None
             continue
-        if not moses.SKIP_LETTERS_REGEX.search(token):
+        if not moses_truecaser.SKIP_LETTERS_REGEX.search(token):
             first, previous = False, None
             continue
         if previous is not None:
-            yield previous, token
+            yield i - 1, previous, token
         previous = None if first else token
         first = False
 
 
-def _usual(counts: Counter, lower: str | Pair):
+def _usual(counts: Counter | None, lower: str | Pair) -> str | Pair:
     """The casing in `counts` seen most, where it is not lower case and is seen at least MIN_COUNT
     times and more often than `lower`; else `lower`."""
     if not counts:

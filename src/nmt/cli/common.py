@@ -229,7 +229,7 @@ def case_options() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="where the model directory has a truecaser (nmt truecaser), the other words of a lower-cased "
-        "model's output take their usual case in the target language (Chinese, January); --no-truecase: not",
+        "model's output take their usual case in the target language (Chinese, January, New York); --no-truecase: not",
     )
     return parent
 
