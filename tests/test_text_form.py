@@ -189,6 +189,7 @@ def test_transcript_annotations_the_source_lacks_are_dropped():
     assert PT_EN.to_running_text(said, source) == 'He said "yes" "no".'
     assert tidy_punctuation('he said "yes" "no".') == 'he said "yes" "no".'  # a closing and an opening quote
     assert tidy_punctuation('it was "here.""') == 'it was "here."'  # a doubled one is one
+    assert tidy_punctuation('the First-"""clock') == 'the First-"clock'  # a model's stutter too
 
 
 def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_model, monkeypatch):

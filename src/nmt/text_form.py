@@ -105,7 +105,7 @@ def tidy_punctuation(text: str, lang: str = "en") -> str:
     against the word before; a last unpaired one against its neighbour word)."""
     space_before = _SPACE_BEFORE_FRENCH if lang == "fr" else _SPACE_BEFORE
     # A doubled quote is one, but not a closing quote and an opening one between words: '"yes" "no"'.
-    text = re.sub(r'(?<!\S)"(\s*")+|"(\s*")+(?!\S)', '"', text)
+    text = re.sub(r'(?<!\S)"(\s*")+|"(\s*")+(?!\S)', '"', re.sub(r'""+', '"', text))
     text = _SPACE_AFTER.sub(r"\1", space_before.sub(r"\1", text))
     parts = text.split('"')
     if len(parts) == 1:
