@@ -351,12 +351,18 @@ def test_a_multi_target_model_translates_into_the_chosen_language(shapes, corpus
     assert main(["translate", "--model", str(nmt_dir), "--input", str(source), "--target-lang", "fr"]) == 0
 
 
-def test_a_single_target_model_refuses_a_target_language(trained, tmp_path, capsys):
-    _, nmt_dir = trained
+def test_a_single_target_model_takes_its_own_target_language_and_refuses_another(trained, tmp_path, capsys):
+    _, nmt_dir = trained  # imported from a de-en model whose tokenizer config names its languages
     source = tmp_path / "in.de"
     source.write_text("Ein Mann.\n", encoding="utf-8")
-    assert main(["translate", "--model", str(nmt_dir), "--input", str(source), "--target-lang", "en"]) == 2
-    assert "--target-lang 'en' cannot be chosen: this model translates into one language" in capsys.readouterr().err
+    plain, named = tmp_path / "plain.en", tmp_path / "named.en"
+    translate = ["translate", "--model", str(nmt_dir), "--input", str(source)]
+    assert main([*translate, "--output", str(plain)]) == 0
+    assert main([*translate, "--output", str(named), "--target-lang", "en"]) == 0
+    assert named.read_text(encoding="utf-8") == plain.read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert main([*translate, "--target-lang", "fr"]) == 2
+    assert "--target-lang 'fr' cannot be chosen: this model translates only into en" in capsys.readouterr().err
 
 
 class RenormalisedWithoutPad:

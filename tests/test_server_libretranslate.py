@@ -218,6 +218,7 @@ class Tagged(NBestEcho):
         self.tag = tag
 
     def translate_detailed(self, texts, request, **options):
+        self.calls.append(options)
         return [[Translation(f"{self.tag}:{t}", 0.0, 0.0, [], [])] for t in texts]
 
 
@@ -248,6 +249,28 @@ def test_each_direction_reaches_its_own_model():
         assert client.post("/translate", json={"text": ["x"]}).json()["translations"][0]["text"] == "de-en:x"
         health = client.get("/health").json()
         assert health["ready"] and [m["model"] for m in health["models"]] == ["stub", "stub2"]
+
+
+def test_a_many_to_one_model_serves_each_source_it_was_trained_on_and_auto_finds_which():
+    into_english = Tagged("xx-en")  # data.pairs [de-en, fr-en]: no target token, one model for both
+    info = {**INFO, "src_lang": None, "tgt_lang": "en", "directions": [["de", "en"], ["fr", "en"]]}
+    with TestClient(create_app(into_english, ServerLimits(), info=info), base_url=LOCAL) as client:
+        assert client.get("/languages").json() == [
+            {"code": "de", "name": "German", "targets": ["en"]},
+            {"code": "en", "name": "English", "targets": []},
+            {"code": "fr", "name": "French", "targets": ["en"]},
+        ]
+        for source, text in (("de", "Ein Mann."), ("fr", "Un homme.")):
+            ask = {"q": text, "source": source, "target": "en"}
+            assert client.post("/translate", json=ask).json() == {"translatedText": f"xx-en:{text}"}
+        assert [call.get("target_lang") for call in into_english.calls] == [None, None]  # no token to ask for
+        french = "Un homme fait du vélo dans la rue avec son chien."
+        auto = client.post("/translate", json={"q": french, "source": "auto", "target": "en"}).json()
+        assert auto == {"translatedText": f"xx-en:{french}", "detectedLanguage": auto["detectedLanguage"]}
+        assert auto["detectedLanguage"]["language"] == "fr"
+        refused = client.post("/translate", json={"q": "a", "source": "cs", "target": "en"})
+        assert refused.status_code == 400
+        assert refused.json() == {"error": "cs is not supported"}  # LibreTranslate's words
 
 
 def test_two_models_for_one_direction_are_refused():

@@ -268,6 +268,8 @@ class TrainConfig:
         check_fields(self, "train")
         if self.best_metric == "bleu" and self.valid_bleu_sentences < 1:
             raise ConfigError("train.best_metric=bleu needs train.valid_bleu_sentences >= 1 (or use best_metric=loss)")
+        if self.best_direction is not None and self.best_metric != "bleu":
+            raise ConfigError("train.best_direction picks by a direction's BLEU: it needs train.best_metric=bleu")
         if self.max_time is not None and not parse_duration(self.max_time) > 0:  # a bad duration fails now
             raise ConfigError(f"train.max_time must be more than 0 seconds, got {self.max_time!r}")
 

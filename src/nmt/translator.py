@@ -88,13 +88,15 @@ class Translator:
         options: EngineOptions | None = None,
         text_form: TextForm | None = None,
         source_lang: str | None = None,
+        output_lang: str | None = None,
         **engine_options,
     ):
         """model: a Transformer, run by nmt's own engine with the precision, workers, threads and
         worker_processes of `options` (or of keywords: `precision="int8"`); or an engine.
         text_form: the model's corpus was tokenised and/or lower-cased (see nmt.text_form): what
         users type is put into that form, and the output read back as running text.
-        source_lang: the language it translates from (sentence splitting of documents needs it)."""
+        source_lang: the language it translates from (sentence splitting of documents needs it);
+        output_lang: the one language a single-target model writes (a target_lang naming it is taken)."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
             model = engine_for_model(model, self.decode, merge_options(options, engine_options))
@@ -105,7 +107,7 @@ class Translator:
         self.max_source_tokens = max_source_tokens
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
-        self.source_lang = source_lang
+        self.source_lang, self.output_lang = source_lang, output_lang
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
         self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
 
@@ -160,13 +162,15 @@ class Translator:
         # before the weights load, which takes a while: replace() checks the values (ConfigError)
         decode = dataclasses.replace(decode, **replaced)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
+        languages = read_languages(model_dir)
         return cls(
             engine,
             src_tokenizer,
             tgt_tokenizer,
             decode=decode,
             text_form=read_text_form(model_dir),
-            source_lang=read_languages(model_dir)[0],
+            source_lang=languages[0],
+            output_lang=languages[1],
         )
 
     # --- the simple API ----------------------------------------------------------------------
@@ -184,7 +188,8 @@ class Translator:
         request: the search (see `request`); or name its settings as keywords, which replace the
         model's own for this call: `beam=1` (greedy), `length_penalty=1.0`, `sampling=Sampling(...)`
         (draw at random instead).
-        target_lang: a multi-target model's output language for this call (else the chosen one);
+        target_lang: a multi-target model's output language for this call (else the chosen one); a
+        single-target model takes its own language here, or none;
         pretokenized: the texts are in the form of a tokenised corpus already (its test set), and the
         output stays in it (see `text_form`); else they are running text, put into that form here.
         """
@@ -207,7 +212,8 @@ class Translator:
 
         request, settings: the search, as in `translate` (`n_best=3`, `return_attention=True`, ...).
         target_lang: a multi-target model's output language for this call (default: the one chosen
-        with choose_target_language); a ConfigError naming the valid ones for one it lacks.
+        with choose_target_language); a ConfigError naming the valid ones for one it lacks (a
+        single-target model takes its own language, or none).
         pretokenized: as in `translate`.
         scores: fill each Translation's token_probs and confidence; alignments: its word alignment
         (one teacher-forced pass over the results: nmt.decoding.forced).
@@ -343,7 +349,7 @@ class Translator:
         """Translate into `language` from now on: its >>xx<< token starts every source sentence.
 
         A ConfigError (key target_lang) names the valid languages for none or one this model lacks,
-        on a multi-target model; a language given to a model with a single target is refused too.
+        on a multi-target model; a model with a single target takes only that one (or none).
         """
         self.check_target_language(language)
         self.target_lang = language
@@ -355,7 +361,10 @@ class Translator:
             raise target_lang_error(f"is needed: this model translates into several languages ({', '.join(valid)})")
         if language is not None and language not in valid:
             if not valid:
-                raise target_lang_error(f"{language!r} cannot be chosen: this model translates into one language")
+                if language == self.output_lang:
+                    return  # the one language it writes: a client may name it (many-to-one models)
+                into = f"only into {self.output_lang}" if self.output_lang else "into one language"
+                raise target_lang_error(f"{language!r} cannot be chosen: this model translates {into}")
             raise target_lang_error(f"must be one of {', '.join(valid)}, got {language!r}")
 
     # --- the pieces ----------------------------------------------------------------------------

@@ -203,7 +203,8 @@ def target_lang_option(parser: argparse.ArgumentParser) -> None:
         "--target-lang",
         dest="target_lang",
         metavar="XX",
-        help="the output language of a multi-target model (one of its >>XX<< tokens; the error lists them)",
+        help="the output language of a multi-target model (one of its >>XX<< tokens; the error lists them); "
+        "a model with one output language takes its own",
     )
 
 

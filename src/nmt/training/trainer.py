@@ -249,9 +249,7 @@ class Trainer:
             decode=self.decode_config,
         )
         self.metrics.write("valid", self.progress.step, **result)
-        metric = cfg.best_metric  # "bleu" or "loss" (checked by TrainConfig)
-        if metric == "bleu" and cfg.best_direction is not None and len(self.data.validation_sets()) > 1:
-            metric = f"bleu_{cfg.best_direction}"  # else bleu: of the one direction, or the directions' mean
+        metric = self._best_metric()
         value = result[metric] if metric.startswith("bleu") else -result[metric]  # higher is better
         improved = self.progress.best is None or value > self.progress.best
         if improved:
@@ -263,9 +261,25 @@ class Trainer:
             "step %d validation: %s%s",
             self.progress.step,
             ", ".join(f"{k} {v:.4g}" for k, v in result.items()),
-            " (best)" if improved else "",
+            f" (best by {self._best_metric_name()})" if improved else "",
         )
         return improved
+
+    def _best_metric(self) -> str:
+        """The validation record's key that picks the best checkpoint."""
+        cfg = self.train_config
+        if cfg.best_metric == "bleu" and cfg.best_direction is not None and len(self.data.validation_sets()) > 1:
+            return f"bleu_{cfg.best_direction}"
+        return cfg.best_metric  # "bleu" (several directions: their mean) or "loss" (over all their tokens)
+
+    def _best_metric_name(self) -> str:
+        """What picked the best checkpoint, as the log says it."""
+        metric, directions = self._best_metric(), len(self.data.validation_sets())
+        if directions > 1 and metric == "bleu":
+            return f"bleu, the mean of {directions} directions"
+        if directions > 1 and metric == "loss":
+            return f"loss, over all {directions} directions' tokens"
+        return metric
 
     # --- the loop ---------------------------------------------------------------------------
     def should_stop(self) -> str | None:
