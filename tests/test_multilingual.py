@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from nmt.cli.main import main as cli_main
 from nmt.cli.train import tune_decoding
 from nmt.config import ConfigError, PairSpec, load_config
 from nmt.data.batching import TokenBatchSampler
@@ -182,6 +183,19 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
 
     assert read_directions(model_dir) == [("en", "de"), ("en", "fr")]
     assert read_languages(model_dir) == ("en", None)
+    with pytest.raises(ConfigError, match="'de' was not trained: this model translates from en"):
+        translator.choose_source_language("de")
+    # a mixed model's source and target are each known, but not every pairing of them was trained
+    mixed = Translator(
+        translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, directions=[("en", "de"), ("de", "fr")]
+    )
+    mixed.choose_target_language("fr")
+    with pytest.raises(ConfigError, match=r"en-fr is not a direction this model was trained for \(en-de, de-fr\)"):
+        mixed.choose_source_language("en")
+    mixed.choose_source_language("de")
+    with pytest.raises(ConfigError, match="de-de is not a direction"):
+        mixed.translate(SENTENCES, target_lang="de")
+    assert mixed.translate(SENTENCES, beam=1) == french
     info = {"model": "m", "src_lang": "en", "tgt_lang": None, "target_langs": ["de", "fr"]}
     assert model_routes([{**info, "directions": read_directions(model_dir)}]) == {
         ("en", "de"): (0, "de"),
@@ -189,7 +203,9 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
     }
 
 
-def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_same_weights(tmp_path, data_home):
+def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_same_weights(
+    tmp_path, data_home, monkeypatch, capsys
+):
     pairs = ["multi30k:de-en:300", "multi30k:fr-en:200"]
     whole, halves = tmp_path / "whole", tmp_path / "halves"
     run(whole, pairs, 6, "train.valid_bleu_sentences=0", "train.best_metric=loss")
@@ -205,6 +221,24 @@ def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_sa
     with pytest.raises(ConfigError, match="'de' cannot be chosen: this model translates only into en"):
         translator.translate(SENTENCES, target_lang="de")
     assert read_languages(whole) == (None, "en") and read_directions(whole) == [("de", "en"), ("fr", "en")]
+
+    # --source-lang: German text is split as German ("3. Mai" is a date, not a sentence end; as
+    # English it would be), and a source the model never read is refused, naming those it did
+    read = []
+    translate_detailed = Translator.translate_detailed
+    monkeypatch.setattr(
+        Translator,
+        "translate_detailed",
+        lambda self, texts, *a, **k: read.append(list(texts)) or translate_detailed(self, texts, *a, **k),
+    )
+    text, out = tmp_path / "de.txt", tmp_path / "en.txt"
+    text.write_text("Er kam am 3. Mai an. Dann ging er.\n", encoding="utf-8")
+    command = ["translate", "--model", str(whole), "--input", str(text), "--output", str(out), "--format", "text"]
+    assert cli_main([*command, "--source-lang", "de", "--beam", "1"]) == 0
+    assert cli_main([*command, "--beam", "1"]) == 0  # no language known: split as English
+    assert [len(r) for r in read] == [2, 3] and read[0][0] == "Er kam am 3. Mai an."
+    assert cli_main([*command, "--source-lang", "cs"]) != 0
+    assert "--source-lang 'cs' was not trained: this model translates from de, fr" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("best_direction, best_step", [(None, 2), ("fr-en", 4)])

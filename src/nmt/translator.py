@@ -33,7 +33,7 @@ from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .inference.plan import Sampling, SearchRequest
 from .model import Transformer
-from .model_dir import read_decode_config, read_languages, read_text_form
+from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
@@ -89,6 +89,7 @@ class Translator:
         text_form: TextForm | None = None,
         source_lang: str | None = None,
         output_lang: str | None = None,
+        directions: Sequence[tuple[str, str]] = (),
         **engine_options,
     ):
         """model: a Transformer, run by nmt's own engine with the precision, workers, threads and
@@ -96,7 +97,9 @@ class Translator:
         text_form: the model's corpus was tokenised and/or lower-cased (see nmt.text_form): what
         users type is put into that form, and the output read back as running text.
         source_lang: the language it translates from (sentence splitting of documents needs it);
-        output_lang: the one language a single-target model writes (a target_lang naming it is taken)."""
+        output_lang: the one language a single-target model writes (a target_lang naming it is taken);
+        directions: the (source, target) pairs it was trained for, where known: a source language
+        chosen with choose_source_language must make one of them with the target."""
         self.decode = decode or DecodeConfig()
         if isinstance(model, Transformer):
             model = engine_for_model(model, self.decode, merge_options(options, engine_options))
@@ -108,6 +111,7 @@ class Translator:
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
         self.source_lang, self.output_lang = source_lang, output_lang
+        self.directions = [tuple(d) for d in directions]
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
         self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
 
@@ -171,6 +175,7 @@ class Translator:
             text_form=read_text_form(model_dir),
             source_lang=languages[0],
             output_lang=languages[1],
+            directions=read_directions(model_dir),
         )
 
     # --- the simple API ----------------------------------------------------------------------
@@ -225,6 +230,7 @@ class Translator:
             self.scorer.check_aligns()
         if target_lang is not None:
             self.check_target_language(target_lang)
+            self.check_direction(self.source_lang, target_lang)
         glossary = self.glossary if glossary is None else glossary
         form = None if pretokenized else self.text_form
         typed = list(texts)
@@ -352,7 +358,28 @@ class Translator:
         on a multi-target model; a model with a single target takes only that one (or none).
         """
         self.check_target_language(language)
+        self.check_direction(self.source_lang, language)
         self.target_lang = language
+
+    def choose_source_language(self, language: str) -> None:
+        """Translate from `language` from now on: documents, pages and --format text are split into
+        its sentences. On a model whose trained directions are known (data.pairs), a source language
+        it was not trained to translate into the chosen target is a ConfigError (key source_lang)
+        naming the directions it has; a model's sources are not otherwise checked."""
+        sources = sorted({s for s, _ in self.directions})
+        if sources and language not in sources:
+            problem = f"{language!r} was not trained: this model translates from {', '.join(sources)}"
+            raise ConfigError(f"source_lang {problem}", key="source_lang", problem=problem)
+        self.check_direction(language, self.target_lang)
+        self.source_lang = language
+
+    def check_direction(self, source: str | None, target: str | None) -> None:
+        """ConfigError unless source -> target is one of the trained directions (where both are known)."""
+        target = target or self.output_lang
+        if not self.directions or source is None or target is None or (source, target) in self.directions:
+            return
+        names = ", ".join(f"{s}-{t}" for s, t in self.directions)
+        raise ConfigError(f"{source}-{target} is not a direction this model was trained for ({names})")
 
     def check_target_language(self, language: str | None) -> None:
         """ConfigError (key target_lang) unless `language` is one this model takes (None: one it needs not)."""

@@ -39,6 +39,14 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", help="output file (default: stdout)")
     target_lang_option(p)
     p.add_argument(
+        "--source-lang",
+        dest="source_lang",
+        metavar="XX",
+        help="the input's language, for a model trained from several (data.pairs): text, html and documents "
+        "are split into its sentences, and a direction the model was not trained for is refused, naming "
+        "those it has (default: the model's one source language; else sentences are split as English)",
+    )
+    p.add_argument(
         "--pretokenized",
         action="store_true",
         help="for a model trained on a tokenised, lower-cased corpus (ted_hrlr): the input is in that form "
@@ -208,6 +216,13 @@ def target_lang_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def choose_direction(translator, args: argparse.Namespace) -> None:
+    """--target-lang and --source-lang (checked against the directions the model was trained for)."""
+    translator.choose_target_language(args.target_lang)
+    if args.source_lang is not None:
+        translator.choose_source_language(args.source_lang)
+
+
 def sampling_option(args: argparse.Namespace):
     """The Sampling that --sample and its options ask for (None without --sample); checked."""
     given = {
@@ -262,7 +277,7 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     with open(args.input, "rb") as source:
         content = source.read()
     translator = load_translator(args)
-    translator.choose_target_language(args.target_lang)
+    choose_direction(translator, args)
     request = translator.request(sampling=sampling_option(args))
     document = read_document(content, args.input, translator.source_lang or "en", extension)
     log.info("%s: %d sentences to translate", args.input, len(document.sentences))
@@ -303,7 +318,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         # nor if the search asked for is one the model or engine cannot run.
         source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         translator = load_translator(args)
-        translator.choose_target_language(args.target_lang)
+        choose_direction(translator, args)
         request = translator.request(n_best=args.n_best, sampling=sampling)  # the search options are the model's now
         if args.alignments:  # an old CTranslate2 export gives none: known once it is loaded
             translator.engine.capabilities.require(["alignment"], translator.engine.name)
