@@ -1,5 +1,6 @@
 """Several directions in one model: sampling by temperature, target tokens, validation per direction, resume."""
 
+import argparse
 import json
 import subprocess
 import sys
@@ -7,15 +8,19 @@ import sys
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
 from safetensors.torch import load_file
 
+from nmt.cli.common import CommandError
 from nmt.cli.main import main as cli_main
 from nmt.cli.train import tune_decoding
+from nmt.cli.translate import target_of_test_set
 from nmt.config import ConfigError, PairSpec, load_config
 from nmt.data.batching import TokenBatchSampler
 from nmt.data.pair_sampling import direction_shares
 from nmt.inference.contract import EngineOptions
 from nmt.model_dir import read_directions, read_languages, read_metrics
+from nmt.server import ServerLimits, create_app, model_info
 from nmt.server.service import model_routes
 from nmt.training.multilingual import (
     capped_rows,
@@ -183,7 +188,7 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
 
     assert read_directions(model_dir) == [("en", "de"), ("en", "fr")]
     assert read_languages(model_dir) == ("en", None)
-    with pytest.raises(ConfigError, match="'de' was not trained: this model translates from en"):
+    with pytest.raises(ConfigError, match="'de' was not trained: this model translates en-de, en-fr"):
         translator.choose_source_language("de")
     # a mixed model's source and target are each known, but not every pairing of them was trained
     mixed = Translator(
@@ -196,6 +201,42 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
     with pytest.raises(ConfigError, match="de-de is not a direction"):
         mixed.translate(SENTENCES, target_lang="de")
     assert mixed.translate(SENTENCES, beam=1) == french
+    # a >>xx<< token in the text is the target, unless the call asks for another
+    with pytest.raises(ConfigError, match="target_lang is 'de', but the text asks for >>fr<<"):
+        translator.translate([f">>fr<< {SENTENCES[0]}"], target_lang="de")
+    with pytest.raises(ConfigError, match="must be one of de, fr, got 'cs'"):
+        translator.check_languages([f">>cs<< {SENTENCES[0]}"])
+
+    # both servers refuse before the queue what the worker would refuse (there, a 500)
+    app = create_app(translator, ServerLimits(), info=model_info(model_dir, translator))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        own = client.post("/translate", json={"text": [SENTENCES[0]], "target_lang": "fr", "source_lang": "de"})
+        assert own.status_code == 422 and "'de' was not trained: this model translates en-de, en-fr" in own.text
+        own = client.post("/translate", json={"text": [f">>cs<< {SENTENCES[0]}"]})
+        assert own.status_code == 422 and "must be one of de, fr, got 'cs'" in own.text
+        ok = client.post(
+            "/translate", json={"text": [SENTENCES[0]], "target_lang": "fr", "source_lang": "en", "beam": 1}
+        )
+        assert ok.status_code == 200 and ok.json()["translations"][0]["text"] == french[0]
+        for field in ("q", "format"):
+            ask = {"q": f">>fr<< {SENTENCES[0]}", "source": "en", "target": "de"}
+            if field == "format":
+                ask["format"] = "html"
+            libre = client.post("/translate", json=ask)
+            assert libre.status_code == 400 and "the text asks for >>fr<<" in libre.json()["error"], libre.text
+
+    # the tuning commands take the target from --test too, and refuse a --target-lang that is not its
+    args = argparse.Namespace(test="multi30k:val:en-fr", target_lang=None, model=str(model_dir), zero_shot=False)
+    assert target_of_test_set(args, ["de", "fr"]) == "fr"
+    with pytest.raises(CommandError, match="--target-lang de is not the language of multi30k:val:en-fr's references"):
+        target_of_test_set(argparse.Namespace(**{**vars(args), "target_lang": "de"}), ["de", "fr"])
+    for command in ("tune-length-penalty", "tune-precision", "evaluate"):
+        refused = subprocess.run(
+            [*NMT, command, "--model", str(model_dir), "--test", "multi30k:val:en-fr", "--target-lang", "de"],
+            capture_output=True,
+            text=True,
+        )
+        assert refused.returncode != 0 and "--target-lang de is not the language of" in refused.stderr, command
     info = {"model": "m", "src_lang": "en", "tgt_lang": None, "target_langs": ["de", "fr"]}
     assert model_routes([{**info, "directions": read_directions(model_dir)}]) == {
         ("en", "de"): (0, "de"),
@@ -238,7 +279,7 @@ def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_sa
     assert cli_main([*command, "--beam", "1"]) == 0  # no language known: split as English
     assert [len(r) for r in read] == [2, 3] and read[0][0] == "Er kam am 3. Mai an."
     assert cli_main([*command, "--source-lang", "cs"]) != 0
-    assert "--source-lang 'cs' was not trained: this model translates from de, fr" in capsys.readouterr().err
+    assert "--source-lang 'cs' was not trained: this model translates de-en, fr-en" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("best_direction, best_step", [(None, 2), ("fr-en", 4)])

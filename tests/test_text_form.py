@@ -129,6 +129,14 @@ def test_the_translator_puts_typed_text_into_the_corpus_form_and_reads_the_outpu
     assert untouched[0][0].src_pieces != raw[0][0].src_pieces
 
 
+def test_pretokenized_is_refused_for_pages_and_documents_which_are_running_text(ted_like_model, capsys):
+    from nmt.cli import main
+
+    for fmt in ("html", "srt"):
+        assert main(["translate", "--model", str(ted_like_model), "--pretokenized", "--format", fmt]) != 0
+        assert f"--pretokenized is for lines of a tokenised corpus, not --format {fmt}" in capsys.readouterr().err
+
+
 def test_attention_plots_show_what_the_model_read(ted_like_model):
     from nmt.plots import attention_maps
 
@@ -172,6 +180,22 @@ def test_words_the_output_shares_with_the_source_take_the_source_s_capitals():
     assert case_from_source("the porto team", "O time do Porto") == "the Porto team"
     off = TextForm("pt", "en", case_from_source=False)
     assert off.to_running_text(output, source).startswith("In wuhan, the who said that sars-cov-2")
+
+
+def test_a_source_that_starts_in_lower_case_goes_on_from_text_before_it_and_so_does_its_translation():
+    # the second piece of a cut sentence, a subtitle cue that goes on, a line that starts mid-sentence
+    assert PT_EN.to_running_text("and the fever . it went away .", "e a febre. Ela passou.") == (
+        "and the fever. It went away."
+    )
+    assert PT_EN.to_running_text("and the fever .", "E a febre.") == "And the fever."
+    assert PT_EN.to_running_text("and the fever .") == "And the fever."  # no source: a sentence of its own
+    assert PT_EN.to_running_text("i know .", "sei.") == "I know."  # "I" is a capital of its own
+
+
+def test_a_source_word_recases_as_many_output_words_as_it_has_occurrences():
+    # "US Open": the acronym once, not the pronoun beside it
+    assert case_from_source("the us open told us", "O US Open nos disse") == "the US Open told us"
+    assert case_from_source("wuhan and wuhan", "Em Wuhan e Wuhan") == "Wuhan and Wuhan"
 
 
 def test_transcript_annotations_the_source_lacks_are_dropped():

@@ -130,7 +130,9 @@ def test_the_output_path_cases_the_source_s_names_then_the_language_s_words(true
     assert form == plain  # a reader's choice, not the corpus's form: text_form.json is the same
 
 
-def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_reads(tiny_model_dir, tmp_path, capsys):
+def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_reads(
+    tiny_model_dir, tmp_path, capsys, monkeypatch
+):
     model_dir = tmp_path / "ted"
     shutil.copytree(tiny_model_dir, model_dir)
     text = tmp_path / "cased.en"
@@ -154,3 +156,26 @@ def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_r
     translate = ["translate", "--model", str(model_dir), "--engine", "torch"]
     assert load_translator(build_parser().parse_args(translate)).text_form.truecaser is not None
     assert load_translator(build_parser().parse_args([*translate, "--no-truecase"])).text_form.truecaser is None
+
+    # the same switches, and the same output path, wherever the directory is read
+    from nmt.translator import Translator
+
+    assert Translator.load(model_dir, truecase=False).text_form.truecaser is None
+    assert Translator.load(model_dir, source_case=False).text_form.case_from_source is False
+    for command in ("evaluate", "tune-length-penalty", "tune-precision", "serve"):
+        args = build_parser().parse_args([command, "--model", str(model_dir), "--no-truecase", "--no-source-case"])
+        assert (args.truecase, args.source_case) == (False, False), command
+    asked = {}
+
+    def load(model, options=None, **settings):  # as the server loads its models; then stop
+        asked.update(settings)
+        raise RuntimeError("loaded")
+
+    monkeypatch.setattr("nmt.server.running.Translator.load", load)
+    assert main(["serve", "--model", str(model_dir), "--port", "0", "--no-truecase"]) != 0
+    assert (asked["truecase"], asked["source_case"]) == (False, True)
+    monkeypatch.undo()
+    exported = tmp_path / "ct2"  # an export nmt reads again writes its text as the model's directory does
+    assert main(["export", "--model", str(model_dir), "--to", "ctranslate2", "--out", str(exported)]) == 0
+    copied = read_text_form(exported)
+    assert copied == read_text_form(model_dir) and recase("january", copied.truecaser) == "January"

@@ -125,10 +125,11 @@ def read_directions(model_dir: str | Path) -> list[tuple[str, str]]:
     return [] if config is None else [(d.src_lang, d.tgt_lang) for d in config.data.directions]
 
 
-def read_text_form(model_dir: str | Path, *, truecaser: bool = True) -> TextForm | None:
+def read_text_form(model_dir: str | Path, *, truecaser: bool = True, case_from_source: bool = True) -> TextForm | None:
     """The written form of the corpus a model was trained on, where it is not running text (a
     tokenised, lower-cased corpus such as ted_hrlr: its run wrote text_form.json); None for running text.
-    truecaser: with the directory's truecaser, where it has one (nmt.truecaser)."""
+    truecaser: with the directory's truecaser, where it has one (nmt.truecaser); case_from_source:
+    the output takes the source's capitals (nmt.text_form)."""
     path = Path(model_dir) / TEXT_FORM
     if not path.is_file():
         return None
@@ -137,7 +138,7 @@ def read_text_form(model_dir: str | Path, *, truecaser: bool = True) -> TextForm
         form.pop("case_from_source", None)  # written by some versions: a reader's choice, not the corpus's
         for side in ("src_annotations", "tgt_annotations"):
             form[side] = tuple(form.get(side, ()))
-        form = TextForm(**form)
+        form = TextForm(**form, case_from_source=case_from_source)
     except (ValueError, TypeError) as err:  # JSON, unknown or missing keys
         raise ValueError(f"{path}: not a text form ({err})") from None
     path = Path(model_dir) / TRUECASER.format(lang=form.tgt_lang)
@@ -145,6 +146,14 @@ def read_text_form(model_dir: str | Path, *, truecaser: bool = True) -> TextForm
         pairs = Path(model_dir) / TRUECASE_PAIRS.format(lang=form.tgt_lang)
         form = dataclasses.replace(form, truecaser=load_truecaser(path, pairs))
     return form
+
+
+def text_form_files(model_dir: str | Path) -> list[str]:
+    """The names of the files in `model_dir` that say how its text is written (text_form.json and
+    its truecaser's): an export nmt reads again copies them, or its output would stay in corpus form."""
+    model_dir = Path(model_dir)
+    names = [TEXT_FORM, TRUECASER.format(lang="*"), TRUECASE_PAIRS.format(lang="*")]
+    return sorted(p.name for name in names for p in model_dir.glob(name) if p.is_file())
 
 
 def write_text_form(model_dir: str | Path, form: TextForm | None) -> None:

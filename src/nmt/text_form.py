@@ -171,15 +171,17 @@ def case_from_source(text: str, source: str) -> str:
     model loses case; most words that keep their spelling across languages are the ones whose case
     matters. The capital a word has only for starting a sentence counts for nothing."""
     words = source.split()
-    cased = {}
+    cased: dict[str, list[str]] = {}  # lower case -> the source's spellings, one per occurrence, in order
     for i in sorted(_own_capitals(words)):
         word = words[i].strip(_EDGE_PUNCTUATION)
-        cased.setdefault(word.lower(), word)
+        cased.setdefault(word.lower(), []).append(word)
     if not cased:
         return text
 
     def restore(match: re.Match) -> str:
-        return cased.get(match.group(0).lower(), match.group(0))
+        # as many occurrences as the source has: "US Open" makes one "us" "US", not the pronoun too
+        left = cased.get(match.group(0).lower())
+        return left.pop(0) if left else match.group(0)
 
     return re.sub(r"[^\s\"'“”‘’(){}\[\],.;:!?…]+", restore, text)
 
@@ -204,6 +206,11 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
     return " ".join(out)
 
 
+def starts_in_lower_case(text: str) -> bool:
+    """Whether the first letter of `text` is a lower-case one."""
+    return next((c for c in text if c.isalpha()), "").islower()
+
+
 def _own_capitals(words: list[str]) -> set[int]:
     """The places of the words written with capitals for themselves (see `_has_own_capitals`); a
     sentence starts after a word (or token) ending in . ! ? : or …"""
@@ -221,9 +228,17 @@ def _has_own_capitals(word: str, starts_sentence: bool) -> bool:
 _EDGE_PUNCTUATION = "\"'“”‘’()[]{}<>,.;:!?…«»"
 
 
-def capitalize_sentences(text: str, lang: str) -> str:
-    """Upper-case the first letter of each sentence (and, in English, the pronoun "I")."""
-    text = _SENTENCE_START.sub(lambda m: m.group(1) + m.group(2).upper(), text)
+def capitalize_sentences(text: str, lang: str, first: bool = True) -> str:
+    """Upper-case the first letter of each sentence (and, in English, the pronoun "I").
+    first: the text starts a sentence (not so for the second piece of a cut sentence, or a subtitle
+    cue that goes on with the last one's)."""
+
+    def upper(m: re.Match) -> str:
+        if m.start() == 0 and not first:
+            return m.group(0)
+        return m.group(1) + m.group(2).upper()
+
+    text = _SENTENCE_START.sub(upper, text)
     if lang == "en":
         text = _LONE_I.sub("I", text)
     return text
@@ -281,7 +296,9 @@ class TextForm:
             return text
         if source is not None and self.case_from_source:
             text = case_from_source(text, source)
-        return capitalize_sentences(text, self.tgt_lang)
+        # a source that starts in lower case goes on from text before it (a cut sentence's later
+        # piece, a subtitle cue, a line that starts mid-sentence): so does its translation
+        return capitalize_sentences(text, self.tgt_lang, first=source is None or not starts_in_lower_case(source))
 
     def source_words(self, source: str) -> list[str]:
         """The words of `source` as the model reads them, cased as typed (alignments count these)."""

@@ -111,6 +111,7 @@ class Translator:
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
         self.source_lang, self.output_lang = source_lang, output_lang
+        self.trained_source = source_lang  # source_lang may be chosen later; this is what the model says
         self.directions = [tuple(d) for d in directions]
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
         self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
@@ -142,7 +143,15 @@ class Translator:
         self.engine.close()
 
     @classmethod
-    def load(cls, model_dir: str | Path, options: EngineOptions | None = None, **settings) -> Translator:
+    def load(
+        cls,
+        model_dir: str | Path,
+        options: EngineOptions | None = None,
+        *,
+        source_case: bool = True,
+        truecase: bool = True,
+        **settings,
+    ) -> Translator:
         """Everything from the model directory: config, tokenizers, weights (model.safetensors by default).
 
         options: how to run it (see EngineOptions: engine, precision, workers, threads,
@@ -151,6 +160,9 @@ class Translator:
         for every call: the search settings a call may also name (`beam`, `length_penalty`, ...: see
         nmt.search_settings), `min_len`, `max_len_a`, `max_len_b`, `batch_tokens`; None keeps the
         directory's. Choose a length penalty with `nmt tune-length-penalty`.
+        source_case, truecase: for a model of a lower-cased corpus (ted_hrlr), whether its output
+        takes the source's capitals through the word alignment, and the directory's truecaser
+        (nmt.text_form, nmt.truecaser); both by default.
         """
         engine_fields = {f.name for f in dataclasses.fields(EngineOptions)}
         engine_options = {k: v for k, v in settings.items() if k in engine_fields}
@@ -172,7 +184,7 @@ class Translator:
             src_tokenizer,
             tgt_tokenizer,
             decode=decode,
-            text_form=read_text_form(model_dir),
+            text_form=read_text_form(model_dir, truecaser=truecase, case_from_source=source_case),
             source_lang=languages[0],
             output_lang=languages[1],
             directions=read_directions(model_dir),
@@ -363,23 +375,68 @@ class Translator:
 
     def choose_source_language(self, language: str) -> None:
         """Translate from `language` from now on: documents, pages and --format text are split into
-        its sentences. On a model whose trained directions are known (data.pairs), a source language
-        it was not trained to translate into the chosen target is a ConfigError (key source_lang)
-        naming the directions it has; a model's sources are not otherwise checked."""
-        sources = sorted({s for s, _ in self.directions})
-        if sources and language not in sources:
-            problem = f"{language!r} was not trained: this model translates from {', '.join(sources)}"
-            raise ConfigError(f"source_lang {problem}", key="source_lang", problem=problem)
+        its sentences. Where the model's sources are known (its trained directions, or an imported
+        model's one source language), one it was not trained on, or a pairing with the chosen target
+        it was not trained for, is a ConfigError naming what it has."""
+        self.check_source_language(language)
         self.check_direction(language, self.target_lang)
         self.source_lang = language
+
+    @property
+    def source_languages(self) -> list[str]:
+        """The languages the model was trained to read, where known (else empty: any is taken)."""
+        return sorted({s for s, _ in self.directions} or ({self.trained_source} if self.trained_source else set()))
+
+    def trained_as(self) -> str:
+        """What the model translates, for messages: its directions ("de-en, fr-en") or "from de"."""
+        if self.directions:
+            return ", ".join(f"{s}-{t}" for s, t in self.directions)
+        return f"from {', '.join(self.source_languages)}"
+
+    def check_source_language(self, language: str) -> None:
+        """ConfigError (key source_lang) unless the model reads `language` (or its sources are unknown)."""
+        if self.source_languages and language not in self.source_languages:
+            problem = f"{language!r} was not trained: this model translates {self.trained_as()}"
+            raise ConfigError(f"source_lang {problem}", key="source_lang", problem=problem)
 
     def check_direction(self, source: str | None, target: str | None) -> None:
         """ConfigError unless source -> target is one of the trained directions (where both are known)."""
         target = target or self.output_lang
         if not self.directions or source is None or target is None or (source, target) in self.directions:
             return
-        names = ", ".join(f"{s}-{t}" for s, t in self.directions)
-        raise ConfigError(f"{source}-{target} is not a direction this model was trained for ({names})")
+        raise ConfigError(f"{source}-{target} is not a direction this model was trained for ({self.trained_as()})")
+
+    def check_languages(
+        self, texts: Sequence[str] = (), target_lang: str | None = None, source_lang: str | None = None
+    ) -> None:
+        """Refuse before any search what a call would be refused part-way (a ConfigError): a source or
+        target language the model lacks, a pairing it was not trained for, a text whose >>xx<< token
+        it lacks or which contradicts target_lang, or no target for a text on a multi-target model."""
+        if source_lang is not None:
+            self.check_source_language(source_lang)
+        source = source_lang or self.source_lang
+        if target_lang is not None or not texts:
+            self.check_target_language(target_lang)
+            self.check_direction(source, target_lang)
+        for text in texts:
+            self.target_of(text, target_lang, source)
+
+    def target_of(self, text: str, target_lang: str | None = None, source_lang: str | None = None) -> str | None:
+        """The language a multi-target model writes `text` in: its own >>xx<< token (as OPUS-MT's
+        users write them), else target_lang, else the chosen one; None on a model with one target.
+        A ConfigError for none, one the model lacks, a token contradicting the target asked for, or
+        a pairing with the source it was not trained for."""
+        if not self.target_languages:
+            return None
+        asked = target_lang or self.target_lang
+        written = LANGUAGE_CODE.match(text)
+        if written is not None:
+            if asked is not None and written.group(1) != asked:
+                raise target_lang_error(f"is {asked!r}, but the text asks for >>{written.group(1)}<<: {text[:40]!r}")
+            asked = written.group(1)
+        self.check_target_language(asked)  # None raises, naming the languages
+        self.check_direction(source_lang or self.source_lang, asked)
+        return asked
 
     def check_target_language(self, language: str | None) -> None:
         """ConfigError (key target_lang) unless `language` is one this model takes (None: one it needs not)."""
@@ -399,16 +456,10 @@ class Translator:
         """Source ids with the tokenizer's special tokens, cut to max_source_tokens (keeping the end
         token, the last id); and whether it was cut. A multi-target model's sentence starts with the
         chosen target language's token, unless it starts with one already (as OPUS-MT's users write
-        them); without one chosen, it is refused, naming the languages."""
-        if self.target_languages:
-            written = LANGUAGE_CODE.match(text)
-            if written is not None:
-                self.check_target_language(written.group(1))
-            else:
-                language = target_lang or self.target_lang
-                if language is None:
-                    self.check_target_language(None)  # raises, naming the languages
-                text = f">>{language}<< {text}"
+        them); a token contradicting the target asked for, or none at all, is refused (target_of)."""
+        language = self.target_of(text, target_lang)
+        if language is not None and LANGUAGE_CODE.match(text) is None:
+            text = f">>{language}<< {text}"
         ids = self.src_tokenizer.encode(text)
         if len(ids) <= self.max_source_tokens:
             return ids, False

@@ -131,17 +131,19 @@ def try_precisions(
     pretokenized: bool = False,
     target_lang: str | None = None,
     precisions: Sequence[str] | None = None,
+    **case,
 ) -> list[PrecisionTrial]:
     """Translate `sources` on CPU in each precision (default `cpu_precisions()`: fp32, int8, and
     bf16 with AMX; the model's own search, or `beam`), and score each.
 
     Timed as a long-lived translator runs: workers started and warmed on a few sentences first,
     then the better of two passes over the set (one pass moves by 10-15% on a shared machine).
-    target_lang: a multi-target model's output language (its >>xx<< token).
+    target_lang: a multi-target model's output language (its >>xx<< token); case: Translator.load's
+    source_case and truecase.
     """
     trials = []
     for precision in precisions or cpu_precisions():
-        translator = Translator.load(model_dir, engine=engine, precision=precision, device="cpu")
+        translator = Translator.load(model_dir, engine=engine, precision=precision, device="cpu", **case)
         try:
             translator.start_workers(wait=True)
             options = dict(beam=beam, pretokenized=pretokenized, target_lang=target_lang)

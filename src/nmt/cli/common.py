@@ -214,7 +214,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
 
 
 def case_options() -> argparse.ArgumentParser:
-    """How a lower-cased model's output is cased (translate, evaluate)."""
+    """How a lower-cased model's output is cased (translate, evaluate, serve, the tuning commands)."""
     parent = Parser(add_help=False)
     parent.add_argument(
         "--source-case",
@@ -263,9 +263,11 @@ def load_translator(args: argparse.Namespace):
     from ..translator import Translator
 
     settings = search_options(args)
-    translator = Translator.load(args.model, engine_options(args), min_len=getattr(args, "min_len", None), **settings)
-    if translator.text_form is not None and not getattr(args, "source_case", True):
-        translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
-    if translator.text_form is not None and not getattr(args, "truecase", True):
-        translator.text_form = dataclasses.replace(translator.text_form, truecaser=None)
-    return translator
+    return Translator.load(
+        args.model,
+        engine_options(args),
+        min_len=getattr(args, "min_len", None),
+        source_case=getattr(args, "source_case", True),
+        truecase=getattr(args, "truecase", True),
+        **settings,
+    )

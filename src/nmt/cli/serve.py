@@ -13,7 +13,14 @@ from typing import Any
 
 from ..config_checks import ConfigError
 from ..server.settings import DEFAULT_HOST, DEFAULT_PORT, BatchingConfig, ConnectionOptions, ServerLimits
-from .common import CommandError, engine_arguments, engine_options, length_penalty_options, search_options
+from .common import (
+    CommandError,
+    case_options,
+    engine_arguments,
+    engine_options,
+    length_penalty_options,
+    search_options,
+)
 
 SETTINGS = (
     (ServerLimits, "what one request may ask for, and how long it may take (more: 4xx or 503 naming the limit)"),
@@ -59,7 +66,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[length_penalty_options(), engine_arguments(server=True)],
+        parents=[length_penalty_options(), engine_arguments(server=True), case_options()],
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /, and "
         "LibreTranslate's API (/translate, /detect, /languages, /frontend/settings). Every limit below "
         "is explained in docs/serving.md.",
@@ -143,5 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         connections=connections,
         admission=admission,
         glossary=glossary,
+        source_case=args.source_case,
+        truecase=args.truecase,
     )
     return 0

@@ -147,7 +147,7 @@ def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune-length-penalty",
         help="choose beam search's length penalty on a validation set",
-        parents=[model, beam, engine, scored_set_options("multi30k:val:de-en")],
+        parents=[model, beam, engine, case_options(), scored_set_options("multi30k:val:de-en")],
         description="Translate a validation set with beam search under each length penalty alpha, print "
         "BLEU, chrF and the length ratio of each, and name the alpha with the best cased BLEU. Choose on a "
         "validation set, never on the test set you report.",
@@ -162,13 +162,14 @@ def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
         help="make the best alpha the model's decode.length_penalty (in DIR/config.yaml, or an imported "
         "model's imported_from.json)",
     )
+    target_lang_option(p)
     p.set_defaults(func=cmd_tune_length_penalty)
 
     p = sub.add_parser(
         "tune-precision",
         help="make int8 (or bf16 with AMX) a model's default on CPU where it is faster and as good, on a "
         "validation set",
-        parents=[model, beam, scored_set_options("multi30k:val:de-en")],
+        parents=[model, beam, case_options(), scored_set_options("multi30k:val:de-en")],
         description="Translate a validation set on CPU in fp32, in int8 and, on a CPU with AMX, in bf16 (the "
         "fastest engine here, as --engine auto picks it), print BLEU, chrF and time of each, and choose the "
         "fastest that beat fp32's time with a cased BLEU at most --tolerance below fp32's (default "
@@ -296,6 +297,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     from ..translation_io import aligned_translations, translate_stream
 
     args.format = input_format(args)
+    if args.pretokenized and (args.format == "html" or f".{args.format}" in DOCUMENT_FORMATS):
+        raise CommandError(f"--pretokenized is for lines of a tokenised corpus, not --format {args.format}")
     if f".{args.format}" in DOCUMENT_FORMATS:
         return translate_document_file(args, f".{args.format}")
     if args.chunk < 1:
@@ -377,22 +380,25 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
     return src_path, sources, references, pretokenized
 
 
-def test_direction_target(args: argparse.Namespace, translator) -> str | None:
-    """--target-lang, or a multi-target model's --test target; a --test direction that a
-    multilingual model of nmt's own was not trained for is refused, naming those it was
-    (--zero-shot tries it anyway)."""
+def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) -> str | None:
+    """--target-lang, or a multi-target model's --test target (target_languages: the model's >>xx<<
+    languages); a --test direction that a multilingual model of nmt's own was not trained for is
+    refused, naming those it was (--zero-shot tries it anyway), and so is a --target-lang other
+    than the test's (its references are in the test's target language)."""
     from ..model_dir import read_directions
 
     if not args.test or ":" not in args.test or "-" not in args.test.rsplit(":", 1)[-1]:
         return args.target_lang
     src_lang, tgt_lang = args.test.rsplit(":", 1)[-1].split("-", 1)
+    if args.target_lang is not None and args.target_lang != tgt_lang:
+        raise CommandError(f"--target-lang {args.target_lang} is not the language of {args.test}'s references")
     trained = read_directions(args.model)
-    if len(trained) > 1 and (src_lang, tgt_lang) not in trained and not args.zero_shot:
+    if len(trained) > 1 and (src_lang, tgt_lang) not in trained and not getattr(args, "zero_shot", False):
         names = ", ".join(f"{s}-{t}" for s, t in trained)
         raise CommandError(
             f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang} (--zero-shot to try it anyway)"
         )
-    if args.target_lang is None and tgt_lang in translator.target_languages:
+    if args.target_lang is None and tgt_lang in target_languages:
         return tgt_lang
     return args.target_lang
 
@@ -404,7 +410,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     src_path, sources, references, pretokenized = read_test_set(args)
     glossary = load_glossary(args)
     translator = load_translator(args)
-    translator.choose_target_language(test_direction_target(args, translator))
+    translator.choose_target_language(target_of_test_set(args, translator.target_languages))
     hypotheses = translate_sentences(
         translator, sources, name=str(src_path), pretokenized=pretokenized, glossary=glossary
     )
@@ -448,6 +454,7 @@ def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
     alphas = parse_alphas(args.alphas) if args.alphas is not None else list(DEFAULT_ALPHAS)
     _, sources, references, pretokenized = read_test_set(args)
     translator = load_translator(args)
+    translator.choose_target_language(target_of_test_set(args, translator.target_languages))
     if (args.beam or translator.decode.beam) < 2:
         raise CommandError("greedy search (beam 1) has no length penalty to choose: give --beam N, N >= 2")
     trials = []
@@ -474,6 +481,7 @@ def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
 # --- tune-precision -----------------------------------------------------------------------------
 def cmd_tune_precision(args: argparse.Namespace) -> int:
     from ..inference.plan import check_beam
+    from ..model_dir import read_directions
     from ..tuning import chosen_precision, try_precisions, write_precision
 
     if not args.tolerance >= 0:
@@ -481,8 +489,17 @@ def cmd_tune_precision(args: argparse.Namespace) -> int:
     if args.beam is not None:
         check_beam(args.beam)
     _, sources, references, pretokenized = read_test_set(args)
+    targets = sorted({t for _, t in read_directions(args.model)})  # an imported model's: only --target-lang
+    target_lang = target_of_test_set(args, targets if len(targets) > 1 else [])
     trials = try_precisions(
-        args.model, sources, references, beam=args.beam, pretokenized=pretokenized, target_lang=args.target_lang
+        args.model,
+        sources,
+        references,
+        beam=args.beam,
+        pretokenized=pretokenized,
+        target_lang=target_lang,
+        source_case=args.source_case,
+        truecase=args.truecase,
     )
     for t in trials:
         print(f"{t.precision:<5} BLEU {t.scores.bleu:6.2f}  chrF {t.scores.chrf:6.2f}  {t.seconds:6.2f} s", flush=True)

@@ -43,7 +43,14 @@ from ..checkpoint import load_model_dir
 from ..files import staged_directory
 from ..model import ModelConfig, Transformer
 from ..model.embedding import sinusoidal_encoding
-from ..model_dir import IMPORTED_FROM, MODEL_CONFIG, RUN_CONFIG, read_run_config, write_decode_settings
+from ..model_dir import (
+    IMPORTED_FROM,
+    MODEL_CONFIG,
+    RUN_CONFIG,
+    read_run_config,
+    text_form_files,
+    write_decode_settings,
+)
 from ..tokenizer import SubwordTokenizer, load_tokenizers, save_tokenizers
 from .choices import QUANTIZATIONS
 from .shortlist import SHORTLIST, VOCABULARY_MAP, model_shortlist
@@ -222,7 +229,8 @@ def export_ctranslate2(
                 tgt_pieces[-1] = ""
             text = candidates.vocabulary_map(vocabulary(src_tok), tgt_pieces)
             (staging / VOCABULARY_MAP).write_text(text, encoding="utf-8")
-        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *([SHORTLIST] if candidates is not None else [])):
+        shortlist_file = [SHORTLIST] if candidates is not None else []
+        for name in (MODEL_CONFIG, RUN_CONFIG, IMPORTED_FROM, *shortlist_file, *text_form_files(model_dir)):
             if (model_dir / name).is_file():
                 shutil.copy2(model_dir / name, staging / name)
         if quantization == "int8":  # int8 weights computed in fp32 would be slower than fp32 weights

@@ -138,6 +138,16 @@ class LibreTranslateApi:
         self.directions.check(source, target)
         return source, target
 
+    def check_texts(self, chosen: int, texts: list[str], target_lang: str | None) -> None:
+        """A 400 for a text the model would refuse in the worker (a 500 there): a >>xx<< token of
+        its own that the model lacks or that is not the request's target."""
+        check_languages = getattr(self.service.models[chosen][0], "check_languages", None)
+        if check_languages is not None and target_lang is not None:
+            try:
+                check_languages(texts, target_lang)
+            except ValueError as err:
+                raise LibreTranslateError(400, str(err)) from None
+
     # --- translating --------------------------------------------------------------------------------
     async def translate_via_route(
         self,
@@ -153,6 +163,7 @@ class LibreTranslateApi:
         deadline: a time.monotonic() value, the whole request's (default: deadline_s from now)."""
         source, target = self.served(source, target)
         chosen, target_lang = self.service.routes[(source, target)]
+        self.check_texts(chosen, texts, target_lang)
         queue = self.service.queues[chosen]
         if not queue.running:
             raise LibreTranslateError(503, "the translation worker is not running", retry_after_s=1)
@@ -204,6 +215,7 @@ class LibreTranslateApi:
             else:
                 docs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
                 sentences = [[s for p in doc for s in p.sentences] for doc in docs]
+            self.check_texts(chosen, [s for doc in sentences for s in doc], target_lang)
             return docs, sentences, cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
 
         docs, sentences, cut = await asyncio.to_thread(prepare)

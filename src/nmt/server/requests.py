@@ -34,6 +34,7 @@ class TranslateRequest(BaseModel):
     no_repeat_ngram_size: int | None = None  # no output repeats an n-gram this long; 0: off (default: the model's)
     attention: bool = False
     target_lang: str | None = None  # a multi-target model's output language (one of its >>xx<< tokens)
+    source_lang: str | None = None  # the text's language: checked against the directions the model was trained for
     scores: bool = False  # each translation's confidence and token probabilities
     alignments: bool = False  # each translation's word alignment ("0-0 1-2", source-target)
 

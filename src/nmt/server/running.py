@@ -62,6 +62,8 @@ def serve(
     connections: ConnectionOptions | None = None,
     admission: Admission | None = None,
     glossary: Glossary | None = None,
+    source_case: bool = True,
+    truecase: bool = True,
 ) -> None:
     """Load the model (or models) and serve until SIGTERM or Ctrl-C (then drain: see connections.py).
 
@@ -70,6 +72,7 @@ def serve(
     decode: each model's decode settings replaced by name for every request (`{"length_penalty":
     1.0, "min_len": 0}`: any DecodeConfig field, as Translator.load takes them; None keeps the
     model's). glossary: terms every translation of the first model must use (nmt.glossary).
+    source_case, truecase: how a lower-cased model's output is cased, as Translator.load takes them.
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -85,6 +88,8 @@ def serve(
             connections=connections,
             admission=admission,
             glossary=glossary,
+            source_case=source_case,
+            truecase=truecase,
         )
     finally:
         sock.close()
@@ -103,6 +108,8 @@ def serve_on(
     connections: ConnectionOptions | None,
     admission: Admission | None = None,
     glossary: Glossary | None = None,
+    source_case: bool = True,
+    truecase: bool = True,
 ) -> None:
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
@@ -113,7 +120,7 @@ def serve_on(
     model_routes([{"model": d, "src_lang": s, "tgt_lang": t, "directions": ds} for d, s, t, ds in known])
     loaded = []
     for each_dir in model_dirs:
-        translator = Translator.load(each_dir, engine, **(decode or {}))
+        translator = Translator.load(each_dir, engine, source_case=source_case, truecase=truecase, **(decode or {}))
         if not loaded:  # a glossary is for one direction: the first model's (nmt's own API's)
             translator.glossary = glossary
         translator.start_workers()  # the server runs long: its worker processes start now, not once due
