@@ -238,6 +238,14 @@ def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_mod
     assert forced == [1]
 
 
+def test_a_glossary_term_is_written_as_the_glossary_spells_it_by_a_lower_cased_model(ted_like_model):
+    from nmt.glossary import Glossary
+
+    translator = Translator.load(ted_like_model, engine="torch")
+    [[found]] = translator.translate_detailed(["A OMS disse."], beam=2, glossary=Glossary([("OMS", "WHO")]))
+    assert "WHO" in found.text.split() and not found.glossary_missed  # the model itself wrote "who"
+
+
 def test_an_output_s_names_take_the_source_s_capitals_through_the_alignment():
     source = "A OMS diz que os Estados Unidos e a Alemanha agiram."
     output = "the who says the united states and germany acted ."

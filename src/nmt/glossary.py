@@ -83,3 +83,12 @@ class Glossary:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def spelled_as_given(text: str, targets: Sequence[str]) -> str:
+    """`text` with each target term written as the glossary writes it wherever it occurs in another
+    case: a model of a lower-cased corpus places "who" for a required "WHO" (it writes no capitals)."""
+    for target in targets:
+        pattern = rf"(?<!\w){re.escape(target)}(?!\w)"
+        text = re.sub(pattern, lambda _m, t=target: t, text, flags=re.IGNORECASE)
+    return text

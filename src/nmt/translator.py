@@ -27,7 +27,7 @@ from .config import DecodeConfig
 from .config_checks import ConfigError
 from .decoding import Hypothesis
 from .forced_scoring import ForcedScorer
-from .glossary import Glossary
+from .glossary import Glossary, spelled_as_given
 from .inference.batch_search import search_limits
 from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
@@ -282,9 +282,11 @@ class Translator:
             pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
             self._add_scores(*pick, alignments=True, probabilities=False)
         if form is not None:
-            for sentence, source in zip(out, typed, strict=True):
+            for sentence, source, found in zip(out, typed, terms, strict=True):
                 for t in sentence:
                     t.text = form.to_running_text(t.text, source, t.alignment if case_by_alignment else None)
+                    if found and form.lowercased:  # the terms as the glossary spells them, not as recased
+                        t.text = spelled_as_given(t.text, [target for _, target in found])
         for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
             if not scores:
                 t.token_probs = t.confidence = None
