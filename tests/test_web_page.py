@@ -15,7 +15,7 @@ from served import nmt_serve
 
 from nmt.inference.engine_choice import ctranslate2_installed
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
-from nmt.translator import Translator
+from nmt.translator import Translation, Translator
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 pytestmark = pytest.mark.skipif(
@@ -169,6 +169,25 @@ def test_another_direction_is_picked_and_the_source_language_detected(browser, t
     assert browser.find_element(By.CSS_SELECTOR, "#translations li").text == "en-de:A man is riding a bicycle."
     assert browser.find_element(By.ID, "detected").text.startswith("detected: en")
     assert "first model's direction" in browser.find_element(By.ID, "heatmap").text
+
+
+def test_a_multi_target_model_of_unknown_languages_offers_its_targets(browser):
+    from test_server_libretranslate import INFO, Tagged
+
+    class IntoTarget(Tagged):  # writes the target it was asked for
+        def translate_detailed(self, texts, request, **options):
+            return [[Translation(f"{options.get('target_lang')}:{t}", 0.0, 0.0, [], [])] for t in texts]
+
+    info = {**INFO, "src_lang": None, "tgt_lang": None, "target_langs": ["de", "fr"]}  # as nmt import may leave it
+    with serve_in_thread(create_app(IntoTarget("xx"), ServerLimits(), info=info)) as url:
+        page_ready(browser, url)
+        target = Select(browser.find_element(By.ID, "target-lang"))
+        assert [o.get_attribute("value") for o in target.options] == ["de", "fr"]
+        target.select_by_value("fr")
+        browser.find_element(By.ID, "source").send_keys("A man.")
+        browser.find_element(By.ID, "translate").click()
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations li"))
+        assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith("fr:A man.")
 
 
 def test_a_pasted_document_keeps_its_paragraphs(browser, two_models_url):
