@@ -76,7 +76,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         help="model directory; repeat for several directions (LibreTranslate's API routes by language; "
-        "nmt's own API and the page use the first)",
+        "nmt's own API uses the first; the page offers every direction)",
     )
     p.add_argument("--host", default=DEFAULT_HOST, help="address to listen on (default %(default)s: this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default %(default)s)")
