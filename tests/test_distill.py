@@ -16,7 +16,13 @@ from nmt.cli import main
 from nmt.config import load_config
 from nmt.model_dir import read_decode_config, read_directions
 from nmt.tokenizer import load_tokenizers
-from nmt.training.distill import complete_lines, n_best_lines, plan_distillation, translate_corpus
+from nmt.training.distill import (
+    DistillationPlan,
+    complete_lines,
+    n_best_lines,
+    plan_distillation,
+    translate_corpus,
+)
 from nmt.training.run import train
 from nmt.translator import Translator
 
@@ -391,3 +397,10 @@ def test_a_student_of_other_or_some_of_the_teacher_s_directions_is_refused(tmp_p
         config = load_config(None, [*TINY_TRAINING, pairs])
         with pytest.raises(ValueError, match=re.escape(message)):
             plan_distillation(teacher, config, tmp_path / "student")
+
+
+def test_a_tokenised_corpus_is_distilled_in_its_own_form(tmp_path):
+    # the teacher reads ted_hrlr's tokenised, lower-cased source as it is and writes that form back
+    ted = load_config(None, ["data.corpus=ted_hrlr", "data.src_lang=pt", "data.tgt_lang=en"])
+    assert DistillationPlan(ted, None, tmp_path).pretokenized
+    assert not DistillationPlan(load_config(None, []), None, tmp_path).pretokenized  # Multi30k is running text

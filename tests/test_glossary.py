@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from nmt.glossary import Glossary, GlossaryError
+from nmt.glossary import Glossary, GlossaryError, spelled_as_given
 from nmt.translator import Translator
 
 
@@ -104,3 +104,12 @@ def test_a_served_model_with_a_glossary_uses_it_for_every_request(tiny_model_dir
         assert steps in (len(first["attention"]["tgt_pieces"]), len(first["attention"]["tgt_pieces"]) - 1)
         libre = client.post("/translate", json={"q": "Ein Mann fährt.", "source": "de", "target": "en"}).json()
         assert "gentleman" in libre["translatedText"]
+
+
+def test_a_placed_term_is_spelled_as_given_as_often_as_the_source_called_for_it():
+    # a lower-cased model's output: "who" placed for "WHO", beside a "who" of its own
+    assert spelled_as_given("who said the who would.", [("who", "WHO")]) == "WHO said the who would."
+    assert spelled_as_given("The WHO, who said it.", [("who", "WHO")]) == "The WHO, who said it."  # spelled so already
+    assert spelled_as_given("the who , who ...", [("who", "WHO")] * 2) == "the WHO , WHO ..."
+    assert spelled_as_given("Fever was high.", [("fever", "fever")]) == "Fever was high."  # capitals only added
+    assert spelled_as_given("I like c + + a lot.", [("c + +", "C++")]) == "I like C++ a lot."  # the corpus's spacing

@@ -228,6 +228,12 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
     # the tuning commands take the target from --test too, and refuse a --target-lang that is not its
     args = argparse.Namespace(test="multi30k:val:en-fr", target_lang=None, model=str(model_dir), zero_shot=False)
     assert target_of_test_set(args, ["de", "fr"]) == "fr"
+    assert target_of_test_set(argparse.Namespace(**{**vars(args), "target_lang": "fra"}), ["deu", "fra"]) == "fra"
+    imported = Translator(translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, source_lang="mul")
+    imported.choose_source_language("de")  # a group's code ("mul", "roa") checks nothing
+    imported = Translator(translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, source_lang="en")
+    with pytest.raises(ConfigError, match="'de' was not trained: this model translates from en"):
+        imported.choose_source_language("de")
     with pytest.raises(CommandError, match="--target-lang de is not the language of multi30k:val:en-fr's references"):
         target_of_test_set(argparse.Namespace(**{**vars(args), "target_lang": "de"}), ["de", "fr"])
     for command in ("tune-length-penalty", "tune-precision", "evaluate"):

@@ -17,6 +17,7 @@ from nmt.text_form import (
     case_from_source,
     detokenize_treebank,
     drop_annotations,
+    starts_in_lower_case,
     tidy_punctuation,
     tokenize_like_treebank,
 )
@@ -190,6 +191,11 @@ def test_a_source_that_starts_in_lower_case_goes_on_from_text_before_it_and_so_d
     assert PT_EN.to_running_text("and the fever .", "E a febre.") == "And the fever."
     assert PT_EN.to_running_text("and the fever .") == "And the fever."  # no source: a sentence of its own
     assert PT_EN.to_running_text("i know .", "sei.") == "I know."  # "I" is a capital of its own
+    # a number, an annotation or a target token first says nothing of a sentence going on
+    assert PT_EN.to_running_text("on may 5 , it rained .", "5 de maio, choveu.") == "On may 5, it rained."
+    assert PT_EN.to_running_text("( laughter ) yes .", "(Risos) Sim.") == "(Laughter) yes."
+    assert starts_in_lower_case(">>en<< e a febre") and starts_in_lower_case('"e disse')
+    assert not starts_in_lower_case("5 de maio") and not starts_in_lower_case("¿Qué?")
 
 
 def test_a_source_word_recases_as_many_output_words_as_it_has_occurrences():

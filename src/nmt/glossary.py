@@ -13,6 +13,7 @@ more constraint of the beam search (nmt.decoding.constrained).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -85,10 +86,21 @@ class Glossary:
         return len(self.entries)
 
 
-def spelled_as_given(text: str, targets: Sequence[str]) -> str:
-    """`text` with each target term written as the glossary writes it wherever it occurs in another
-    case: a model of a lower-cased corpus places "who" for a required "WHO" (it writes no capitals)."""
-    for target in targets:
-        pattern = rf"(?<!\w){re.escape(target)}(?!\w)"
-        text = re.sub(pattern, lambda _m, t=target: t, text, flags=re.IGNORECASE)
+def spelled_as_given(text: str, placed: Sequence[tuple[str, str]]) -> str:
+    """`text` with each placed target term written as the glossary spells it, where a model of a
+    lower-cased corpus wrote it without capitals ("who" for a required "WHO").
+
+    placed: (the term as the model's output reads in running text, the term as the glossary spells
+    it), once for each time the source called for it: that many matches are spelled as given (those
+    spelled so already count), first come first, and only matches with no capitals of their own
+    (beyond a sentence's first letter), so that a "who" the model wrote for itself beside them is
+    more likely kept."""
+    for (written, target), times in Counter(placed).items():
+        if target == target.lower():
+            continue  # nothing to restore, and a capital the output has for other reasons stays
+        pattern = re.compile(rf"(?<!\w){re.escape(written)}(?!\w)", re.IGNORECASE)
+        matches = list(pattern.finditer(text))
+        left = times - sum(m.group(0) == target for m in matches)
+        for m in reversed([m for m in matches if m.group(0)[1:] == m.group(0)[1:].lower()][: max(left, 0)]):
+            text = text[: m.start()] + target + text[m.end() :]  # from the end: earlier offsets hold
     return text

@@ -31,6 +31,7 @@ _MOSES_NT = re.compile(r"\b(\w+)n 't\b", re.IGNORECASE)
 # A sentence-final period, ! or ? glued to its word inside a line that held several sentences;
 # Moses leaves "why. back" alone once the text is lower-cased, so the split is done while it is cased.
 _SENTENCE_START = re.compile(r"(^[\"“(\[]?|[.!?…]\s+[\"“(\[]?|[.!?…] ['\"”’]\s+)([a-zà-ÿ])")
+_LANGUAGE_TOKEN = re.compile(r"^\s*>>[^<>\s]+<<")  # a multi-target model's >>xx<< at the start of a source
 _LONE_I = re.compile(r"(?<![\w'’])i(?=\s|'|’|$|[.,!?;:])")
 
 
@@ -207,8 +208,10 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
 
 
 def starts_in_lower_case(text: str) -> bool:
-    """Whether the first letter of `text` is a lower-case one."""
-    return next((c for c in text if c.isalpha()), "").islower()
+    """Whether `text` starts with a lower-case letter (after any opening punctuation and a >>xx<<
+    token): "e a febre", not "5 de maio" or "(Risos)"."""
+    text = _LANGUAGE_TOKEN.sub("", text, count=1)
+    return text.lstrip(" \"'“‘«(¿¡[-–—").lstrip()[:1].islower()
 
 
 def _own_capitals(words: list[str]) -> set[int]:
@@ -299,6 +302,13 @@ class TextForm:
         # a source that starts in lower case goes on from text before it (a cut sentence's later
         # piece, a subtitle cue, a line that starts mid-sentence): so does its translation
         return capitalize_sentences(text, self.tgt_lang, first=source is None or not starts_in_lower_case(source))
+
+    def target_as_written(self, term: str) -> str:
+        """A target-language term as this form's output reads once it is running text (in lower
+        case): "C++" -> "c + +" in the corpus -> "c++"; the spacing a model's output of it has."""
+        as_target = TextForm(self.tgt_lang, self.tgt_lang, self.tokenized, self.lowercased)
+        written = as_target.to_corpus_form(term)
+        return (detokenize_treebank(written, self.tgt_lang) if self.tokenized else written).lower()
 
     def source_words(self, source: str) -> list[str]:
         """The words of `source` as the model reads them, cased as typed (alignments count these)."""

@@ -111,7 +111,9 @@ class Translator:
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
         self.source_lang, self.output_lang = source_lang, output_lang
-        self.trained_source = source_lang  # source_lang may be chosen later; this is what the model says
+        # what the model says it reads (source_lang may be chosen later): a language's own two-letter
+        # code; a three-letter one may name a group (OPUS-MT's "mul", "roa"), so it checks nothing
+        self.trained_source = source_lang if source_lang and len(source_lang) == 2 else None
         self.directions = [tuple(d) for d in directions]
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
         self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
@@ -286,7 +288,9 @@ class Translator:
                 for t in sentence:
                     t.text = form.to_running_text(t.text, source, t.alignment if case_by_alignment else None)
                     if found and form.lowercased:  # the terms as the glossary spells them, not as recased
-                        t.text = spelled_as_given(t.text, [target for _, target in found])
+                        t.text = spelled_as_given(
+                            t.text, [(form.target_as_written(target), target) for _, target in found]
+                        )
         for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
             if not scores:
                 t.token_probs = t.confidence = None
@@ -431,7 +435,7 @@ class Translator:
         if not self.target_languages:
             return None
         asked = target_lang or self.target_lang
-        written = LANGUAGE_CODE.match(text)
+        written = LANGUAGE_CODE.match(text.lstrip())
         if written is not None:
             if asked is not None and written.group(1) != asked:
                 raise target_lang_error(f"is {asked!r}, but the text asks for >>{written.group(1)}<<: {text[:40]!r}")
@@ -460,7 +464,7 @@ class Translator:
         chosen target language's token, unless it starts with one already (as OPUS-MT's users write
         them); a token contradicting the target asked for, or none at all, is refused (target_of)."""
         language = self.target_of(text, target_lang)
-        if language is not None and LANGUAGE_CODE.match(text) is None:
+        if language is not None and LANGUAGE_CODE.match(text.lstrip()) is None:
             text = f">>{language}<< {text}"
         ids = self.src_tokenizer.encode(text)
         if len(ids) <= self.max_source_tokens:

@@ -119,11 +119,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
                 # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
                 # student's reference, and a resumed corpus must not change precision halfway
                 teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
-            # a tokenised corpus's source is in the teacher's form already, and its output must stay in
-            # it: the student trains on that corpus's form, as the teacher did
-            corpus_form = teacher[0].text_form is not None
             found = teacher[0].translate_detailed(
-                batch, beam=beam, n_best=n, target_lang=plan.target_lang, pretokenized=corpus_form
+                batch, beam=beam, n_best=n, target_lang=plan.target_lang, pretokenized=plan.pretokenized
             )
             return n_best_lines([[t.text for t in best] for best in found], n)
 

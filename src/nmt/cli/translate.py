@@ -384,20 +384,19 @@ def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) ->
     """--target-lang, or a multi-target model's --test target (target_languages: the model's >>xx<<
     languages); a --test direction that a multilingual model of nmt's own was not trained for is
     refused, naming those it was (--zero-shot tries it anyway), and so is a --target-lang other
-    than the test's (its references are in the test's target language)."""
+    than the test's where the model has a token for the test's (its references are in that language)."""
     from ..model_dir import read_directions
 
     if not args.test or ":" not in args.test or "-" not in args.test.rsplit(":", 1)[-1]:
         return args.target_lang
     src_lang, tgt_lang = args.test.rsplit(":", 1)[-1].split("-", 1)
-    if args.target_lang is not None and args.target_lang != tgt_lang:
+    if args.target_lang is not None and args.target_lang != tgt_lang and tgt_lang in target_languages:
         raise CommandError(f"--target-lang {args.target_lang} is not the language of {args.test}'s references")
     trained = read_directions(args.model)
     if len(trained) > 1 and (src_lang, tgt_lang) not in trained and not getattr(args, "zero_shot", False):
         names = ", ".join(f"{s}-{t}" for s, t in trained)
-        raise CommandError(
-            f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang} (--zero-shot to try it anyway)"
-        )
+        anyway = " (--zero-shot to try it anyway)" if hasattr(args, "zero_shot") else ""
+        raise CommandError(f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang}{anyway}")
     if args.target_lang is None and tgt_lang in target_languages:
         return tgt_lang
     return args.target_lang

@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from ..config import DataConfig, ExperimentConfig, PairSpec
 from ..data.corpus import read_lines
+from ..data.registry import is_pretokenized
 from ..files import atomic_write_text
 from ..model_dir import IMPORTED_FROM, read_run_config
 from ..tokenizer import has_tokenizers, load_tokenizers, save_tokenizers
@@ -72,6 +73,13 @@ class DistillationPlan:
     def pair(self) -> PairSpec:
         """The direction distilled."""
         return self.direction or self.config.data.directions[0]
+
+    @property
+    def pretokenized(self) -> bool:
+        """Whether the corpus is in a tokenised form (ted_hrlr): the teacher reads it as it is, and
+        writes its translations in that form too, which the student trains on."""
+        corpus = self.pair.corpus
+        return corpus is not None and not self.pair.is_directory and is_pretokenized(corpus)
 
     @property
     def source(self) -> Path:  # the training pairs' source side, one sentence a line
