@@ -286,6 +286,9 @@ def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_sa
     assert [len(r) for r in read] == [2, 3] and read[0][0] == "Er kam am 3. Mai an."
     assert cli_main([*command, "--source-lang", "cs"]) != 0
     assert "--source-lang 'cs' was not trained: this model translates de-en, fr-en" in capsys.readouterr().err
+    evaluate = ["evaluate", "--model", str(whole), "--src", str(text), "--ref", str(text), "--source-lang", "cs"]
+    assert cli_main(evaluate) != 0  # the same check for a test set of one's own files
+    assert "--source-lang 'cs' was not trained: this model translates de-en, fr-en" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("best_direction, best_step", [(None, 2), ("fr-en", 4)])

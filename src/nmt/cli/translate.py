@@ -141,6 +141,13 @@ def add_scoring_commands(sub: argparse._SubParsersAction) -> None:
         "must exist); refused without this",
     )
     target_lang_option(p)
+    p.add_argument(
+        "--source-lang",
+        dest="source_lang",
+        metavar="XX",
+        help="with --src/--ref on a model trained from several languages: the source's, checked against the "
+        "directions it was trained for (a --test pair is checked by itself)",
+    )
     glossary_option(p)
     p.set_defaults(func=cmd_evaluate)
 
@@ -410,6 +417,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     glossary = load_glossary(args)
     translator = load_translator(args)
     translator.choose_target_language(target_of_test_set(args, translator.target_languages))
+    if args.source_lang is not None:
+        translator.choose_source_language(args.source_lang)
     hypotheses = translate_sentences(
         translator, sources, name=str(src_path), pretokenized=pretokenized, glossary=glossary
     )
