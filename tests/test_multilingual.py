@@ -85,7 +85,10 @@ def test_a_rebuilt_sampler_resumes_mid_epoch_with_the_same_draw():
         (["data.pairs=[multi30k:de-en, multi30k]"], "data.pairs\\[1\\] must look like corpus:src-tgt"),
         (["data.pairs=[multi30k:de-de]"], "translates de into itself"),
         (["data.pairs=[multi30k:de-en, multi30k:de-en:10]"], "names a direction twice"),
-        (["data.pairs=[multi30k:de-en, multi30k:fr-en]", "tokenizer.joint=false"], "needs tokenizer.joint=true"),
+        (
+            ["data.pairs=[multi30k:de-en, multi30k:fr-en]", "tokenizer.src_vocab_size=500"],
+            "needs tokenizer.joint=false",
+        ),
         (["data.pairs=[multi30k:de-en, multi30k:fr-en]", "train.best_direction=cs-en"], "must be one of de-en, fr-en"),
         (
             ["data.pairs=[multi30k:de-en, multi30k:fr-en]", "train.best_direction=de-en", "train.best_metric=loss"],
@@ -370,6 +373,49 @@ def test_bpe_dropout_with_several_directions_resegments_the_same_pairs_and_keeps
     changed = [i for i in range(len(plain)) if len(first.src[i]) != len(plain.src[i])]
     assert len(changed) > len(plain) // 2  # most sources cut into more pieces
     assert any(len(first.src[i]) != len(second.src[i]) for i in range(len(first)))  # anew each epoch
+
+
+def test_separate_vocabularies_give_the_output_layer_only_the_target_side_s_languages(tmp_path, data_home):
+    # many-to-one: the source tokenizer reads German and French, the target one English alone
+    separate = ["tokenizer.joint=false", "tokenizer.src_vocab_size=600"]
+    separate += ["train.valid_bleu_sentences=0", "train.best_metric=loss"]
+    pairs = ["multi30k:de-en:300", "multi30k:fr-en:300"]
+    run(tmp_path / "xx-en", pairs, 4, *separate)
+    translator = Translator.load(tmp_path / "xx-en")
+    src, tgt = translator.src_tokenizer, translator.tgt_tokenizer
+    assert src is not tgt and 500 < src.vocab_size <= 600 and tgt.vocab_size <= 400
+    german = "Ein Mann mit einem orangefarbenen Hut"
+    assert len(src.encode(german)) < len(tgt.encode(german))  # German is whole words on one side only
+    weights = load_file(str(tmp_path / "xx-en" / "model.safetensors"))
+    assert {tuple(w.shape) for name, w in weights.items() if "src_embed" in name} == {(src.vocab_size, 32)}
+    assert len(translator.translate(SENTENCES, beam=1)) == 2
+
+    config = load_config(None, [*TINY_TRAINING, f"data.pairs=[{', '.join(pairs)}]", *separate])
+    train_files = {d.name: direction_files(config.data, d, "train") for d in config.data.directions}
+    rows = {d.name: capped_rows(train_files[d.name].count(), d.max_pairs) for d in config.data.directions}
+    english = language_sample(config.data, train_files, rows, budget=1000, sides=("tgt",))
+    kept = {t for name, files in train_files.items() for i, (_, t) in enumerate(files.pairs()) if i in rows[name]}
+    assert len(english) == len(set(english)) and set(english) == kept  # the kept captions, each once, no German
+    assert language_sample(config.data, train_files, rows, budget=None, sides=("tgt",)) == english  # no cap
+
+    # one-to-many: the target tokens are source pieces only, and steer as in a joint model
+    run(tmp_path / "en-xx", ["multi30k:en-de:300", "multi30k:en-fr:300"], 4, *separate)
+    translator = Translator.load(tmp_path / "en-xx")
+    assert translator.target_languages == ["de", "fr"] and translator.tgt_tokenizer.target_languages == []
+    assert (
+        translator.encode_source(SENTENCES[0], "fr")[0][1]
+        == translator.src_tokenizer.encode(">>fr<<", add_special=False)[0]
+    )
+    # resuming loads the two files as they were trained
+    run(
+        tmp_path / "en-xx",
+        ["multi30k:en-de:300", "multi30k:en-fr:300"],
+        6,
+        *separate,
+        "train.best_metric=loss",
+        resume=True,
+    )
+    assert Translator.load(tmp_path / "en-xx").src_tokenizer.vocab_size == translator.src_tokenizer.vocab_size
 
 
 def test_kept_rows_are_every_pair_or_the_capped_rows_that_the_reader_gave():

@@ -315,10 +315,6 @@ class ExperimentConfig:
         # Checked again by ModelSection.build, but only once the tokenizer is trained: say it now.
         if self.model.sharing == "all" and not self.tokenizer.joint:
             raise ConfigError(SHARING_ALL_NEEDS_JOINT)
-        if self.data.pairs is not None and not self.tokenizer.joint:
-            raise ConfigError(
-                "data.pairs trains one subword model over all its languages: it needs tokenizer.joint=true"
-            )
         names = [d.name for d in self.data.directions]
         if self.train.best_direction is not None and self.train.best_direction not in names:
             raise ConfigError(
@@ -392,6 +388,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "train.best_direction",
         "tokenizer.pretokenized",
         "tokenizer.sample_pairs",
+        "tokenizer.src_vocab_size",
         "train.keep_best",
         "train.processes",
     }

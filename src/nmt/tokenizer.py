@@ -33,7 +33,7 @@ import itertools
 import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -80,6 +80,9 @@ class TokenizerConfig:
     vocab_size: int = 8192
     # One vocabulary for both languages (needed to share all embeddings) or one per side.
     joint: bool = True
+    # Separate vocabularies only: the source side's size (null: vocab_size). A source side of several
+    # languages (many-to-one data.pairs) wants more pieces than an output layer of one should pay for.
+    src_vocab_size: int | None = None
     # Lower-case all text; None means the kind's default (only wordpiece lower-cases).
     lowercase: bool | None = None
     # A pair must occur this often to be merged (bpe, wordpiece; unigram ignores it).
@@ -104,10 +107,21 @@ class TokenizerConfig:
         check_fields(self, "tokenizer")
         # Byte pieces and specials alone take 260 slots; leave room for real subwords.
         least = len(SPECIAL_TOKENS) + (len(BYTE_PIECES) if self.kind != "wordpiece" else 0) + 100
-        if self.vocab_size < least:
+        for name in ("vocab_size", "src_vocab_size"):
+            size = getattr(self, name)
+            if size is not None and size < least:
+                raise ConfigError(f"tokenizer.{name} {size} is too small for {self.kind!r}; need at least {least}")
+        if self.joint and self.src_vocab_size is not None:
             raise ConfigError(
-                f"tokenizer.vocab_size {self.vocab_size} is too small for {self.kind!r}; need at least {least}"
+                "tokenizer.src_vocab_size sizes a separate source vocabulary: it needs tokenizer.joint=false"
             )
+
+    @property
+    def source_side(self) -> TokenizerConfig:
+        """The settings of the source tokenizer: src_vocab_size, where set, as its vocab_size."""
+        if self.src_vocab_size is None:
+            return self
+        return replace(self, vocab_size=self.src_vocab_size, src_vocab_size=None, joint=False)
 
     @property
     def lowercases(self) -> bool:
@@ -362,10 +376,10 @@ def train_tokenizers(
     """Train the (source, target) tokenizers.
 
     Joint: one tokenizer on both sides, returned twice (the same object).
-    Separate: one per side, each with ``config.vocab_size``.
+    Separate: one per side, of ``config.vocab_size`` pieces (the source's ``src_vocab_size`` where set).
     """
     if not config.joint:
-        return SubwordTokenizer.train(src_lines, config), SubwordTokenizer.train(tgt_lines, config)
+        return SubwordTokenizer.train(src_lines, config.source_side), SubwordTokenizer.train(tgt_lines, config)
     both: Iterable[str] = itertools.chain(src_lines, tgt_lines)
     if isinstance(src_lines, Sequence) and isinstance(tgt_lines, Sequence):
         both = [*src_lines, *tgt_lines]  # a list lets HF know the length
@@ -446,10 +460,10 @@ def load_or_train_tokenizers(
             )
         return src, tgt
     log.info(
-        "training %s %s tokenizer(s) (vocab %d)",
+        "training %s %s tokenizer(s) (vocab %s)",
         "joint" if config.joint else "separate",
         config.kind,
-        config.vocab_size,
+        config.vocab_size if config.joint else f"{config.source_side.vocab_size}/{config.vocab_size}",
     )
     src, tgt = train_tokenizers(src_lines_fn(), tgt_lines_fn(), config)
     save_tokenizers(src, tgt, directory)

@@ -47,7 +47,7 @@ from ..data.corpus import read_lines
 from ..data.registry import is_pretokenized
 from ..files import atomic_write_text
 from ..model_dir import IMPORTED_FROM, read_run_config
-from ..tokenizer import has_tokenizers, load_tokenizers, save_tokenizers
+from ..tokenizer import SubwordTokenizer, has_tokenizers, load_tokenizers, save_tokenizers
 from .datasets import CorpusFiles, split_files
 from .multilingual import capped_rows, direction_files, kept_rows
 
@@ -169,7 +169,7 @@ def is_stale(made: Path, sources: Sequence[Path]) -> bool:
     return not made.exists() or made.stat().st_mtime_ns < max(p.stat().st_mtime_ns for p in sources)
 
 
-TOKENIZER_FIELDS = ("kind", "vocab_size", "joint", "lowercase", "pretokenized")
+TOKENIZER_FIELDS = ("kind", "vocab_size", "joint", "src_vocab_size", "lowercase", "pretokenized")
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ def plan_distillation(
         if mine != theirs:
             raise ValueError(
                 f"the student keeps the teacher's vocabulary, but its config asks for tokenizer.{name}={mine} "
-                f"where the teacher's is {theirs}: set tokenizer.{name}: {theirs} in the student config"
+                f"where the teacher's is {theirs}: set tokenizer.{name}: {yaml_value(theirs)} in the student config"
             )
     folder = out.resolve() / DISTILLED
     multi_target = bool(taught.data.target_languages)
@@ -270,18 +270,31 @@ def copy_teacher_tokenizer(teacher: Path, out: Path, data: DataConfig) -> None:
     sources hold none, and a model with them would ask for a target language."""
     from .run import copy_tokenizers  # noqa: PLC0415 (run imports the trainer, needed here only)
 
-    tokenizer, _ = load_tokenizers(teacher)
+    tokenizer, tgt = load_tokenizers(teacher)
     if data.target_languages or not tokenizer.target_languages:
         copy_tokenizers(teacher, out)
         return
     plain = tokenizer.without_language_tokens()
     if not has_tokenizers(out):
-        save_tokenizers(plain, plain, out)
+        save_tokenizers(plain, plain if tgt is tokenizer else tgt, out)
         return
-    mine, _ = load_tokenizers(out)
-    everything = range(plain.vocab_size)
-    if mine.vocab_size != plain.vocab_size or mine.lookup(everything) != plain.lookup(everything):
+    mine, my_tgt = load_tokenizers(out)
+    theirs = (plain, plain if tgt is tokenizer else tgt)
+    if (mine is my_tgt) != (theirs[0] is theirs[1]) or not all(
+        same_pieces(a, b) for a, b in zip((mine, my_tgt), theirs, strict=True)
+    ):
         raise ValueError(f"{out} holds another tokenizer than the teacher's: distil into a new directory")
+
+
+def same_pieces(a: SubwordTokenizer, b: SubwordTokenizer) -> bool:
+    """Whether two tokenizers have the same pieces under the same ids."""
+    everything = range(a.vocab_size)
+    return a.vocab_size == b.vocab_size and a.lookup(everything) == b.lookup(everything)
+
+
+def yaml_value(value: object) -> str:
+    """A config value as YAML spells it (None as null, True as true)."""
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def n_best_lines(found: Sequence[Sequence[str]], n: int) -> list[str]:

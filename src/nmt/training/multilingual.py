@@ -11,10 +11,13 @@ every run), encoded and cached as any corpus, and filtered by length; the direct
 joined into one training set that keeps each pair's direction, so that batches draw directions
 by temperature (data.temperature, nmt.data.pair_sampling) rather than as the corpora are sized.
 
-One subword model covers every language. It is trained on each language's distinct lines, each
-language cut to its share by the same temperature as the batches, so that English on the target
-side of three directions does not take three times the vocabulary of a language on one source
-side, and a small language is not drowned by large ones.
+One subword model covers every language (tokenizer.joint, the default). It is trained on each
+language's distinct lines, each language cut to its share by the same temperature as the batches,
+so that English on the target side of three directions does not take three times the vocabulary of
+a language on one source side, and a small language is not drowned by large ones. With
+tokenizer.joint=false there is one per side instead, each over the languages of its side sampled
+alike: a many-to-one model's output layer then holds only its target language's pieces, and the
+source side may be sized apart (tokenizer.src_vocab_size) for the several languages it reads.
 
 A model with several target languages reads which one to write from a ">>xx<<" token before each
 source sentence (Marian's convention: OPUS-MT's multi-target models, which `nmt import` reads and
@@ -129,11 +132,16 @@ def kept_rows(count: int, rows: Sequence[int] | np.ndarray | None) -> np.ndarray
 
 
 def language_sample(
-    data: DataConfig, train: dict[str, CorpusFiles], rows: dict[str, np.ndarray | None], budget: int
+    data: DataConfig,
+    train: dict[str, CorpusFiles],
+    rows: dict[str, np.ndarray | None],
+    budget: int | None,
+    sides: tuple[str, ...] = ("src", "tgt"),
 ) -> list[str]:
     """Text to train the subword model on: each language's distinct lines from every direction it
-    takes part in (a capped direction lends only its kept pairs), then each language cut to its
-    share by data.temperature, as the batches draw directions, within `budget` lines in all."""
+    takes part in on `sides` (a capped direction lends only its kept pairs), then each language cut
+    to its share by data.temperature, as the batches draw directions, within `budget` lines in all
+    (None: every line)."""
     text: dict[str, dict[str, None]] = {}  # distinct lines: a multi-way corpus repeats its English
     for direction in data.directions:
         files = train[direction.name]
@@ -143,11 +151,13 @@ def language_sample(
             pairs = [every[i] for i in kept_rows(len(every), rows[direction.name])]
         else:
             pairs = sample_pairs(files, budget)
-        text.setdefault(direction.src_lang, {}).update(dict.fromkeys(s for s, _ in pairs))
-        text.setdefault(direction.tgt_lang, {}).update(dict.fromkeys(t for _, t in pairs))
+        if "src" in sides:
+            text.setdefault(direction.src_lang, {}).update(dict.fromkeys(s for s, _ in pairs))
+        if "tgt" in sides:
+            text.setdefault(direction.tgt_lang, {}).update(dict.fromkeys(t for _, t in pairs))
     languages = sorted(text)
     sizes = [len(text[lang]) for lang in languages]
-    total = min(budget, sum(sizes))
+    total = sum(sizes) if budget is None else min(budget, sum(sizes))
     shares = direction_shares(sizes, data.temperature)
     rng = np.random.default_rng(CAP_SEED)
     lines = []
@@ -161,32 +171,50 @@ def language_sample(
     return lines
 
 
-def shared_tokenizer(
+def pair_tokenizers(
     data: DataConfig,
     config: TokenizerConfig,
     model_dir: Path,
     train: dict[str, CorpusFiles],
     rows: dict[str, np.ndarray | None],
-) -> SubwordTokenizer:
-    """The model directory's tokenizer, or one trained on every language, with the target tokens."""
+) -> tuple[SubwordTokenizer, SubwordTokenizer]:
+    """The model directory's (source, target) tokenizers, or ones trained on the languages of
+    data.pairs: one over all of them (joint, the same object twice) or one per side; the source
+    side holds the target tokens."""
     targets = data.target_languages
     if has_tokenizers(model_dir):
-        tokenizer, _ = load_tokenizers(model_dir)
-        if tokenizer.target_languages != targets:
+        src, tgt = load_tokenizers(model_dir)
+        if src.target_languages != targets:
             raise ValueError(
-                f"{model_dir}: its tokenizer's target tokens are {tokenizer.target_languages or 'none'}, "
+                f"{model_dir}: its tokenizer's target tokens are {src.target_languages or 'none'}, "
                 f"data.pairs needs {targets or 'none'}: train into a new directory"
             )
-        return tokenizer
-    tokenizer, _ = train_tokenizers(language_sample(data, train, rows, 2 * config.sample_pairs), [], config)
+        if (src is tgt) != config.joint:
+            log.warning(
+                "%s: its tokenizers are %s, as they were trained: tokenizer.joint does not apply",
+                model_dir,
+                "joint" if src is tgt else "separate",
+            )
+        return src, tgt
+    if config.joint:
+        both_sides = None if config.sample_pairs is None else 2 * config.sample_pairs
+        src, _ = train_tokenizers(language_sample(data, train, rows, both_sides), [], config)
+        tgt = src
+    else:
+        src, tgt = train_tokenizers(
+            language_sample(data, train, rows, config.sample_pairs, sides=("src",)),
+            language_sample(data, train, rows, config.sample_pairs, sides=("tgt",)),
+            config,
+        )
     if targets:
-        tokenizer = tokenizer.with_language_tokens(targets)
-    save_tokenizers(tokenizer, tokenizer, model_dir)
-    return tokenizer
+        src = src.with_language_tokens(targets)
+        tgt = src if config.joint else tgt
+    save_tokenizers(src, tgt, model_dir)
+    return src, tgt
 
 
 def kept_pairs_resampler(
-    files: CorpusFiles, taken: np.ndarray, keep: np.ndarray, dropping: SubwordTokenizer
+    files: CorpusFiles, taken: np.ndarray, keep: np.ndarray, src_drop: SubwordTokenizer, tgt_drop: SubwordTokenizer
 ) -> Callable[[], EncodedCorpus]:
     """A function encoding one direction's training pairs with a BPE-dropout tokenizer: the rows
     `taken` of its files (a capped direction's few), then of those the rows `keep` (the length
@@ -195,7 +223,7 @@ def kept_pairs_resampler(
     def resample() -> EncodedCorpus:
         pairs = list(files.pairs())
         taken_pairs = [pairs[i] for i in taken]
-        return encode_corpus(taken_pairs, dropping.encode_batch, dropping.encode_batch).take(keep)
+        return encode_corpus(taken_pairs, src_drop.encode_batch, tgt_drop.encode_batch).take(keep)
 
     return resample
 
@@ -208,10 +236,10 @@ def load_multilingual_data(
     train = {d.name: direction_files(data, d, "train") for d in directions}
     valid = {d.name: direction_files(data, d, "valid") for d in directions}
     rows = {d.name: capped_rows(train[d.name].count(), d.max_pairs) for d in directions}
-    tokenizer = shared_tokenizer(data, tokenizer_config, Path(model_dir), train, rows)
+    src_tok, tgt_tok = pair_tokenizers(data, tokenizer_config, Path(model_dir), train, rows)
     parts, groups, valid_parts, valid_sets, resamplers = [], [], [], [], []
     for index, direction in enumerate(directions):
-        corpus = encode_split(train[direction.name], tokenizer, tokenizer, model_dir, progress=progress)
+        corpus = encode_split(train[direction.name], src_tok, tgt_tok, model_dir, progress=progress)
         taken = kept_rows(len(corpus), rows[direction.name])
         corpus = corpus.take(taken)
         keep, report = length_filtered(corpus, data)
@@ -220,16 +248,16 @@ def load_multilingual_data(
             raise ValueError(f"data.pairs: {direction.name} has no training pairs left: {report.report()}")
         log.info("%s training pairs: %s", direction.name, report.report())
         if data.bpe_dropout:  # the same pairs, segmented afresh each epoch; the >>xx<< token is never cut
-            dropping, _ = bpe_dropout_tokenizers(tokenizer, tokenizer, data.bpe_dropout, Path(model_dir))
-            resamplers.append(kept_pairs_resampler(train[direction.name], taken, keep, dropping))
+            dropping = bpe_dropout_tokenizers(src_tok, tgt_tok, data.bpe_dropout, Path(model_dir))
+            resamplers.append(kept_pairs_resampler(train[direction.name], taken, keep, *dropping))
         parts.append(corpus)
         groups.append(np.full(len(corpus), index, dtype=np.int64))
-        valid_parts.append(encode_split(valid[direction.name], tokenizer, tokenizer, model_dir))
+        valid_parts.append(encode_split(valid[direction.name], src_tok, tgt_tok, model_dir))
         pairs = list(valid[direction.name].pairs())
         valid_sets.append(ValidationSet(direction.name, [s for s, _ in pairs], [t for _, t in pairs]))
     return TrainingData(
-        tokenizer,
-        tokenizer,
+        src_tok,
+        tgt_tok,
         EncodedCorpus.concatenate(parts),
         EncodedCorpus.concatenate(valid_parts),
         [s for v in valid_sets for s in v.sources],
