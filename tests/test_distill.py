@@ -382,6 +382,32 @@ def test_a_student_of_one_direction_of_a_multi_target_teacher_has_no_target_toke
     assert not (out / "distilled" / "en-fr.30" / "student.refs").exists()
 
 
+def test_a_one_direction_student_of_a_teacher_with_two_vocabularies_keeps_both_without_target_tokens(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
+    separate = ["tokenizer.joint=false", "tokenizer.src_vocab_size=500"]
+    teacher = tmp_path / "teacher"
+    train(
+        load_config(None, [*TINY_TRAINING, *QUIET, EN_XX, *separate, "train.max_steps=2"]), teacher, progress_bar=False
+    )
+    asked_targets(monkeypatch)
+    out = tmp_path / "student"
+    sets = [*TINY_TRAINING, *QUIET, "data.pairs=[multi30k:en-fr:30]", *separate, "train.max_steps=2"]
+    assert distill_in_process(teacher, out, sets) == 0
+    (teacher_src, teacher_tgt), (src, tgt) = load_tokenizers(teacher), load_tokenizers(out)
+    assert src is not tgt and src.target_languages == [] and src.vocab_size == teacher_src.vocab_size - 2
+    assert src.lookup(range(src.vocab_size)) == teacher_src.lookup(range(src.vocab_size))
+    assert tgt.lookup(range(tgt.vocab_size)) == teacher_tgt.lookup(range(teacher_tgt.vocab_size))
+    assert distill_in_process(teacher, out, sets) == 0  # run again: the tokenizers there are the same
+    # a student config without the teacher's source vocabulary size is refused, naming the value to set
+    capsys.readouterr()
+    assert distill_in_process(teacher, tmp_path / "other", [*sets[:-2], "tokenizer.joint=false", sets[-1]]) == 2
+    assert "tokenizer.src_vocab_size=null where the teacher's is 500: set tokenizer.src_vocab_size: 500" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_student_of_other_or_some_of_the_teacher_s_directions_is_refused(tmp_path):
     teacher = tmp_path / "teacher"
     teacher.mkdir()

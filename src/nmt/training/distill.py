@@ -235,8 +235,9 @@ def plan_distillation(
         mine, theirs = getattr(config.tokenizer, name), getattr(taught.tokenizer, name)
         if mine != theirs:
             raise ValueError(
-                f"the student keeps the teacher's vocabulary, but its config asks for tokenizer.{name}={mine} "
-                f"where the teacher's is {theirs}: set tokenizer.{name}: {yaml_value(theirs)} in the student config"
+                f"the student keeps the teacher's vocabulary, but its config asks for "
+                f"tokenizer.{name}={yaml_value(mine)} where the teacher's is {yaml_value(theirs)}: "
+                f"set tokenizer.{name}: {yaml_value(theirs)} in the student config"
             )
     folder = out.resolve() / DISTILLED
     multi_target = bool(taught.data.target_languages)
