@@ -74,7 +74,8 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "--alignments",
         action="store_true",
         help="after each translation: ' ||| ' and its word alignment, source-target pairs of 0-based word "
-        "indices ('0-0 1-2', the fast_align/Pharaoh format; the torch engine; line format)",
+        "indices ('0-0 1-2', the fast_align/Pharaoh format; line format; either engine, though a CTranslate2 "
+        "export made before alignments were exported must be made again)",
     )
     p.add_argument(
         "--n-best",
