@@ -227,6 +227,11 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
                 ask["format"] = "html"
             libre = client.post("/translate", json=ask)
             assert libre.status_code == 400 and "the text asks for >>fr<<" in libre.json()["error"], libre.text
+        cue = "1\n00:00:01,000 --> 00:00:02,000\n"
+        for name, text in (("a.txt", ""), ("a.srt", cue)):  # a plain text file, and a document (nmt.formats)
+            upload = {"file": (name, f"{text}>>fr<< {SENTENCES[0]}\n".encode(), "text/plain")}
+            libre = client.post("/translate_file", data={"source": "en", "target": "de"}, files=upload)
+            assert libre.status_code == 400 and "the text asks for >>fr<<" in libre.json()["error"], libre.text
 
     # the tuning commands take the target from --test too, and refuse a --target-lang that is not its
     args = argparse.Namespace(test="multi30k:val:en-fr", target_lang=None, model=str(model_dir), zero_shot=False)

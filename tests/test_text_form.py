@@ -244,6 +244,15 @@ def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_mod
     assert forced == [1]
 
 
+def test_given_pairs_are_aligned_in_the_corpus_s_form_as_the_model_reads_them(ted_like_model):
+    translator = Translator.load(ted_like_model, engine="torch")
+    typed = translator.align(["O vírus veio de Wuhan."], ["The virus came from Wuhan."])
+    as_corpus = translator.align(["o vírus veio de wuhan ."], ["the virus came from wuhan ."], pretokenized=True)
+    assert typed == as_corpus
+    [pairs] = typed
+    assert {i for i, _ in pairs} <= set(range(6)) and {j for _, j in pairs} == set(range(6))  # "." a word
+
+
 def test_a_glossary_term_is_written_as_the_glossary_spells_it_by_a_lower_cased_model(ted_like_model):
     from nmt.glossary import Glossary
 

@@ -303,11 +303,14 @@ class TextForm:
         # piece, a subtitle cue, a line that starts mid-sentence): so does its translation
         return capitalize_sentences(text, self.tgt_lang, first=source is None or not starts_in_lower_case(source))
 
+    def target_to_corpus_form(self, text: str) -> str:
+        """Target-language text as the corpus writes its target side: "It's here." -> "it 's here ." (Treebank's)."""
+        return TextForm(self.tgt_lang, self.tgt_lang, self.tokenized, self.lowercased).to_corpus_form(text)
+
     def target_as_written(self, term: str) -> str:
         """A target-language term as this form's output reads once it is running text (in lower
         case): "C++" -> "c + +" in the corpus -> "c++"; the spacing a model's output of it has."""
-        as_target = TextForm(self.tgt_lang, self.tgt_lang, self.tokenized, self.lowercased)
-        written = as_target.to_corpus_form(term)
+        written = self.target_to_corpus_form(term)
         return (detokenize_treebank(written, self.tgt_lang) if self.tokenized else written).lower()
 
     def source_words(self, source: str) -> list[str]:

@@ -353,12 +353,23 @@ class Translator:
         return ForcedScorer(self.engine, self.src_tokenizer, self.tgt_tokenizer, search_limits(self.decode))
 
     def align(
-        self, sources: Sequence[str], targets: Sequence[str], method: AlignmentMethod = DEFAULT_METHOD
+        self,
+        sources: Sequence[str],
+        targets: Sequence[str],
+        method: AlignmentMethod = DEFAULT_METHOD,
+        *,
+        pretokenized: bool = False,
     ) -> list[list[tuple[int, int]]]:
         """Word alignments of given sentence pairs (a target need not be the model's own output): the
         model reads each pair as in training, and each target piece is aligned by its cross-attention.
-        Word indices are over the whitespace-separated words of each source and target as given."""
+        Word indices are over the whitespace-separated words of each source and target as given; for
+        a model of a tokenised corpus (text_form), over the words of each in the corpus's form, into
+        which typed text is put first (unless `pretokenized`: it is in that form already)."""
         self.scorer.check_aligns(method)
+        form = self.text_form
+        if form is not None and not pretokenized:
+            sources = [form.to_corpus_form(s) for s in sources]
+            targets = [form.target_to_corpus_form(t) for t in targets]
         src_ids = [self.encode_source(s)[0] for s in sources]
         tgt_ids = [self.tgt_tokenizer.encode(t, add_special=False) for t in targets]
         return self.scorer.align(src_ids, tgt_ids, method)

@@ -221,8 +221,8 @@ def case_options() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=True,
         help="a model of a lower-cased corpus (ted_hrlr) writes the words it shares with the source as the "
-        "source writes them (names, acronyms: Wuhan, COVID-19); --no-source-case: capitalise sentence "
-        "starts and 'I' only (nmt.text_form.case_from_source)",
+        "source writes them (names, acronyms: Wuhan, COVID-19); --no-source-case: not (with --no-truecase "
+        "too, only sentence starts and 'I' are capitalised; nmt.text_form.case_from_source)",
     )
     parent.add_argument(
         "--truecase",

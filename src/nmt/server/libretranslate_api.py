@@ -284,6 +284,7 @@ class LibreTranslateApi:
         source, target = self.served(source, fields["target"].lower())
         chosen, target_lang = self.service.routes[(source, target)]
         translator = self.service.models[chosen][0]
+        self.check_texts(chosen, document.sentences, target_lang)  # as for text: a 400, not the worker's 500
         cut = await asyncio.to_thread(cut_sentences, translator, document.sentences, target_lang)
         deadline = time.monotonic() + self.limits.deadline_s
 
