@@ -236,6 +236,13 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
     # the tuning commands take the target from --test too, and refuse a --target-lang that is not its
     args = argparse.Namespace(test="multi30k:val:en-fr", target_lang=None, model=str(model_dir), zero_shot=False)
     assert target_of_test_set(args, ["de", "fr"]) == "fr"
+    zero_shot = argparse.Namespace(**{**vars(args), "zero_shot": True})
+    assert (
+        target_of_test_set(argparse.Namespace(**{**vars(zero_shot), "test": "multi30k:val:de-fr"}), ["de", "fr"])
+        == "fr"
+    )
+    with pytest.raises(CommandError, match="writes de, fr \\(en-de, en-fr\\), not en"):  # it would score German
+        target_of_test_set(argparse.Namespace(**{**vars(zero_shot), "test": "multi30k:val:fr-en"}), ["de", "fr"])
     assert target_of_test_set(argparse.Namespace(**{**vars(args), "target_lang": "fra"}), ["deu", "fra"]) == "fra"
     imported = Translator(translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, source_lang="mul")
     imported.choose_source_language("de")  # a group's code ("mul", "roa") checks nothing

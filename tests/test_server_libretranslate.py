@@ -245,7 +245,10 @@ def test_each_direction_reaches_its_own_model():
         ]
         refused = client.post("/translate", json={"q": "a", "source": "de", "target": "de"})
         assert refused.status_code == 400
-        assert refused.json() == {"error": "German (de) is not available as a target language from German (de)"}
+        assert refused.json() == {
+            "error": "German (de) is not available as a target language from German (de) "
+            "(this server translates de-en, en-de)"
+        }
         assert client.post("/translate", json={"text": ["x"]}).json()["translations"][0]["text"] == "de-en:x"
         health = client.get("/health").json()
         assert health["ready"] and [m["model"] for m in health["models"]] == ["stub", "stub2"]
@@ -270,7 +273,8 @@ def test_a_many_to_one_model_serves_each_source_it_was_trained_on_and_auto_finds
         assert auto["detectedLanguage"]["language"] == "fr"
         refused = client.post("/translate", json={"q": "a", "source": "cs", "target": "en"})
         assert refused.status_code == 400
-        assert refused.json() == {"error": "cs is not supported"}  # LibreTranslate's words
+        # LibreTranslate's words, then what is served
+        assert refused.json() == {"error": "cs is not supported (this server translates de-en, fr-en)"}
 
 
 def test_two_models_for_one_direction_are_refused():

@@ -391,8 +391,9 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
 def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) -> str | None:
     """--target-lang, or a multi-target model's --test target (target_languages: the model's >>xx<<
     languages); a --test direction that a multilingual model of nmt's own was not trained for is
-    refused, naming those it was (--zero-shot tries it anyway), and so is a --target-lang other
-    than the test's where the model has a token for the test's (its references are in that language)."""
+    refused, naming those it was (--zero-shot tries it anyway, into a language the model writes), and
+    so is a --target-lang other than the test's where the model has a token for the test's (its
+    references are in that language)."""
     from ..model_dir import read_directions
 
     if not args.test or ":" not in args.test or "-" not in args.test.rsplit(":", 1)[-1]:
@@ -401,8 +402,11 @@ def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) ->
     if args.target_lang is not None and args.target_lang != tgt_lang and tgt_lang in target_languages:
         raise CommandError(f"--target-lang {args.target_lang} is not the language of {args.test}'s references")
     trained = read_directions(args.model)
+    names = ", ".join(f"{s}-{t}" for s, t in trained)
+    writes = {t for _, t in trained} | set(target_languages)
+    if len(trained) > 1 and tgt_lang not in writes:  # zero-shot or not: it would score another language
+        raise CommandError(f"{args.model} writes {', '.join(sorted(writes))} ({names}), not {tgt_lang}")
     if len(trained) > 1 and (src_lang, tgt_lang) not in trained and not getattr(args, "zero_shot", False):
-        names = ", ".join(f"{s}-{t}" for s, t in trained)
         anyway = " (--zero-shot to try it anyway)" if hasattr(args, "zero_shot") else ""
         raise CommandError(f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang}{anyway}")
     if args.target_lang is None and tgt_lang in target_languages:

@@ -113,15 +113,17 @@ class Directions:
         return base if given not in self.languages and base in self.languages else given
 
     def check(self, source: str, target: str) -> None:
-        """LibreTranslate's 400s for an unknown language, then for a pair no model translates."""
+        """LibreTranslate's 400s for an unknown language, then for a pair no model translates; its
+        words first (a client may match them), then the directions this server has."""
+        served = f" (this server translates {', '.join(f'{s}-{t}' for s, t in sorted(self.pairs))})"
         for code in (source, target):
             if code not in self.languages:
-                raise LibreTranslateError(400, f"{code} is not supported")
+                raise LibreTranslateError(400, f"{code} is not supported{served}")
         if (source, target) not in self.pairs:
             raise LibreTranslateError(
                 400,
                 f"{language_name(target)} ({target}) is not available as a target language from "
-                f"{language_name(source)} ({source})",
+                f"{language_name(source)} ({source}){served}",
             )
 
 
