@@ -76,7 +76,8 @@ class TokenizerConfig:
 
     # "bpe" | "unigram" (both lossless: Metaspace + byte fallback) | "wordpiece" (BERT-style, lossy)
     kind: str = "bpe"
-    # Upper bound on the vocabulary, special tokens and byte pieces included.
+    # Upper bound on the vocabulary, special tokens and byte pieces included; a multi-target model's
+    # >>xx<< tokens come on top (one each).
     vocab_size: int = 8192
     # One vocabulary for both languages (needed to share all embeddings) or one per side.
     joint: bool = True

@@ -30,7 +30,8 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
         description="The teacher translates the training corpus that the student config names (with its "
         "own beam and length penalty, on the fastest engine here as `--engine auto` picks it, which may keep "
         "a CTranslate2 export in the teacher's directory; resumable: run the same command again after a kill), "
-        "then the student trains on those translations with the teacher's tokenizer, into an ordinary model "
+        "then the student trains on those translations with the teacher's tokenizer (a one-direction student of a "
+        "multi-target teacher: without its >>xx<< tokens), into an ordinary model "
         "directory, and its lexical shortlist is built from them; last, int8 (or bf16 on a CPU with AMX) becomes its "
         "default precision on CPU where it translates the validation set faster and as well "
         "(`nmt tune-precision`). Run again, it continues whichever step was left unfinished.",
