@@ -26,10 +26,10 @@ from pathlib import Path
 
 import sacrebleu
 
+from nmt.text_form import TOKENISED_LEFTOVERS
 from nmt.translator import Translator
 
 TICO = Path(os.environ.get("NMT_MIRROR", Path(__file__).resolve().parents[2] / "shared" / "data")) / "tico19"
-TOKENISED = re.compile(r"\s[.,!?;:](?=\s|$)|``|''|-[lr][rsc]b-|\"\"|\s\"\s|\sn't\b|\s'(?:s|re|ve|ll|d|m)\b", re.I)
 ANNOTATION = re.compile(r"\(\s*(?:laughter|laughs|applause|music|video|cheers|cheering|audio|singing)\s*\)", re.I)
 SOURCE_ANNOTATION = re.compile(r"\(\s*(?:risos?|risadas|aplausos?|música|vídeo)\s*\)", re.I)  # TED's Portuguese ones
 
@@ -68,7 +68,7 @@ def main() -> None:
         "bleu_lowercase": round(lowered, 2),
         "cased_over_lowercase": round(cased / lowered, 4) if lowered else None,
         "chrf": round(sacrebleu.corpus_chrf(outputs, [references]).score, 2),
-        "lines_with_tokenised_punctuation": sum(bool(TOKENISED.search(out)) for out in outputs),
+        "lines_with_tokenised_punctuation": sum(bool(TOKENISED_LEFTOVERS.search(out)) for out in outputs),
         "annotations_where_the_source_has_none": annotations,
         "seconds": round(seconds, 1),
     }

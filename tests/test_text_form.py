@@ -13,6 +13,7 @@ from nmt.config import DecodeConfig, ExperimentConfig
 from nmt.decoding import Hypothesis
 from nmt.model_dir import read_text_form, write_text_form
 from nmt.text_form import (
+    TOKENISED_LEFTOVERS,
     TextForm,
     case_from_source,
     detokenize_treebank,
@@ -90,6 +91,19 @@ def test_the_corpus_survives_the_round_trip(lang):
 
 def test_detokenising_joins_what_tokenising_split():
     assert detokenize_treebank("they said `` no '' , did n't they ?", "en") == 'they said "no", didn\'t they?'
+
+
+def test_every_ted_english_line_reads_back_with_no_tokenised_punctuation_left():
+    """The dev and test sets' target side, the corpus's own garbled quotes included ("`` please
+    meet `` '' tomorrow 's child . '' '' ``"), as running text: none of the corpus's form remains."""
+    form = TextForm(src_lang="pt", tgt_lang="en")
+    for name in ("en.dev.gz", "en.test.gz"):
+        if not (TED / name).exists():
+            pytest.skip(f"TED mirror not found at {TED}")
+        lines = _lines(TED / name)
+        assert len(lines) > 1000 and sum("``" in line for line in lines) > 20  # quotes to read back
+        left = [out for line in lines if TOKENISED_LEFTOVERS.search(out := form.to_running_text(line))]
+        assert left == [], f"{name}: {len(left)} lines, e.g. {left[:3]}"
 
 
 # --- the Translator -------------------------------------------------------------------------------
