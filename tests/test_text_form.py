@@ -280,6 +280,13 @@ def test_an_output_s_names_take_the_source_s_capitals_through_the_alignment():
     output = "the who says the united states and germany acted ."
     # source word -> output word, as Translation.alignment gives them (the corpus's words)
     alignment = [(0, 0), (1, 1), (2, 2), (4, 3), (5, 3), (5, 4), (6, 5), (7, 6), (9, 7), (10, 8), (11, 9)]
-    assert PT_EN.to_running_text(output, source, alignment) == "The who says the United States and Germany acted."
+    assert PT_EN.to_running_text(output, source, alignment) == "The WHO says the United States and Germany acted."
     off = dataclasses.replace(PT_EN, case_from_source=False)
     assert off.to_running_text(output, source, alignment) == "The who says the united states and germany acted."
+    # An acronym translated: of the words aligned to it, the last, of about its length.
+    both = "A OMS e a UE agiram."
+    spelled_out = "the world health organization and the eu acted ."
+    alignment = [(0, 0), (1, 1), (1, 2), (1, 3), (2, 4), (3, 5), (4, 5), (4, 6), (5, 7), (6, 8)]
+    assert PT_EN.to_running_text(spelled_out, both, alignment) == "The World Health Organization and the EU acted."
+    alignment = [(0, 0), (1, 0), (1, 1), (2, 2), (3, 3), (4, 3), (4, 4), (5, 5), (6, 6)]  # "the" joined to OMS
+    assert PT_EN.to_running_text("the who and the eu acted .", both, alignment) == "The WHO and the EU acted."

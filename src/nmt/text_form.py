@@ -199,22 +199,33 @@ def case_from_source(text: str, source: str) -> str:
 
 def case_through_alignment(output: str, source: str, alignment: list[tuple[int, int]], form: TextForm) -> str:
     """Output words (the corpus's form, whitespace-separated) aligned to a source word with capitals
-    of its own take them: the same word as the source writes it; any other word of more than three
-    letters with a capital first ("Estados Unidos" -> "United States"). Shorter ones, and capitals
-    beyond the first, are left: those are mostly the articles and prepositions that an alignment
-    joins to a name ("the" to "OMS"), which would otherwise read "The" or "THE".
+    of its own take them: the same word as the source writes it; the translation of an acronym in
+    capitals ("OMS" -> "WHO", `_is_acronym`); any other word of more than three letters with a
+    capital first ("Estados Unidos" -> "United States"). Shorter ones, and capitals beyond the
+    first, are left: those are mostly the articles and prepositions that an alignment joins to a
+    name ("the" to "Alemanha"), which would otherwise read "The".
     alignment: (source word, output word) pairs (Translation.alignment)."""
     src_words, out = form.source_words(source), output.split()
     marked = _own_capitals(src_words)
+    last = {i: j for i, j in sorted(alignment, key=lambda pair: pair[1]) if j < len(out)}
     for i, j in alignment:
         if i not in marked or j >= len(out) or not out[j].islower():
             continue
         word, said = src_words[i], out[j]
         if word.lower() == said:
             out[j] = word
+        elif _is_acronym(word) and j == last[i] and said.isalpha() and abs(len(said) - len(word)) <= 1:
+            out[j] = said.upper()
         elif len(said) > 3 and said[0].isalpha():
             out[j] = said[0].upper() + said[1:]
     return " ".join(out)
+
+
+def _is_acronym(word: str) -> bool:
+    """An all-capitals word of two to five letters ("OMS", "EUA", "SDRA"): translated, it is the
+    target language's acronym ("WHO", "US", "ARDS"), of about its length. Of several output words
+    aligned to it, the last is taken: articles and prepositions come before the noun ("the WHO")."""
+    return 2 <= len(word) <= 5 and word.isalpha() and word.isupper()
 
 
 def starts_in_lower_case(text: str) -> bool:
