@@ -258,6 +258,45 @@ def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_mod
     assert forced == [1]
 
 
+def test_every_interface_gives_the_python_api_s_running_text(ted_like_model, tmp_path, monkeypatch, capsys):
+    """One output path: the CLI (lines, --format html, a subtitle file), both HTTP APIs and a
+    document upload read a lower-cased model's output back as the Python API does: the source's
+    name in its case, no "(laughter)", no tokenised punctuation."""
+    from fastapi.testclient import TestClient
+
+    from nmt.cli.main import main
+    from nmt.server import ServerLimits, create_app, model_info
+
+    translator = Translator.load(ted_like_model, engine="torch")
+    said = translator.tgt_tokenizer.encode("the virus came from wuhan , says the who . ( laughter )", add_special=False)
+    scripted = lambda self, ids, request: [[Hypothesis(said, 0.0, 0.0)] for _ in ids]  # noqa: E731
+    monkeypatch.setattr(type(translator.engine), "translate_ids", scripted)
+    source = "O vírus veio de Wuhan, diz a OMS."
+    [[expected]] = translator.translate_detailed([source])
+    assert expected.text == "The virus came from Wuhan, says the who."  # as the test above has it
+
+    (tmp_path / "in.txt").write_text(source + "\n")
+    (tmp_path / "in.html").write_text(f"<p>{source}</p>\n")
+    (tmp_path / "in.srt").write_text(f"1\n00:00:01,000 --> 00:00:02,000\n{source}\n")
+    model = ["--model", str(ted_like_model), "--engine", "torch"]
+    for name, extra in (("in.txt", []), ("in.html", ["--format", "html"]), ("in.srt", [])):
+        out = tmp_path / f"out.{name}"
+        assert main(["translate", *model, "--input", str(tmp_path / name), "--output", str(out), *extra]) == 0
+        assert expected.text in out.read_text(), (name, out.read_text())
+    capsys.readouterr()
+
+    app = create_app(translator, ServerLimits(), info=model_info(ted_like_model, translator))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        libre = client.post("/translate", json={"q": source, "source": "pt", "target": "en"}).json()
+        assert libre == {"translatedText": expected.text}
+        own = client.post("/translate", json={"text": [source]}).json()
+        assert own["translations"][0]["text"] == expected.text
+        upload = {"file": ("a.srt", (tmp_path / "in.srt").read_bytes(), "text/plain")}
+        url = client.post("/translate_file", data={"source": "pt", "target": "en"}, files=upload).json()
+        path = url["translatedFileUrl"].split("127.0.0.1", 1)[1]
+        assert expected.text in client.get(path).text
+
+
 def test_given_pairs_are_aligned_in_the_corpus_s_form_as_the_model_reads_them(ted_like_model):
     translator = Translator.load(ted_like_model, engine="torch")
     typed = translator.align(["O vírus veio de Wuhan."], ["The virus came from Wuhan."])
