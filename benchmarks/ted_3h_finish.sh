@@ -32,8 +32,10 @@ rm -rf "$REAL" && mkdir -p "$REAL"
 find "$RUN" -maxdepth 1 -type f ! -name '*.safetensors' ! -name '*.pt' -exec cp {} "$REAL" \;
 cp "$AVG" "$REAL/model.safetensors"
 nmt truecaser "$REAL" --corpus multi30k
+n=0
 for way in "--no-source-case --no-truecase" "--no-truecase" ""; do
-  echo "== TICO-19 ${way:-(default)}"
+  n=$((n + 1))
+  echo "== TICO-19 ${way:-(default)} (translations: $REAL/tico19.$n.en)"
   # shellcheck disable=SC2086
-  python benchmarks/cased_text.py --model "$REAL" $way ${TICO_LIMIT:+--limit "$TICO_LIMIT"}
+  python benchmarks/cased_text.py --model "$REAL" $way ${TICO_LIMIT:+--limit "$TICO_LIMIT"} --out "$REAL/tico19.$n.en"
 done
