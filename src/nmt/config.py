@@ -84,6 +84,14 @@ class DataConfig:
             if len(set(names)) < len(names):
                 raise ConfigError(f"data.pairs names a direction twice: {', '.join(names)}")
 
+    def with_absolute_paths(self) -> DataConfig:
+        """A copy whose files and pair directories are absolute (resolved where this process runs):
+        a run's config.yaml then finds them from anywhere (--resume, nmt distill, nmt shortlist)."""
+        keys = ("train_src", "train_tgt", "valid_src", "valid_tgt")
+        files = {key: str(Path(value).expanduser().absolute()) for key in keys if (value := getattr(self, key))}
+        pairs = self.pairs and [d.with_absolute_directory().written() for d in self.directions]
+        return dataclasses.replace(self, **files, pairs=pairs)
+
     @property
     def directions(self) -> list[PairSpec]:
         """The directions this model learns: data.pairs, or the one pair of src_lang and tgt_lang."""
@@ -111,6 +119,16 @@ class PairSpec:
     @property
     def name(self) -> str:
         return f"{self.src_lang}-{self.tgt_lang}"
+
+    def written(self) -> str:
+        """As a data.pairs entry: "multi30k:cs-en:3000"."""
+        return f"{self.corpus}:{self.name}" + (f":{self.max_pairs}" if self.max_pairs is not None else "")
+
+    def with_absolute_directory(self) -> PairSpec:
+        """This direction with its directory (if it names one) absolute, a "/" still at its end."""
+        if not self.is_directory:
+            return self
+        return dataclasses.replace(self, corpus=str(Path(self.corpus).expanduser().absolute()) + "/")
 
     @property
     def is_directory(self) -> bool:

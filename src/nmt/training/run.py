@@ -52,6 +52,8 @@ def train(
     if resume and init_from is not None:
         raise ValueError("init_from starts a new run from a trained model; resume continues a run: not both")
     model_dir = Path(model_dir)
+    # config.yaml names the corpus files as found from here, so a later --resume works from anywhere
+    config = dataclasses.replace(config, data=config.data.with_absolute_paths())
     if resume and not list_checkpoints(model_dir) and (model_dir / INIT_FROM).is_file():
         # A fine-tuning run stopped before its first checkpoint starts again from its parent, not from scratch.
         init_from = (model_dir / INIT_FROM).read_text(encoding="utf-8").strip()
