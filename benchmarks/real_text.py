@@ -71,7 +71,8 @@ def glossary_from(translator, sources, references, hypotheses, size: int):
     from nmt.glossary import Glossary
 
     counts: collections.Counter = collections.Counter()
-    aligned = translator.align(sources, references)
+    # a tokenised corpus's test set is in its form already: its words are the ones counted here
+    aligned = translator.align(sources, references, pretokenized=translator.text_form is not None)
     for pairs, src, ref, hyp in zip(aligned, sources, references, hypotheses, strict=True):
         s_words, r_words, h_words = src.split(), ref.split(), set(hyp.lower().split())
         for i, j in pairs:

@@ -329,3 +329,11 @@ def test_an_output_s_names_take_the_source_s_capitals_through_the_alignment():
     assert PT_EN.to_running_text(spelled_out, both, alignment) == "The World Health Organization and the EU acted."
     alignment = [(0, 0), (1, 0), (1, 1), (2, 2), (3, 3), (4, 3), (4, 4), (5, 5), (6, 6)]  # "the" joined to OMS
     assert PT_EN.to_running_text("the who and the eu acted .", both, alignment) == "The WHO and the EU acted."
+    alignment = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 3), (4, 4), (4, 5), (5, 6), (6, 7)]  # "'s" after "eu"
+    assert PT_EN.to_running_text("the who and the eu 's acts .", both, alignment) == "The WHO and the EU's acts."
+    usa = "Os EUA agiram."  # TED's English writes "u.s."
+    assert PT_EN.to_running_text("the u.s. acted .", usa, [(0, 0), (1, 1), (2, 2), (3, 3)]) == "The U.S. acted."
+    heading = "A OMS E OS EUA DE WUHAN AGIRAM"  # all in capitals: a shared word keeps them, no other takes any
+    alignment = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6), (7, 7)]
+    said = "the who and the us of wuhan acted"
+    assert PT_EN.to_running_text(said, heading, alignment) == "The who and the us of WUHAN acted"

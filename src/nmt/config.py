@@ -86,9 +86,10 @@ class DataConfig:
 
     def with_absolute_paths(self) -> DataConfig:
         """A copy whose files and pair directories are absolute (resolved where this process runs):
-        a run's config.yaml then finds them from anywhere (--resume, nmt distill, nmt shortlist)."""
+        a run's config.yaml then finds them from anywhere (--resume, nmt shortlist, the decoding
+        settings chosen after training)."""
         keys = ("train_src", "train_tgt", "valid_src", "valid_tgt")
-        files = {key: str(Path(value).expanduser().absolute()) for key in keys if (value := getattr(self, key))}
+        files = {key: str(Path(value).absolute()) for key in keys if (value := getattr(self, key))}
         pairs = self.pairs and [d.with_absolute_directory().written() for d in self.directions]
         return dataclasses.replace(self, **files, pairs=pairs)
 
@@ -128,7 +129,7 @@ class PairSpec:
         """This direction with its directory (if it names one) absolute, a "/" still at its end."""
         if not self.is_directory:
             return self
-        return dataclasses.replace(self, corpus=str(Path(self.corpus).expanduser().absolute()) + "/")
+        return dataclasses.replace(self, corpus=str(Path(self.corpus).absolute()) + "/")
 
     @property
     def is_directory(self) -> bool:

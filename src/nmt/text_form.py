@@ -30,7 +30,9 @@ from .truecaser import Truecaser, recase
 _MOSES_NT = re.compile(r"\b(\w+)n 't\b", re.IGNORECASE)
 # A sentence-final period, ! or ? glued to its word inside a line that held several sentences;
 # Moses leaves "why. back" alone once the text is lower-cased, so the split is done while it is cased.
-_SENTENCE_START = re.compile(r"(^[\"“(\[]?|[.!?…]\s+[\"“(\[]?|[.!?…] ['\"”’]\s+)([a-zà-ÿ])")
+# A full stop after a single letter ends an abbreviation ("u.s.", "e.g."), not a sentence.
+_SENTENCE_END = r"(?:[!?…]|(?<![\s.][^\W\d_])(?<!^[^\W\d_])\.)"
+_SENTENCE_START = re.compile(rf"(^[\"“(\[]?|{_SENTENCE_END}\s+[\"“(\[]?|[.!?…] ['\"”’]\s+)([a-zà-ÿ])")
 _LANGUAGE_TOKEN = re.compile(r"^\s*>>[^<>\s]+<<")  # a multi-target model's >>xx<< at the start of a source
 _LONE_I = re.compile(r"(?<![\w'’])i(?=\s|'|’|$|[.,!?;:])")
 
@@ -207,14 +209,23 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
     alignment: (source word, output word) pairs (Translation.alignment)."""
     src_words, out = form.source_words(source), output.split()
     marked = _own_capitals(src_words)
-    last = {i: j for i, j in sorted(alignment, key=lambda pair: pair[1]) if j < len(out)}
+    # A source mostly in capitals (a heading) says nothing of its words' case: only words it shares
+    # with the output keep the source's spelling there.
+    lettered = [word for word in src_words if any(c.isalpha() for c in word)]
+    heading = sum(word.isupper() for word in lettered) * 2 > len(lettered)
+    # A translated acronym ("OMS" -> "who") is the last word aligned to it, articles and prepositions
+    # coming before the noun ("the WHO"), and of about its length.
+    acronyms = {i for i in marked if _is_acronym(src_words[i])}
+    last = {i: j for i, j in sorted(alignment, key=lambda pair: pair[1]) if j < len(out) and _letters(out[j])}
     for i, j in alignment:
         if i not in marked or j >= len(out) or not out[j].islower():
             continue
         word, said = src_words[i], out[j]
         if word.lower() == said:
             out[j] = word
-        elif _is_acronym(word) and j == last[i] and said.isalpha() and abs(len(said) - len(word)) <= 1:
+        elif heading:
+            continue
+        elif i in acronyms and j == last.get(i) and abs(len(_letters(said)) - len(word)) <= 1:
             out[j] = said.upper()
         elif len(said) > 3 and said[0].isalpha():
             out[j] = said[0].upper() + said[1:]
@@ -222,10 +233,14 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
 
 
 def _is_acronym(word: str) -> bool:
-    """An all-capitals word of two to five letters ("OMS", "EUA", "SDRA"): translated, it is the
-    target language's acronym ("WHO", "US", "ARDS"), of about its length. Of several output words
-    aligned to it, the last is taken: articles and prepositions come before the noun ("the WHO")."""
+    """Whether `word` is an acronym in capitals of two to five letters ("OMS", "EUA", "SDRA")."""
     return 2 <= len(word) <= 5 and word.isalpha() and word.isupper()
+
+
+def _letters(word: str) -> str:
+    """`word`'s letters if it is made of letters and full stops ("u.s." -> "us"), else ""."""
+    letters = word.replace(".", "")
+    return letters if letters.isalpha() else ""
 
 
 def starts_in_lower_case(text: str) -> bool:

@@ -366,11 +366,9 @@ class Translator:
         a model of a tokenised corpus (text_form), over the words of each in the corpus's form, into
         which typed text is put first (unless `pretokenized`: it is in that form already)."""
         self.scorer.check_aligns(method)
-        form = self.text_form
-        if form is not None and not pretokenized:
-            sources = [form.to_corpus_form(s) for s in sources]
-            targets = [form.target_to_corpus_form(t) for t in targets]
-        src_ids = [self.encode_source(s)[0] for s in sources]
+        if self.text_form is not None and not pretokenized:
+            targets = [self.text_form.target_to_corpus_form(t) for t in targets]
+        src_ids = [self.encode_source(self.model_input(s, pretokenized=pretokenized))[0] for s in sources]
         tgt_ids = [self.tgt_tokenizer.encode(t, add_special=False) for t in targets]
         return self.scorer.align(src_ids, tgt_ids, method)
 
