@@ -190,6 +190,30 @@ def test_a_multi_target_model_of_unknown_languages_offers_its_targets(browser):
         assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith("fr:A man.")
 
 
+def test_a_many_to_one_model_s_directions_go_to_nmt_s_own_api(browser):
+    from test_server_libretranslate import INFO, Tagged
+
+    into_english = Tagged("xx-en")  # data.pairs [de-en, fr-en]: one model, no target token
+    info = {**INFO, "src_lang": None, "tgt_lang": "en", "directions": [["de", "en"], ["fr", "en"]]}
+    with serve_in_thread(create_app(into_english, ServerLimits(), info=info)) as url:
+        page_ready(browser, url)
+        source = Select(browser.find_element(By.ID, "source-lang"))
+        assert [o.get_attribute("value") for o in source.options] == ["auto", "de", "en", "fr"]
+        source.select_by_value("fr")
+        assert [o.get_attribute("value") for o in Select(browser.find_element(By.ID, "target-lang")).options] == ["en"]
+        # what the page sends, to tell nmt's own API ({"text": [...]}) from LibreTranslate's ({"q": ...})
+        browser.execute_script(
+            "window.sent = []; const send = window.fetch;"
+            "window.fetch = (url, init) => { window.sent.push(init && init.body); return send(url, init); };"
+        )
+        browser.find_element(By.ID, "source").send_keys("Un homme.")
+        browser.find_element(By.ID, "translate").click()
+        WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations li"))
+        assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith("xx-en:Un homme.")
+        bodies = [body for body in browser.execute_script("return window.sent") if body and "Un homme" in body]
+        assert len(bodies) == 1 and '"text"' in bodies[0] and '"source_lang":"fr"' in bodies[0].replace(" ", "")
+
+
 def test_a_pasted_document_keeps_its_paragraphs(browser, two_models_url):
     page_ready(browser, two_models_url)
     Select(browser.find_element(By.ID, "source-lang")).select_by_value("en")
