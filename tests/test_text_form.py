@@ -15,6 +15,7 @@ from nmt.model_dir import read_text_form, write_text_form
 from nmt.text_form import (
     TOKENISED_LEFTOVERS,
     TextForm,
+    capitalize_sentences,
     case_from_source,
     detokenize_treebank,
     drop_annotations,
@@ -72,6 +73,14 @@ def test_untokenised_or_cased_forms_leave_that_part_alone():
 def _lines(path: Path) -> list[str]:
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f]
+
+
+def test_english_months_and_days_take_a_capital_and_march_and_may_only_in_a_date():
+    said = "on the 11th of march , we may go on monday . in march 2020 the troops march . it may rain in may ."
+    assert PT_EN.to_running_text(said) == (
+        "On the 11th of March, we may go on Monday. In March 2020 the troops march. It may rain in may."
+    )
+    assert capitalize_sentences("el 5 de mayo, lunes", "es") == "El 5 de mayo, lunes"  # English only
 
 
 @pytest.mark.parametrize("lang", ["pt", "en"])
@@ -206,7 +215,7 @@ def test_a_source_that_starts_in_lower_case_goes_on_from_text_before_it_and_so_d
     assert PT_EN.to_running_text("and the fever .") == "And the fever."  # no source: a sentence of its own
     assert PT_EN.to_running_text("i know .", "sei.") == "I know."  # "I" is a capital of its own
     # a number, an annotation or a target token first says nothing of a sentence going on
-    assert PT_EN.to_running_text("on may 5 , it rained .", "5 de maio, choveu.") == "On may 5, it rained."
+    assert PT_EN.to_running_text("on may 5 , it rained .", "5 de maio, choveu.") == "On May 5, it rained."
     assert PT_EN.to_running_text("( laughter ) yes .", "(Risos) Sim.") == "(Laughter) yes."
     assert starts_in_lower_case(">>en<< e a febre") and starts_in_lower_case('"e disse')
     assert not starts_in_lower_case("5 de maio") and not starts_in_lower_case("¿Qué?")
@@ -333,6 +342,13 @@ def test_an_output_s_names_take_the_source_s_capitals_through_the_alignment():
     assert PT_EN.to_running_text("the who and the eu 's acts .", both, alignment) == "The WHO and the EU's acts."
     usa = "Os EUA agiram."  # TED's English writes "u.s."
     assert PT_EN.to_running_text("the u.s. acted .", usa, [(0, 0), (1, 1), (2, 2), (3, 3)]) == "The U.S. acted."
+    # An acronym left untranslated lends no capitals to the article that took its alignment, which
+    # the output has again elsewhere; "u.k." for "Reino Unido" is an abbreviation.
+    source = "A OMS alerta que o Reino Unido agiu."
+    alignment = [(0, 0), (1, 0), (2, 1), (3, 2), (4, 3), (5, 4), (6, 4), (7, 5), (8, 6)]
+    assert PT_EN.to_running_text("the alerts that the u.k. acted .", source, alignment) == (
+        "The alerts that the U.K. acted."
+    )
     heading = "A OMS E OS EUA DE WUHAN AGIRAM"  # all in capitals: a shared word keeps them, no other takes any
     alignment = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6), (7, 7)]
     said = "the who and the us of wuhan acted"

@@ -125,7 +125,7 @@ def test_the_output_path_cases_the_source_s_names_then_the_language_s_words(true
     )
     plain = TextForm("pt", "en")
     assert plain.to_running_text("the chinese team from wuhan arrived in january .", source) == (
-        "The chinese team from Wuhan arrived in january."
+        "The chinese team from Wuhan arrived in January."  # months: English's own rule, truecaser or not
     )
     assert form == plain  # a reader's choice, not the corpus's form: text_form.json is the same
 

@@ -18,6 +18,7 @@ its lines come back unchanged except where the corpus's own quotes are garbled.
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 from dataclasses import dataclass, field
@@ -214,8 +215,11 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
     lettered = [word for word in src_words if any(c.isalpha() for c in word)]
     heading = sum(word.isupper() for word in lettered) * 2 > len(lettered)
     # A translated acronym ("OMS" -> "who") is the last word aligned to it, articles and prepositions
-    # coming before the noun ("the WHO"), and of about its length.
+    # coming before the noun ("the WHO"), of about its length, and once in the output: a word the
+    # output has elsewhere is more likely the article or preposition that took the alignment of an
+    # acronym left untranslated ("a OMS alerta" -> "the alerts ... the").
     acronyms = {i for i in marked if _is_acronym(src_words[i])}
+    once = {word for word, n in collections.Counter(out).items() if n == 1}
     last = {i: j for i, j in sorted(alignment, key=lambda pair: pair[1]) if j < len(out) and _letters(out[j])}
     for i, j in alignment:
         if i not in marked or j >= len(out) or not out[j].islower():
@@ -225,7 +229,9 @@ def case_through_alignment(output: str, source: str, alignment: list[tuple[int, 
             out[j] = word
         elif heading:
             continue
-        elif i in acronyms and j == last.get(i) and abs(len(_letters(said)) - len(word)) <= 1:
+        elif i in acronyms and j == last.get(i) and said in once and abs(len(_letters(said)) - len(word)) <= 1:
+            out[j] = said.upper()
+        elif re.fullmatch(r"(?:[^\W\d_]\.){2,}", said):  # "u.k." for "Reino Unido": an abbreviation
             out[j] = said.upper()
         elif len(said) > 3 and said[0].isalpha():
             out[j] = said[0].upper() + said[1:]
@@ -268,7 +274,8 @@ _EDGE_PUNCTUATION = "\"'“”‘’()[]{}<>,.;:!?…«»"
 
 
 def capitalize_sentences(text: str, lang: str, first: bool = True) -> str:
-    """Upper-case the first letter of each sentence (and, in English, the pronoun "I").
+    """Upper-case the first letter of each sentence (and, in English, the pronoun "I" and the names
+    of months and days: `capitalize_calendar_names`).
     first: the text starts a sentence (not so for the second piece of a cut sentence, or a subtitle
     cue that goes on with the last one's)."""
 
@@ -279,8 +286,29 @@ def capitalize_sentences(text: str, lang: str, first: bool = True) -> str:
 
     text = _SENTENCE_START.sub(upper, text)
     if lang == "en":
-        text = _LONE_I.sub("I", text)
+        text = capitalize_calendar_names(_LONE_I.sub("I", text))
     return text
+
+
+# English writes the months and days with a capital, which a source in a language that does not
+# ("11 de março") cannot lend; "march" and "may" are also a verb, so they take one in a date only.
+_MONTHS_AND_DAYS = re.compile(
+    r"\b(january|february|april|june|july|august|september|october|november|december"
+    r"|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+)
+_MARCH_OR_MAY = re.compile(r"\b(march|may)\b")
+
+
+def capitalize_calendar_names(text: str) -> str:
+    """English text with its month and day names capitalised: "on 11th of march" -> "on 11th of
+    March"; "march" and "may" only with a number within two words of them ("we may go": not)."""
+    text = _MONTHS_AND_DAYS.sub(lambda m: m.group(1).capitalize(), text)
+
+    def in_a_date(m: re.Match) -> str:
+        near = text[: m.start()].split()[-2:] + text[m.end() :].split()[:2]
+        return m.group(1).capitalize() if any(any(c.isdigit() for c in word) for word in near) else m.group(0)
+
+    return _MARCH_OR_MAY.sub(in_a_date, text)
 
 
 @dataclass(frozen=True)
