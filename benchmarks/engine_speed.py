@@ -91,6 +91,12 @@ def peak_memory_mib(command: list[str], stdin_path: Path) -> float:
     return peak / 1024
 
 
+def unpacked(translator: Translator) -> Translator:
+    """The translator with its output projection left to MKL (see nmt.inference.packed_linear)."""
+    unpack_output_projection(translator.model)
+    return translator
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="trained nmt model directory")
@@ -107,29 +113,30 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="engine-speed-"))
     ct2_dir = export_ctranslate2(args.model, tmp / "ct2")
 
-    settings = {
-        "nmt fp32 1x2": Translator.load(args.model, device="cpu", precision="fp32", workers=1, threads=cores),
-        "nmt fp32": Translator.load(args.model, device="cpu", precision="fp32"),
-        "nmt int8": Translator.load(args.model, device="cpu", precision="int8"),
-        "nmt fp32 threads": Translator.load(args.model, device="cpu", precision="fp32", worker_processes=False),
-        "nmt int8 threads": Translator.load(args.model, device="cpu", precision="int8", worker_processes=False),
-        "nmt->ct2 fp32": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="fp32"),
-        "nmt->ct2 int8": Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
+    model = args.model
+    loaders = {  # only the settings asked for are loaded: see the note on engines sharing a process below
+        "nmt fp32 1x2": lambda: Translator.load(model, device="cpu", precision="fp32", workers=1, threads=cores),
+        "nmt fp32": lambda: Translator.load(model, device="cpu", precision="fp32"),
+        "nmt int8": lambda: Translator.load(model, device="cpu", precision="int8"),
+        "nmt fp32 threads": lambda: Translator.load(model, device="cpu", precision="fp32", worker_processes=False),
+        "nmt int8 threads": lambda: Translator.load(model, device="cpu", precision="int8", worker_processes=False),
+        "nmt->ct2 fp32": lambda: Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="fp32"),
+        "nmt->ct2 int8": lambda: Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
+        "nmt fp32 mkl": lambda: unpacked(
+            Translator.load(model, device="cpu", precision="fp32", worker_processes=False)
+        ),
     }
-    settings["nmt fp32 mkl"] = Translator.load(args.model, device="cpu", precision="fp32", worker_processes=False)
-    unpack_output_projection(settings["nmt fp32 mkl"].model)
-    if args.only:
-        settings = {name: t for name, t in settings.items() if name in args.only.split(",")}
+    wanted = args.only.split(",") if args.only else list(loaders) + ["ct2 fp32", "ct2 int8"]
+    settings = {name: load() for name, load in loaders.items() if name in wanted}
     # Worker processes start now (in the background) and are ready before the timing.
     for translator in settings.values():
         translator.start_workers()
     translators = list(settings.values())
     settings = {name: (lambda texts, beam, t=t: t.translate(texts, beam=beam)) for name, t in settings.items()}
     reference = Translator.load(args.model, device="cpu", precision="fp32", workers=1, threads=1)
-    settings["ct2 fp32"] = direct_ctranslate2(ct2_dir, reference, "float32", cores)
-    settings["ct2 int8"] = direct_ctranslate2(ct2_dir, reference, "int8_float32", cores)
-    if args.only:
-        settings = {name: fn for name, fn in settings.items() if name in args.only.split(",")}
+    for name, compute_type in (("ct2 fp32", "float32"), ("ct2 int8", "int8_float32")):
+        if name in wanted:
+            settings[name] = direct_ctranslate2(ct2_dir, reference, compute_type, cores)
 
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     try:
