@@ -126,6 +126,26 @@ def test_intra_op_threads_is_restored_after_an_error():
     assert torch.get_num_threads() == before
 
 
+def test_intra_op_threads_sets_mkl_s_count_too_when_openmp_already_reports_it():
+    """Another OpenMP user (CTranslate2 creating a translator) can set OpenMP's count under torch
+    without MKL's: the worker's matrix products must still run on the threads it was given."""
+    import ctypes
+    import os
+
+    runtime = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+    if not hasattr(runtime, "mkl_get_max_threads"):
+        pytest.skip("this torch build has no MKL")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)  # both OpenMP and MKL at 2
+        runtime.omp_set_num_threads(1)  # what a ctranslate2.Translator(intra_threads=1) does
+        assert torch.get_num_threads() == 1 and runtime.mkl_get_max_threads() == 2
+        with intra_op_threads(1):
+            assert runtime.mkl_get_max_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_bad_worker_counts_are_refused(tiny_model_dir):
     with pytest.raises(ValueError, match="workers must be >= 1 or null, got 0"):
         Translator.load(tiny_model_dir, workers=0)

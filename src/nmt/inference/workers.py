@@ -59,16 +59,22 @@ _THREADS_LOCK = threading.RLock()
 @contextlib.contextmanager
 def intra_op_threads(threads: int | None) -> Iterator[None]:
     """torch's intra-op thread count set for the duration (None: left as it is), then restored;
-    one holder at a time."""
+    one holder at a time.
+
+    Set even when torch already reports `threads`: torch reads OpenMP's count, and another OpenMP
+    user in the process can change that without MKL's (a `ctranslate2.Translator` sets its creating
+    thread's OpenMP count to its intra_threads), while torch.set_num_threads sets both. Skipping
+    the call then left MKL's matrix products on more threads than the plan gave this worker: with
+    worker processes on the other cores, the main process ran 1.7x slower (docs/benchmarks-log.md).
+    """
     with _THREADS_LOCK:
         before = torch.get_num_threads()
-        change = threads is not None and threads != before
-        if change:
+        if threads is not None:
             torch.set_num_threads(threads)
         try:
             yield
         finally:
-            if change:
+            if threads is not None:
                 torch.set_num_threads(before)
 
 
