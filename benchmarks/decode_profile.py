@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -20,6 +21,13 @@ from nmt.inference.contract import EngineOptions
 from nmt.translator import Translator
 
 from common import load_multi30k
+
+
+def operator_table(run: Callable[[], object], rows: int = 14, shapes: bool = False) -> str:
+    """torch.profiler's table of `run()`'s operators by self CPU time (grouped by input shape with `shapes`)."""
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=shapes) as prof:
+        run()
+    return prof.key_averages(group_by_input_shape=shapes).table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
 def main() -> None:
@@ -40,10 +48,8 @@ def main() -> None:
     start = time.perf_counter()
     translator.translate(sources, beam=args.beam)
     print(f"{len(sources)} sentences, {args.precision}, beam {args.beam}: {time.perf_counter() - start:.2f} s")
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=args.shapes) as prof:
-        translator.translate(sources[: args.sentences], beam=args.beam)
-    table = prof.key_averages(group_by_input_shape=args.shapes)
-    print(table.table(sort_by="self_cpu_time_total", row_limit=args.rows))
+    subset = sources[: args.sentences]
+    print(operator_table(lambda: translator.translate(subset, beam=args.beam), args.rows, args.shapes))
 
 
 if __name__ == "__main__":

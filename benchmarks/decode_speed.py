@@ -79,12 +79,10 @@ def main() -> None:
         result[f"{name}_cached_equals_uncached"] = same
         result[f"{name}_mean_output_tokens"] = sum(len(h[0].tokens) for h in cached_out) / len(cached_out)
 
-    if args.profile:
-        from torch.profiler import ProfilerActivity, profile
+    if args.profile:  # benchmarks/decode_profile.py profiles one search on its own, any precision
+        from decode_profile import operator_table
 
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            translator.translate_ids(ids, beam=5)
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15))
+        print(operator_table(lambda: translator.translate_ids(ids, beam=5), rows=15))
 
     # The reference design's loop: every step re-runs the whole model (encoder too) on the
     # source and the prefix and projects every position, then takes the last one's argmax.
