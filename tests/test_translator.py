@@ -98,6 +98,30 @@ def test_the_minimum_length_and_the_stopping_rule_given_at_load_replace_the_dire
         Translator.load(tiny_model_dir, device="cpu", min_len=-1)
 
 
+def test_a_repeated_sentence_is_searched_once_and_each_copy_gets_its_translations(translator, monkeypatch):
+    searched = []
+    translate_ids = translator.engine.translate_ids
+
+    def counting(ids, request):
+        searched.append(len(ids))
+        return translate_ids(ids, request)
+
+    monkeypatch.setattr(translator.engine, "translate_ids", counting)
+    texts = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[0], SENTENCES[2], SENTENCES[1]]
+    repeated = translator.translate_detailed(texts, beam=3, n_best=2)
+    distinct = translator.translate_detailed(SENTENCES[:3], beam=3, n_best=2)
+    assert searched == [3, 3]
+    by_text = dict(zip(SENTENCES[:3], distinct, strict=True))
+    for text, found in zip(texts, repeated, strict=True):
+        assert [(t.text, t.tokens, t.score) for t in found] == [(t.text, t.tokens, t.score) for t in by_text[text]]
+    assert repeated[0][0] is not repeated[2][0]  # a Translation of its own: a caller may change one copy
+
+    # Sampling: each copy is a draw of its own, so the engine sees them all and they differ.
+    searched.clear()
+    draws = translator.translate([SENTENCES[0]] * 8, sampling=Sampling(temperature=3.0, seed=0))
+    assert searched == [8] and len(set(draws)) > 1
+
+
 def test_missing_model_directory_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         Translator.load(tmp_path / "nope")

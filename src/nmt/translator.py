@@ -302,11 +302,24 @@ class Translator:
         self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
     ) -> tuple[list[list[Hypothesis]], dict[int, list[str]]]:
         """The n-best of every sentence: those without glossary terms in one engine call, each with
-        terms by the constrained search; and the terms each of those could not place."""
+        terms by the constrained search; and the terms each of those could not place.
+
+        A sentence that comes more than once (a document's repeated headings and table cells, a
+        subtitle file's "(Laughter)") is searched once and each copy gets that search's hypotheses:
+        a sentence's search does not depend on the rest of its batch (beyond the rounding that the
+        batch's shape brings), so this is what the copies would have got. Not when sampling, where
+        each copy is a draw of its own."""
         free = [i for i, found in enumerate(terms) if not found]
         hyps: list[list[Hypothesis]] = [[] for _ in ids]
-        for i, found in zip(free, self.engine.translate_ids([ids[i] for i in free], request), strict=True):
-            hyps[i] = found
+        if request.sampling is None:
+            first: dict[tuple[int, ...], int] = {}  # a sentence's ids -> its place among the distinct ones
+            searched = [first.setdefault(tuple(ids[i]), len(first)) for i in free]
+            distinct = [list(key) for key in first]
+        else:
+            searched, distinct = list(range(len(free))), [ids[i] for i in free]
+        found = self.engine.translate_ids(distinct, request)
+        for i, j in zip(free, searched, strict=True):
+            hyps[i] = list(found[j])
         missed: dict[int, list[str]] = {}
         if len(free) < len(ids):
             if request.sampling is not None:
