@@ -158,7 +158,12 @@ TRANSLATE_CASES = [
         r"beam \(251\) must be at most 250, half the target vocabulary",
     ),
     case(f"{TRANSLATE} --length-penalty -1", 2, "--length-penalty must be >= 0, got -1.0"),
-    case(f"{TRANSLATE} --no-repeat-ngram-size -1", 2, "--no-repeat-ngram-size must be >= 0, got -1"),
+    case(f"{TRANSLATE} --no-repeat-ngram-size -1", 2, "--no-repeat-ngram-size must be between 0 and 1024, got -1"),
+    case(  # past a C size_t: CTranslate2 would fail on it with a TypeError
+        f"{TRANSLATE} --no-repeat-ngram-size 99999999999999999999",
+        2,
+        "--no-repeat-ngram-size must be between 0 and 1024, got 99999999999999999999",
+    ),
     case(f"{TRANSLATE} --length-penalty nan", 2, "--length-penalty must be a finite number, got nan"),
     case(f"{TRANSLATE} --length-penalty one", 2, "argument --length-penalty: invalid float value: 'one'"),
     case(f"{TRANSLATE} --min-len -1", 2, "argument --min-len: must be >= 0, got -1"),
@@ -196,6 +201,11 @@ EVALUATE_CASES = [
     case(f"{EVALUATE} --src {{no_file}} --ref {{ref}}", 2, "{no_file}: No such file or directory"),
     case(f"{EVALUATE} --src {{src}} --ref {{latin1}}", 2, "{latin1}:2: .*UTF-8"),
     case(f"{EVALUATE} --src {{src}}", 2, "give --src FILE and --ref FILE, or --test"),
+    case(
+        f"{EVALUATE} --src {{src}} --ref {{ref}} --test multi30k:test_2016_flickr:de-en",
+        2,
+        "give --src FILE and --ref FILE, or --test CORPUS:SPLIT:SRC-TGT, not both",
+    ),
     case(f"{EVALUATE} --src {{src}} --ref {{ref}} --beam 0", 2, "--beam must be between 1 and"),
     case(
         f"{EVALUATE} --src {{src}} --ref {{ref}} --length-penalty inf",

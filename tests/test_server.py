@@ -181,6 +181,8 @@ def test_malformed_json_gets_400(client, body):
         ({"text": ["a"], "beam": 0}, "beam"),
         ({"text": ["a"], "no_repeat_ngram_size": -1}, "no_repeat_ngram_size"),
         ({"text": ["a"], "no_repeat_ngram_size": "2"}, "no_repeat_ngram_size"),
+        ({"text": ["a"], "no_repeat_ngram_size": 1025}, "no_repeat_ngram_size"),
+        ({"text": ["a"], "no_repeat_ngram_size": 99999999999999999999}, "no_repeat_ngram_size"),  # past a size_t
         ({"text": ["a"], "attention": "yes"}, "attention"),
         ({"txet": ["a"]}, "txet"),
         ([["a"]], "body"),
@@ -190,6 +192,13 @@ def test_wrong_types_get_422_saying_what_is_wrong(client, body, field):
     response = client.post("/translate", json=body)
     assert response.status_code == 422
     assert response.json()["error"] == "invalid_request" and field in response.json()["message"]
+
+
+def test_a_422_states_every_field_the_body_may_have(client):
+    from nmt.server.requests import TranslateRequest
+
+    message = client.post("/translate", json={"txet": ["a"]}).json()["message"]
+    assert all(f'"{name}": ' in message for name in TranslateRequest.model_fields)
 
 
 def test_a_failing_batch_is_a_json_500_and_the_server_goes_on():

@@ -19,6 +19,10 @@ from .config_checks import Rule, at_least, one_of
 # a typo like beam 1000 is refused at once instead of running slowly or failing deep in the search.
 MAX_BEAM = 256
 BEAM = Rule(lambda v: 1 <= v <= MAX_BEAM, f"between 1 and {MAX_BEAM}")
+# Longer than any output the length limits allow (3 or 4 is usual), and within what every engine
+# takes: CTranslate2 reads the size as a C size_t and fails on a larger number with a TypeError.
+MAX_NGRAM = 1024
+NGRAM = Rule(lambda v: 0 <= v <= MAX_NGRAM, f"between 0 and {MAX_NGRAM}")
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,7 @@ class SearchSettings:
         "beam": BEAM,
         "length_penalty": at_least(0),
         "length_normalization": one_of("gnmt", "average"),
-        "no_repeat_ngram_size": at_least(0),
+        "no_repeat_ngram_size": NGRAM,
     }
 
     def search_settings(self) -> dict[str, Any]:

@@ -368,6 +368,8 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
     from ..data.registry import is_pretokenized, parallel_files
 
     pretokenized = args.pretokenized
+    if args.test and (args.src or args.ref):  # one set is scored: the other would be dropped unsaid
+        raise CommandError("give --src FILE and --ref FILE, or --test CORPUS:SPLIT:SRC-TGT, not both")
     if args.test:
         try:
             corpus, split, pair = args.test.split(":")
