@@ -277,6 +277,25 @@ def test_a_many_to_one_model_serves_each_source_it_was_trained_on_and_auto_finds
         assert refused.json() == {"error": "cs is not supported (this server translates de-en, fr-en)"}
 
 
+def test_auto_detects_each_text_of_a_list_and_each_goes_to_its_own_language_s_model():
+    """LibreTranslate's rule: a text of more than 40 characters is detected on its own; a shorter one,
+    too short to tell, takes the language detected over all the texts."""
+    de_en, fr_en = Tagged("de-en"), Tagged("fr-en")
+    info_fr_en = {**INFO, "model": "stub2", "src_lang": "fr", "tgt_lang": "en"}
+    app = create_app(de_en, ServerLimits(), info=INFO, more_models=[(fr_en, info_fr_en)])
+    german = "Ein Hund rennt im Park und ein Mann fährt Fahrrad."
+    french = ["Un homme fait du vélo dans la rue avec son chien.", "Une femme lit un livre sous un grand arbre."]
+    texts = [french[0], german, "Ein Hund.", french[1]]
+    with TestClient(app, base_url=LOCAL) as client:
+        answer = client.post("/translate", json={"q": texts, "source": "auto", "target": "en"}).json()
+        assert [d["language"] for d in answer["detectedLanguage"]] == ["fr", "de", "fr", "fr"]
+        routes = ["fr-en", "de-en", "fr-en", "fr-en"]
+        assert answer["translatedText"] == [f"{route}:{text}" for route, text in zip(routes, texts, strict=True)]
+        with_alternatives = {"q": texts, "source": "auto", "target": "en", "alternatives": 1}
+        assert client.post("/translate", json=with_alternatives).json()["translatedText"] == answer["translatedText"]
+    assert len(de_en.calls) == len(fr_en.calls) == 2  # one call per model and request, not one per text
+
+
 def test_two_models_for_one_direction_are_refused():
     with pytest.raises(ValueError, match="stub and stub both translate de -> en: serve one model per direction"):
         create_app(Tagged("a"), ServerLimits(), info=INFO, more_models=[(Tagged("b"), INFO)])

@@ -264,12 +264,12 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
 
 
 def translate_answer(
-    call: TranslateCall, texts: list[str], alternatives: list[list[str]] | None, detected: dict | None
+    call: TranslateCall, texts: list[str], alternatives: list[list[str]] | None, detected: list[dict] | None
 ) -> dict[str, Any]:
-    """LibreTranslate's answer: the text(s), and the detected language and alternatives where asked."""
+    """LibreTranslate's answer: the text(s), and the detected language of each and alternatives where asked."""
     answer: dict[str, Any] = {"translatedText": texts if call.batch else texts[0]}
     if detected is not None:
-        answer["detectedLanguage"] = [detected] * len(texts) if call.batch else detected
+        answer["detectedLanguage"] = detected if call.batch else detected[0]
     if call.alternatives:
         others = alternatives or [[] for _ in texts]
         answer["alternatives"] = others if call.batch else others[0]

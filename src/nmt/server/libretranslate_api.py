@@ -132,6 +132,17 @@ class LibreTranslateApi:
         best = {"confidence": 0.0, "language": (into or directions.sources)[0]}
         return best["language"], best
 
+    def resolve_sources(self, source: str, target: str, texts: list[str]) -> tuple[list[str], list[dict] | None]:
+        """Each text's source language, and the detected-language answer of each where source was "auto".
+
+        LibreTranslate's rule: a text of more than 40 characters is detected on its own; a shorter one,
+        too short to tell reliably, takes the language detected over all the texts of the request."""
+        if source != "auto":
+            return [source] * len(texts), None
+        _, overall = self.resolve_source(source, target, texts)
+        detected = [overall if len(text) <= 40 else (self.detector.detect(text) or [overall])[0] for text in texts]
+        return [found["language"] for found in detected], detected
+
     def served(self, source: str, target: str) -> tuple[str, str]:
         """A request's language pair in the served codes (zh-Hans: zh), checked: LibreTranslate's 400s."""
         source, target = self.directions.code(source), self.directions.code(target)
@@ -319,18 +330,27 @@ class LibreTranslateApi:
         call = parse_translate(fields, self.limits.max_sentences, self.limits.max_chars)
         self.admit(request, fields)
         html = call.format == "html"
-        texts = [page_text(t) for t in call.texts] if html else call.texts
-        source, detected = self.resolve_source(call.source, call.target, texts)
-        if call.alternatives and not html:  # alternatives of a whole text: each text is one input
-            results = await self.translate_via_route(request, source, call.target, call.texts, call.alternatives + 1)
-            if results is None:
-                return self.service.client_left(LEFT)
-            texts, others = [best[0].text for best in results], alternatives_of(results, call.alternatives)
-        else:
-            texts, others = await self.translate_documents(request, source, call.target, call.texts, html), None
-            if texts is None:
-                return self.service.client_left(LEFT)
-        return JSONResponse(translate_answer(call, texts, others, detected))
+        plain = [page_text(t) for t in call.texts] if html else call.texts
+        sources, detected = await asyncio.to_thread(self.resolve_sources, call.source, call.target, plain)
+        translated = [""] * len(call.texts)
+        others: list[list[str]] | None = [[] for _ in call.texts] if call.alternatives and not html else None
+        for source in dict.fromkeys(sources):  # the texts of each source language together, through its route
+            group = [i for i, s in enumerate(sources) if s == source]
+            texts = [call.texts[i] for i in group]
+            if others is not None:  # alternatives of a whole text: each text is one input
+                results = await self.translate_via_route(request, source, call.target, texts, call.alternatives + 1)
+                if results is None:
+                    return self.service.client_left(LEFT)
+                kept = alternatives_of(results, call.alternatives)
+                for i, best, alternatives in zip(group, results, kept, strict=True):
+                    translated[i], others[i] = best[0].text, alternatives
+            else:
+                found = await self.translate_documents(request, source, call.target, texts, html)
+                if found is None:
+                    return self.service.client_left(LEFT)
+                for i, text in zip(group, found, strict=True):
+                    translated[i] = text
+        return JSONResponse(translate_answer(call, translated, others, detected))
 
     async def translate_file(self, request: Request) -> Response:
         self.require_languages()
