@@ -149,6 +149,7 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     assert text.returncode == 0 and "engine auto" in text.stdout
     missing = run_nmt("info", str(model_dir / "nope"))
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "MODEL_DIR: model directory" in missing.stderr  # the argument as --help names it (no --model here)
 
 
 def test_weights_naming_the_directorys_own_file_keep_the_export(model_dir):

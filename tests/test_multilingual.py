@@ -281,6 +281,9 @@ def test_a_many_to_one_model_has_no_target_token_and_resumes_mid_epoch_to_the_sa
     with pytest.raises(ConfigError, match="'de' cannot be chosen: this model translates only into en"):
         translator.translate(SENTENCES, target_lang="de")
     assert read_languages(whole) == (None, "en") and read_directions(whole) == [("de", "en"), ("fr", "en")]
+    capsys.readouterr()
+    assert cli_main(["info", str(whole), "--device", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["languages"] == "de, fr -> en"  # each source, not "?"
 
     # --source-lang: German text is split as German ("3. Mai" is a date, not a sentence end; as
     # English it would be), and a source the model never read is refused, naming those it did

@@ -42,6 +42,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         MODEL_CONFIG,
         WEIGHTS,
         read_decode_config,
+        read_directions,
         read_languages,
         read_metrics,
         stored_parameter_count,
@@ -49,7 +50,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..training.precision import training_precision
     from .common import check_device
 
-    require_model_dir(args.model)
+    require_model_dir(args.model, "MODEL_DIR")
     check_device(args.device)
     model_dir = Path(args.model)
     info: dict[str, object] = {"directory": str(model_dir)}
@@ -67,7 +68,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         weights = model_dir / WEIGHTS
         info["weights"] = f"{stored_parameter_count(weights):,} parameters stored, {mib(weights)}"
     src, tgt = read_languages(model_dir)
-    if src or tgt:
+    directions = read_directions(model_dir)
+    if len(directions) > 1:  # a multilingual model: each language its data.pairs name, in their order
+        sources, targets = ({d[side]: None for d in directions} for side in (0, 1))
+        info["languages"] = f"{', '.join(sources)} -> {', '.join(targets)}"
+    elif src or tgt:
         info["languages"] = f"{src or '?'} -> {tgt or '?'}"
     decode = read_decode_config(model_dir)
     info["decoding"] = (
