@@ -30,7 +30,7 @@ from conftest import TINY_TRAINING
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
 # a greedy student, as the shipped student configs: distill chooses its precision alone
-CHOOSE_PRECISION = ["train.tune_decoding=true", "decode.beam=1"]
+CHOOSE_PRECISION = ["train.tune_decoding=true", "train.tune_min_bleu=0", "decode.beam=1"]
 
 
 def fake_teacher(batch):

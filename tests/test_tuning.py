@@ -1,3 +1,4 @@
+import json
 import math
 import shutil
 
@@ -193,3 +194,35 @@ def test_a_greedy_model_has_no_alpha_to_choose(tiny_model_dir, tmp_path):
     choice = choose_decoding(model_dir, SOURCES, REFERENCES, precision=False)
     assert (choice.penalties, choice.length_penalty, choice.precisions, choice.precision) == ([], None, [], None)
     assert choice.report(before=0.6, on="val") == []
+
+
+def test_a_run_that_scored_below_tune_min_bleu_keeps_the_config_s_settings(tmp_path, monkeypatch, capsys):
+    """nmt train's tuning at the end: skipped for a model too little trained to choose on (a short
+    trial run, whose every output runs to the length limit), done where its BLEU reaches the floor
+    or where validation measured none."""
+    from nmt.cli.train import tune_decoding
+    from nmt.config import load_config
+
+    class Chosen(Exception):
+        """The stand-in for choose_decoding: tuning went ahead."""
+
+    def choose(*args, **kwargs):
+        raise Chosen
+
+    monkeypatch.setattr("nmt.tuning.choose_decoding", choose)
+
+    def tuned(bleus: list[float | None], *sets: str) -> bool:
+        records = [{"kind": "train", "step": 1, "loss": 9.0}]
+        records += [{"kind": "valid", "step": i, "loss": 8.0, "bleu": b} for i, b in enumerate(bleus)]
+        (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        try:
+            tune_decoding(tmp_path, load_config(None, ["train.tune_decoding=true", *sets]))
+        except Chosen:
+            return True
+        return False
+
+    assert not tuned([0.0, 0.31])
+    assert "the config's (best validation BLEU 0.31, below train.tune_min_bleu 1: too little" in capsys.readouterr().err
+    assert tuned([0.2, 1.5])
+    assert tuned([0.0, 0.31], "train.tune_min_bleu=0")
+    assert tuned([None, None])  # validation measured no BLEU (valid_bleu_sentences 0): nothing to go by

@@ -251,6 +251,9 @@ class TrainConfig:
     # good and faster) on the validation set, written into the model's config.yaml (nmt.tuning);
     # false keeps the config's.
     tune_decoding: bool = True
+    # ... unless the run's best validation BLEU is below this: a model that has barely trained writes
+    # every output to the length limit (minutes of tuning), and its settings would be chosen on noise.
+    tune_min_bleu: float = 1.0
 
     RULES: ClassVar[dict[str, Rule]] = {
         "max_steps": at_least(1),
@@ -260,6 +263,7 @@ class TrainConfig:
         "accumulate": at_least(1),
         "threads": at_least(1),
         "processes": Rule(lambda v: v == "auto" or (type(v) is int and v >= 1), "auto or a whole number >= 1"),
+        "tune_min_bleu": at_least(0),
         "device": DEVICE,
         "precision": one_of("auto", "fp32", "bf16"),
         "schedule": one_of("noam", "inverse_sqrt"),
@@ -398,6 +402,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "decode.min_len",
         "decode.precision",
         "train.tune_decoding",
+        "train.tune_min_bleu",
         "train.precision",
         "train.r_drop_alpha",
         "data.bpe_dropout",

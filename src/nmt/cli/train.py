@@ -135,13 +135,22 @@ def say_how_to_continue(args: argparse.Namespace, out: Path) -> None:
 def tune_decoding(out: Path, config, *, precision: bool = True) -> None:
     """Choose the trained model's length penalty and CPU precision on its validation set
     (nmt.tuning.choose_decoding) and say what was chosen, with the figures; skipped where the config
-    says so (train.tune_decoding false)."""
+    says so (train.tune_decoding false) or the model scored below train.tune_min_bleu on validation."""
+    from ..model_dir import read_metrics
     from ..training.datasets import split_files, validation_is_pretokenized
     from ..training.multilingual import validation_files
     from ..tuning import choose_decoding
 
     if not config.train.tune_decoding:
         print("decoding settings: the config's (train.tune_decoding is false)", file=sys.stderr)
+        return
+    scores = [r["bleu"] for r in read_metrics(out) if r.get("kind") == "valid" and r.get("bleu") is not None]
+    if scores and max(scores) < config.train.tune_min_bleu:  # no BLEU measured: nothing to go by, so tuned
+        print(
+            f"decoding settings: the config's (best validation BLEU {max(scores):.2f}, below "
+            f"train.tune_min_bleu {config.train.tune_min_bleu:g}: too little trained to choose them on)",
+            file=sys.stderr,
+        )
         return
     if config.data.pairs is not None:  # every direction's validation set, with its target token where needed
         sets = validation_files(config.data)
