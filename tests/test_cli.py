@@ -1,8 +1,11 @@
 import io
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -254,3 +257,27 @@ def test_scores_are_refused_with_documents_in_one_line(tiny_model_dir):
     run = run_cli("translate", "--model", str(tiny_model_dir), "--format", "text", "--scores", stdin=b"Ein Mann.\n")
     assert run.returncode != 0
     assert run.stderr.decode().strip().endswith("are per sentence: use them with --format lines")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_while_choosing_the_decoding_settings_says_so_and_exits_128_plus_the_signal(
+    signum, tmp_path, monkeypatch, capsys
+):
+    """nmt train / nmt distill after training: the model is saved, so the stop costs only the choice;
+    a status of 0 would let `nmt train ... && next-step` take the choice for made."""
+    from nmt.cli import train as train_command
+
+    def tune_decoding(out, config, *, precision=True):
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the handler's exception ends this at once
+        raise AssertionError("not stopped")
+
+    monkeypatch.setattr(train_command, "tune_decoding", tune_decoding)
+    before = signal.getsignal(signum)
+    started = time.monotonic()
+    assert train_command.tune_after_training(tmp_path, None) == 128 + signum
+    assert time.monotonic() - started < 4
+    said = capsys.readouterr().err
+    assert f"choosing the decoding settings stopped by {signal.Signals(signum).name}: the model in {tmp_path}" in said
+    assert f"nmt tune-precision --model {tmp_path}" in said
+    assert signal.getsignal(signum) is before  # the run's own handling is back

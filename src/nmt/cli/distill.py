@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..inference.choices import INT8_TOLERANCE
 from .common import CommandError, require_model_dir
 from .shortlist import shortlist_from_corpus
-from .train import add_set_option, cmd_train, tune_decoding
+from .train import add_set_option, cmd_train, tune_after_training
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +168,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
             (plan,) = distillation.plans
             path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
         print(f"shortlist written to {path}: {summary}", file=sys.stderr)
-    tune_decoding(out, distillation.student_config(), precision=args.choose_precision)
+    status = tune_after_training(out, distillation.student_config(), precision=args.choose_precision)
     stages["shortlist and precision"] = time.perf_counter() - started
     spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)

@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import logging
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .common import CommandError, require_model_dir
@@ -96,7 +98,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if was_interrupted(status):
             say_how_to_continue(args, out)
         elif status == 0 and args.tune_decoding:
-            tune_decoding(out, config)
+            return tune_after_training(out, config)
         return status
     created = not out.exists()
     try:
@@ -112,7 +114,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if status:
             say_how_to_continue(args, out)
         elif args.tune_decoding:
-            tune_decoding(out, config)
+            return tune_after_training(out, config)
         return status
     # Everything is saved and the process group is gone, but under torchrun torch's C++ threads
     # now and then abort the interpreter's teardown ("terminate called without an active
@@ -130,6 +132,41 @@ def say_how_to_continue(args: argparse.Namespace, out: Path) -> None:
     caller is another command, such as nmt distill, that has steps left after training)."""
     continuing = getattr(args, "continue_with", None) or f"nmt train --out {out} --resume"
     print(f"the run is saved but not finished; to continue it: {continuing}", file=sys.stderr)
+
+
+class TuningStopped(Exception):
+    """SIGINT / SIGTERM while the decoding settings were being chosen."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def tune_after_training(out: Path, config, *, precision: bool = True) -> int:
+    """`tune_decoding`, stopped by SIGINT / SIGTERM with a word: the model is trained and saved by
+    then, so the stop costs only the choice. Returns the exit status (128 + the signal's number when
+    stopped, so that a script does not take the run for a finished one)."""
+    from ..training.signals import STOP_SIGNALS, interrupted_status
+
+    def stop(signum, frame):
+        raise TuningStopped(signum)
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS} if main_thread else {}
+    try:
+        tune_decoding(out, config, precision=precision)
+        return 0
+    except TuningStopped as stopped:
+        print(
+            f"choosing the decoding settings stopped by {stopped}: the model in {out} is trained and saved, "
+            f"with the settings chosen before the stop or its config's; `nmt tune-length-penalty --model {out}` "
+            f"and `nmt tune-precision --model {out}` choose them",
+            file=sys.stderr,
+        )
+        return interrupted_status(stopped.signum)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def tune_decoding(out: Path, config, *, precision: bool = True) -> None:
