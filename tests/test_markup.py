@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -130,6 +131,14 @@ def test_translate_format_html_from_the_command_line(tiny_model_dir, tmp_path):
     assert run.returncode == 0, run.stderr
     assert tag_tree(run.stdout) == tag_tree(PAGE)
     assert texts_of(run.stdout, "script") == texts_of(PAGE, "script")
+    # without --format, a page's extension says it is one (line by line, its tags would be words)
+    from nmt.cli import main
+
+    shutil.copy(page, tmp_path / "page.htm")
+    out = tmp_path / "out.htm"
+    command = ["translate", "--model", str(tiny_model_dir), "--input", str(tmp_path / "page.htm"), "--beam", "1"]
+    assert main([*command, "--output", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == run.stdout
 
 
 def test_cdata_and_translate_no_in_any_case_are_left_as_they_are():

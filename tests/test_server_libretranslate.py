@@ -188,6 +188,10 @@ def test_frontend_settings_and_detect_answer_as_libretranslate(echo):
     assert settings["language"]["source"]["code"] == "auto" and settings["keyRequired"] is False
     assert client.post("/detect", data={"q": ""}).json() == {"error": "Invalid request: missing q parameter"}
     assert client.post("/detect", data={"q": "!!!"}).json() == [{"confidence": 0.0, "language": "de"}]
+    listed = client.post("/detect", json={"q": ["Hund", "chien"]})
+    assert listed.status_code == 400 and listed.json() == {"error": "Invalid request: q must be a string, not list"}
+    bare = client.post("/detect")  # no body, no Content-Type: the two kinds of body it takes are named
+    assert bare.status_code == 415 and "as JSON (Content-Type: application/json) or as a form" in bare.json()["error"]
 
 
 # --- docs/serving.md's curl examples, run -------------------------------------------------------------------

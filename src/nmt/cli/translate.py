@@ -58,7 +58,8 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
         "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
-        "point instead of truncated; html: a web page, its text translated in context and its markup kept; "
+        "point instead of truncated; html: a web page, its text translated in context and its markup kept "
+        "(the default for an --input ending in .html or .htm); "
         f"{', '.join(f.lstrip('.') for f in DOCUMENT_FORMATS)}: a document of that kind, written as the same kind, "
         "its layout and formatting kept (the default for an --input with that extension; docs/real-text.md)",
     )
@@ -263,10 +264,12 @@ def read_page(source, name: str) -> str:
 
 
 def input_format(args: argparse.Namespace) -> str:
-    """--format, or the kind of document the --input's extension names, else lines."""
+    """--format, or the kind of document the --input's extension names (a web page's too), else lines."""
     if args.format is not None:
         return args.format
     extension = Path(args.input).suffix.lower() if args.input else ""
+    if extension in (".html", ".htm"):  # line by line, the markup would be translated as words
+        return "html"
     return extension.lstrip(".") if extension in DOCUMENT_FORMATS else "lines"
 
 

@@ -432,7 +432,15 @@ class LibreTranslateApi:
     async def detect(self, request: Request) -> JSONResponse:
         self.require_languages()
         if not sends_form(request):
-            check_json_content_type(request)
+            try:
+                check_json_content_type(request)
+            except ApiError as err:  # its words name JSON alone; LibreTranslate's clients send forms too
+                declared = request.headers.get("content-type", "")
+                raise LibreTranslateError(
+                    err.status,
+                    f"Invalid request: send q as JSON (Content-Type: application/json) or as a form "
+                    f"(application/x-www-form-urlencoded or multipart/form-data), not {declared!r}",
+                ) from None
         body = await self.service.body(request)
         if body is None:
             return self.service.client_left(LEFT, "body")
@@ -440,7 +448,9 @@ class LibreTranslateApi:
         fields = request_fields(request.headers.get("content-type", ""), body, query)
         self.admit(request, {"api_key": fields.get("api_key")})
         q = fields.get("q")
-        if not q or not isinstance(q, str):
+        if q is not None and not isinstance(q, str):  # /detect reads one text, not a list
+            raise LibreTranslateError(400, f"Invalid request: q must be a string, not {type(q).__name__}")
+        if not q:
             raise LibreTranslateError(400, "Invalid request: missing q parameter")
         if len(q) > self.limits.max_chars:
             raise LibreTranslateError(
