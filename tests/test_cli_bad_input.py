@@ -581,3 +581,18 @@ def test_an_error_part_way_leaves_no_output_file(files, tmp_path, capsys):
     out.write_text("an earlier translation\n", encoding="utf-8")
     assert run_main(argv) == 2
     assert out.read_text(encoding="utf-8") == "an earlier translation\n"  # left as it was
+
+
+@pytest.mark.parametrize(
+    "command, test, message",
+    [
+        ("evaluate", "multi30k:test_2016_flickr:fr-en", "was trained for de-en, not fr-en$"),
+        ("tune-length-penalty", "multi30k:val:cs-en", "was trained for de-en, not cs-en$"),
+        ("tune-precision", "multi30k:val:en-de", r"writes en \(de-en\), not de$"),
+    ],
+)
+def test_a_test_set_in_a_language_the_model_never_read_is_refused(tiny_model_dir, command, test, message, capsys):
+    """Its scores would mean nothing, and the tune commands would write settings chosen on them."""
+    assert run_main([command, "--model", str(tiny_model_dir), "--test", test]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if line and not LOG_LINE.match(line)]
+    assert len(lines) == 1 and re.search(f"error: {re.escape(str(tiny_model_dir))} {message}", lines[0]), lines

@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 from nmt.cli.common import CommandError
 from nmt.cli.main import main as cli_main
 from nmt.cli.train import tune_decoding
-from nmt.cli.translate import target_of_test_set
+from nmt.cli.translate import check_test_direction, target_of_test_set
 from nmt.config import ConfigError, PairSpec, load_config
 from nmt.data.batching import TokenBatchSampler
 from nmt.data.pair_sampling import direction_shares
@@ -244,7 +244,9 @@ def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_it
         == "fr"
     )
     with pytest.raises(CommandError, match="writes de, fr \\(en-de, en-fr\\), not en"):  # it would score German
-        target_of_test_set(argparse.Namespace(**{**vars(zero_shot), "test": "multi30k:val:fr-en"}), ["de", "fr"])
+        check_test_direction(zero_shot, "fr", "en")
+    with pytest.raises(CommandError, match="trained for en-de, en-fr, not de-fr \\(--zero-shot to try it anyway\\)"):
+        check_test_direction(args, "de", "fr")
     assert target_of_test_set(argparse.Namespace(**{**vars(args), "target_lang": "fra"}), ["deu", "fra"]) == "fra"
     imported = Translator(translator.engine, translator.src_tokenizer, translator.tgt_tokenizer, source_lang="mul")
     imported.choose_source_language("de")  # a group's code ("mul", "roa") checks nothing

@@ -33,6 +33,12 @@ def test_empty_input_gives_empty_output(translator):
     assert translator.translate(["", "   ", SENTENCES[0]])[:2] == ["", ""]
 
 
+def test_one_str_is_refused_rather_than_read_as_one_sentence_per_character(translator):
+    for call in (translator.translate, translator.translate_detailed):
+        with pytest.raises(TypeError, match=r"a list of sentences, not one str: translate\(\[text\]\)"):
+            call(SENTENCES[0])
+
+
 def test_overlong_input_is_truncated_not_an_error(translator):
     translator_short = Translator(
         translator.model,

@@ -239,6 +239,8 @@ class Translator:
         glossary: the sentences where its source terms occur are searched one by one under the
         constraint that their target terms appear (nmt.decoding.constrained; the torch engine);
         glossary_missed lists any that could not be placed."""
+        if isinstance(texts, str):  # a str is a sequence too: of one-character "sentences"
+            raise TypeError("texts must be a list of sentences, not one str: translate([text])")
         request = self.request_of(request, settings)
         if alignments:
             self.scorer.check_aligns()

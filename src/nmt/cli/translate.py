@@ -379,7 +379,8 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
             src_lang, tgt_lang = pair.split("-")
         except ValueError:
             raise CommandError(f"--test {args.test!r} must look like multi30k:test_2016_flickr:de-en") from None
-        src_path, ref_path = parallel_files(corpus, split, src_lang, tgt_lang)
+        src_path, ref_path = parallel_files(corpus, split, src_lang, tgt_lang)  # the corpus knows the pair
+        check_test_direction(args, src_lang, tgt_lang)
         pretokenized = pretokenized or is_pretokenized(corpus)
     elif args.src and args.ref:
         src_path, ref_path = Path(args.src), Path(args.ref)
@@ -393,27 +394,31 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
     return src_path, sources, references, pretokenized
 
 
-def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) -> str | None:
-    """--target-lang, or a multi-target model's --test target (target_languages: the model's >>xx<<
-    languages); a --test direction that a multilingual model of nmt's own was not trained for is
-    refused, naming those it was (--zero-shot tries it anyway, into a language the model writes), and
-    so is a --target-lang other than the test's where the model has a token for the test's (its
-    references are in that language)."""
+def check_test_direction(args: argparse.Namespace, src_lang: str, tgt_lang: str) -> None:
+    """Refuse a --test direction that a model of nmt's own was not trained for, naming those it was,
+    before the model loads: its scores would be those of a language the model never read
+    (--zero-shot, where a command has it, tries a multilingual model anyway, into a language it writes)."""
     from ..model_dir import read_directions
 
+    trained = read_directions(args.model)  # [] for an imported model: nothing to go by
+    names = ", ".join(f"{s}-{t}" for s, t in trained)
+    writes = {t for _, t in trained}
+    if trained and tgt_lang not in writes:  # zero-shot or not: it would score another language
+        raise CommandError(f"{args.model} writes {', '.join(sorted(writes))} ({names}), not {tgt_lang}")
+    if trained and (src_lang, tgt_lang) not in trained and not getattr(args, "zero_shot", False):
+        anyway = " (--zero-shot to try it anyway)" if hasattr(args, "zero_shot") and len(trained) > 1 else ""
+        raise CommandError(f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang}{anyway}")
+
+
+def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) -> str | None:
+    """--target-lang, or a multi-target model's --test target (target_languages: the model's >>xx<<
+    languages); a --target-lang other than the test's is refused where the model has a token for the
+    test's (its references are in that language)."""
     if not args.test or ":" not in args.test or "-" not in args.test.rsplit(":", 1)[-1]:
         return args.target_lang
     src_lang, tgt_lang = args.test.rsplit(":", 1)[-1].split("-", 1)
     if args.target_lang is not None and args.target_lang != tgt_lang and tgt_lang in target_languages:
         raise CommandError(f"--target-lang {args.target_lang} is not the language of {args.test}'s references")
-    trained = read_directions(args.model)
-    names = ", ".join(f"{s}-{t}" for s, t in trained)
-    writes = {t for _, t in trained} | set(target_languages)
-    if len(trained) > 1 and tgt_lang not in writes:  # zero-shot or not: it would score another language
-        raise CommandError(f"{args.model} writes {', '.join(sorted(writes))} ({names}), not {tgt_lang}")
-    if len(trained) > 1 and (src_lang, tgt_lang) not in trained and not getattr(args, "zero_shot", False):
-        anyway = " (--zero-shot to try it anyway)" if hasattr(args, "zero_shot") else ""
-        raise CommandError(f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang}{anyway}")
     if args.target_lang is None and tgt_lang in target_languages:
         return tgt_lang
     return args.target_lang
