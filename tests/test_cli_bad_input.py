@@ -596,3 +596,14 @@ def test_a_test_set_in_a_language_the_model_never_read_is_refused(tiny_model_dir
     assert run_main([command, "--model", str(tiny_model_dir), "--test", test]) == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line and not LOG_LINE.match(line)]
     assert len(lines) == 1 and re.search(f"error: {re.escape(str(tiny_model_dir))} {message}", lines[0]), lines
+
+
+@pytest.mark.parametrize("kind", ["missing", "file"])
+def test_a_mirror_that_is_not_a_directory_is_a_setting_to_mend_exit_2(kind, tmp_path, monkeypatch, capsys):
+    mirror = tmp_path / "mirror"
+    if kind == "file":
+        mirror.write_text("not a folder\n", encoding="utf-8")
+    monkeypatch.setenv("NMT_MIRROR", str(mirror))
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
+    assert run_main(["data", "get", "multi30k", "fr-en"]) == 2
+    assert f"mirror {mirror} (the mirror argument or NMT_MIRROR) is not a directory" in capsys.readouterr().err

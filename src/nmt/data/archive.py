@@ -38,6 +38,7 @@ from ..files import atomic_write_text
 from .download import (
     CorpusDownloadError,
     DownloadPolicy,
+    MirrorSettingError,
     exclusive,
     fetch_verified,
     is_url,
@@ -175,7 +176,7 @@ def _from_local_mirror(root: Path, dest: Path, sha256: str | None, size: int | N
     archive's addresses.
     """
     if not root.is_dir():
-        raise CorpusDownloadError(f"mirror {root} (the mirror argument or NMT_MIRROR) is not a directory")
+        raise MirrorSettingError(f"mirror {root} (the mirror argument or NMT_MIRROR) is not a directory")
     path = find(root, dest.parent.name, dest.name)
     if path is None:
         log.info("the mirror %s has no %s; trying its addresses", root, dest.name)

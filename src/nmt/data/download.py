@@ -68,6 +68,11 @@ class CorpusDownloadError(RuntimeError):
     """A corpus file could not be obtained, or what was obtained failed its checksum."""
 
 
+class MirrorSettingError(CorpusDownloadError, ValueError):
+    """The mirror named (the mirror argument or NMT_MIRROR) is not a directory: the user's setting to
+    mend (a ValueError, so the CLI exits 2 for it as for any bad value), not a failed download."""
+
+
 @dataclass(frozen=True)
 class DownloadPolicy:
     """How hard to try: passed in by the caller (the registry) so tests can make it fast."""

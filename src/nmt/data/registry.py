@@ -49,6 +49,7 @@ from .archive_corpus import ArchiveCorpus
 from .download import (
     CorpusDownloadError,
     DownloadPolicy,
+    MirrorSettingError,
     download,
     is_url,
     is_verified,
@@ -327,7 +328,7 @@ def _from_local_mirror(root: Path, corpus: str, file: CorpusFile) -> Path:
     download: a local mirror stands for the network, which may not be there.
     """
     if not root.is_dir():
-        raise CorpusDownloadError(f"mirror {root} (the mirror argument or NMT_MIRROR) is not a directory")
+        raise MirrorSettingError(f"mirror {root} (the mirror argument or NMT_MIRROR) is not a directory")
     path = find(root, corpus, file.relpath)
     if path is None:
         tried = " nor ".join(str(p) for p in candidates(root, corpus, file.relpath))
