@@ -139,6 +139,8 @@ MODEL_DIRS = [
     for damage, message in DAMAGES.items()
 ] + [
     case("average --model {missing}", 2, "model directory {missing} does not exist"),
+    case("shortlist {missing}", 2, "MODEL_DIR: model directory {missing} does not exist"),  # as --help names it
+    case("truecaser {missing}", 2, "MODEL_DIR: model directory {missing} does not exist"),
     case("average --model {not_model}", 2, "no checkpoints in {not_model}/checkpoints"),
     case("plot {missing}", 2, "{missing}/metrics.jsonl not found: train a model into"),
     case(
@@ -261,6 +263,11 @@ OTHERS = [
         "--teacher: model directory {missing} does not exist",
     ),
     case("distill --teacher {model} --config {config} --out {a_file}", 2, "--out {a_file} is a file"),
+    case(
+        "distill --teacher {model} --config {config} --out {model}",
+        2,
+        "--out {model} is the teacher's directory: give the student a directory of its own",
+    ),
     case("export --model {model} --out {a_file}", 2, "{a_file} already exists: choose another --out"),
     case("attention --model {model} Ein --beam 0", 2, "--beam must be between 1 and"),
     case("attention --model {model} Ein --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N"),

@@ -87,6 +87,8 @@ def cmd_distill(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise CommandError(f"--out {out} is a file: give a directory for the student")
+    if out.resolve() == Path(args.teacher).resolve():
+        raise CommandError(f"--out {out} is the teacher's directory: give the student a directory of its own")
     config = load_config(args.config, args.set or [])
     # Every check before any work: a teacher that does not fit is refused with nothing written.
     for option, value in (("--beam", args.beam), ("--chunk", args.chunk), ("--hypotheses", args.hypotheses)):

@@ -55,7 +55,9 @@ def add_model_commands(sub: argparse._SubParsersAction) -> None:
         help="how the weights are stored (default %(default)s; --precision can still quantise at load)",
     )
     p.add_argument("--weights", help="weights file to use instead of DIR/model.safetensors")
-    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument(
+        "--force", action="store_true", help="replace --out if it holds a CTranslate2 export (--to ctranslate2 only)"
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser(

@@ -46,7 +46,7 @@ def add_shortlist(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_shortlist(args: argparse.Namespace) -> int:
-    require_model_dir(args.model)
+    require_model_dir(args.model, "MODEL_DIR")
     if (args.src is None) != (args.tgt is None):
         raise CommandError("give both --src and --tgt, or neither (the model's training corpus)")
     for option, value in (("--per-source", args.per_source), ("--frequent", args.frequent)):

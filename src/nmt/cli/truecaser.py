@@ -49,7 +49,7 @@ def cmd_truecaser(args: argparse.Namespace) -> int:
     from ..model_dir import TRUECASE_PAIRS, TRUECASER, read_text_form
     from ..truecaser import train_truecaser, usual_case
 
-    require_model_dir(args.model)
+    require_model_dir(args.model, "MODEL_DIR")
     form = read_text_form(args.model, truecaser=False)  # an earlier truecaser is replaced, even a broken one
     if form is None or not form.lowercased:
         raise CommandError(

@@ -92,8 +92,8 @@ def load_engine(
         return engine, src_tokenizer, tgt_tokenizer
     if is_ctranslate2_dir(model_dir) and options.weights is None and not (model_dir / WEIGHTS).exists():
         raise ValueError(
-            f"{model_dir} holds a CTranslate2 export, not PyTorch weights: use engine 'ctranslate2' "
-            "(--engine ctranslate2)"
+            f"{model_dir} holds a CTranslate2 export, not PyTorch weights: translate it on engine 'ctranslate2' "
+            "(--engine ctranslate2), or give the model directory it was exported from"
         )
     model = load_model_dir(model_dir, weights=options.weights, device=device).requires_grad_(False)
     src_tokenizer, tgt_tokenizer = load_tokenizers(model_dir)
