@@ -136,6 +136,13 @@ def test_a_trained_model_s_export_computes_nmt_s_logits_and_greedy_output(varied
     assert hf_greedy(model, tokenizer, SENTENCES) == expected
     assert len({tuple(e) for e in expected}) > 1  # outputs that tell the sentences apart
 
+    # generate() as a user calls it: the export's generation_config.json, not transformers' 20-token cut
+    long = [" ".join([SENTENCES[1].rstrip(".")] * 6) + "."]
+    with torch.no_grad():
+        plain = model.generate(**tokenizer(long, return_tensors="pt"))
+    assert model.generation_config.max_length == 512 and model.generation_config.num_beams in (None, 1)
+    assert plain.size(1) > 21 or int(plain[0, -1]) == EOS_ID, plain  # ended, or ran past the default cut
+
     resaved = tmp_path / "resaved"  # transformers' own save drops the position table and rebuilds it
     model.save_pretrained(resaved)
     tokenizer.save_pretrained(resaved)

@@ -279,6 +279,15 @@ def test_exported_to_huggingface_transformers_computes_the_original(shape, shape
             original.generate(**inputs, num_beams=1, max_new_tokens=MAX_NEW),
             back.generate(**inputs, num_beams=1, max_new_tokens=MAX_NEW),
         )
+    # generate() without arguments searches as the original's did (OPUS-MT's beam 4), up to the
+    # length its position table holds (not transformers' default cut at 20 tokens)
+    search = ("num_beams", "length_penalty", "early_stopping", "min_length", "bad_words_ids")
+    assert original.generation_config.num_beams == 4
+    assert back.generation_config.max_length == back.config.max_position_embeddings
+    defaults = {"num_beams": 1, "length_penalty": 1.0, "early_stopping": False, "min_length": 0}  # transformers'
+    assert {k: getattr(back.generation_config, k) or defaults.get(k) for k in search} == {
+        k: getattr(original.generation_config, k) or defaults.get(k) for k in search
+    }
 
 
 def test_fine_tuned_with_init_from_then_exported_transformers_reproduces_nmt(trained, overrides, corpus, tmp_path):

@@ -25,14 +25,15 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import load_model_dir
+from ..config import DecodeConfig
 from ..files import staged_directory
 from ..model import Transformer
 from ..model.embedding import sinusoidal_encoding
-from ..model_dir import IMPORTED_FROM, read_directions, read_text_form
+from ..model_dir import IMPORTED_FROM, read_decode_config, read_directions, read_text_form
 from ..sentencepiece_tokenizer import SETTINGS_FILE, SentencePieceTokenizer, save_sentencepiece_tokenizers
 from ..tokenizer import BOS, EOS, JOINT_FILE, PAD, UNK, SubwordTokenizer, load_tokenizers
 from .feature_order import with_halves_layout
-from .marian import CONFIG, SAFETENSORS, TOKENIZER_CONFIG, attention_modules, layer_names
+from .marian import CONFIG, GENERATION_CONFIG, SAFETENSORS, TOKENIZER_CONFIG, attention_modules, layer_names
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,32 @@ def marian_config(model: Transformer, max_positions: int) -> dict:
     }
 
 
+def generation_config(model: Transformer, max_positions: int, decode: DecodeConfig) -> dict:
+    """generation_config.json: what `model.generate()` does without arguments.
+
+    Without a max_length transformers stops every output at 20 tokens, its model-agnostic default,
+    saying so only in a warning; OPUS-MT's exports set it to their position table's length, as here.
+    The model's own beam search goes with it where transformers can run it: a model whose length
+    penalty is transformers' (length ** alpha, as an imported one's) keeps its beam, alpha, stopping
+    rule and minimum length; under nmt's GNMT penalty, which transformers lacks, greedy search stays
+    the default (docs/pretrained.md)."""
+    c = model.config
+    settings = {
+        "max_length": max_positions,
+        "decoder_start_token_id": c.bos_id,
+        "pad_token_id": c.pad_id,
+        "eos_token_id": c.eos_id,
+        "forced_eos_token_id": c.eos_id,
+        "bad_words_ids": [[c.pad_id]],
+    }
+    if decode.length_normalization == "average" and decode.beam > 1:
+        settings |= {"num_beams": decode.beam, "length_penalty": decode.length_penalty}
+        settings["early_stopping"] = decode.early_stopping
+    if decode.min_len > 0:
+        settings["min_length"] = decode.min_len + 1  # transformers counts the decoder's start token
+    return settings
+
+
 def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: str | Path | None = None) -> Path:
     """Write `model_dir` (imported from Marian, or trained by nmt) as a Hugging Face Marian directory."""
     model_dir, out_dir = Path(model_dir), Path(out_dir)
@@ -148,6 +175,8 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
     with staged_directory(out_dir) as staging:
         save_file(marian_state(model, max_positions), str(staging / SAFETENSORS), metadata={"format": "pt"})
         (staging / CONFIG).write_text(json.dumps(marian_config(model, max_positions), indent=2) + "\n")
+        generation = generation_config(model, max_positions, read_decode_config(model_dir))
+        (staging / GENERATION_CONFIG).write_text(json.dumps(generation, indent=2) + "\n")
         if isinstance(src_tok, SentencePieceTokenizer):
             tokenizer_config = write_marian_tokenizer(src_tok, tgt_tok, origin, staging)
         else:
