@@ -200,6 +200,12 @@ def test_sigkill_during_translation_then_the_same_command_gives_the_uninterrupte
             break
         proc.communicate()
     assert 0 < complete_lines(teacher_file) < 600
+    kept = teacher_file.read_bytes()
+    other_beam = nmt_distill(tiny_model_dir, killed, sets, "--translate-only", "--chunk", "2", "--beam", "1")
+    assert other_beam.returncode == 2, other_beam.stderr[-2000:]  # the corpus would mix beam 2 and greedy lines
+    said = other_beam.stderr
+    assert "with beam 2; this command asks" in said and "with beam 1: give them as then" in said
+    assert teacher_file.read_bytes() == kept
     result = nmt_distill(tiny_model_dir, killed, sets, *args)
     assert result.returncode == 0, result.stderr[-2000:]
     assert teacher_file.read_text(encoding="utf-8") == expected

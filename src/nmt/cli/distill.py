@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -104,6 +105,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
             f"give --beam {args.hypotheses} or more"
         )
     refuse_another_corpus(out, distillation)
+    refuse_another_teacher(out / DISTILLED, Path(args.teacher), beam)
     out.mkdir(parents=True, exist_ok=True)
     copy_teacher_tokenizer(Path(args.teacher), out, config.data)  # the student's vocabulary is the teacher's
     for plan in distillation.plans:
@@ -175,6 +177,32 @@ def cmd_distill(args: argparse.Namespace) -> int:
     spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
     print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
     return status
+
+
+TEACHER_RECORD = "teacher.json"  # in the distilled folder: whose translations these are, at which beam
+
+
+def refuse_another_teacher(distilled: Path, teacher: Path, beam: int) -> None:
+    """The teacher's translations in `distilled` continue with the teacher and beam they started with:
+    a command that names another is refused, before any translation, rather than mixing two kinds of
+    output in one corpus. The first run writes down its own."""
+    from ..files import atomic_write_text
+
+    record = distilled / TEACHER_RECORD
+    wanted = {"teacher": str(teacher.resolve()), "beam": beam}
+    if record.is_file():
+        try:
+            started = json.loads(record.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise CommandError(f"{record}: not JSON ({err}): remove it to start the record again") from None
+        if {k: started.get(k) for k in wanted} != wanted:
+            raise CommandError(
+                f"{distilled} holds translations by {started.get('teacher')} with beam {started.get('beam')}; this "
+                f"command asks {wanted['teacher']} with beam {beam}: give them as then, or another --out"
+            )
+        return
+    distilled.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(record, json.dumps(wanted, indent=2) + "\n")
 
 
 def refuse_another_corpus(out: Path, distillation: Distillation) -> None:
