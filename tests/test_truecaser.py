@@ -179,3 +179,24 @@ def test_nmt_truecaser_writes_the_model_that_every_translator_of_the_directory_r
     assert main(["export", "--model", str(model_dir), "--to", "ctranslate2", "--out", str(exported)]) == 0
     copied = read_text_form(exported)
     assert copied == read_text_form(model_dir) and recase("january", copied.truecaser) == "January"
+
+
+def test_a_corpus_built_from_archives_gives_the_target_side_of_its_training_split(monkeypatch, tmp_path):
+    """nmt truecaser --corpus: a NamedCorpus's file, or the side of an archive corpus's first pair with
+    that language; a lower-cased corpus is refused, naming why."""
+    from nmt.cli.truecaser import cased_training_file
+
+    asked = []
+
+    def parallel_files(name, split, src, tgt):
+        asked.append((name, split, src, tgt))
+        return tmp_path / f"{split}.{src}", tmp_path / f"{split}.{tgt}"
+
+    monkeypatch.setattr("nmt.data.registry.parallel_files", parallel_files)
+    assert cased_training_file("wmt14", "en") == tmp_path / "train.en"
+    assert cased_training_file("wmt14", "de") == tmp_path / "train.de"
+    assert asked == [("wmt14", "train", "de", "en"), ("wmt14", "train", "en", "de")]
+    with pytest.raises(ValueError, match="tokenised and lower-cased: a truecaser learns the case from cased text"):
+        cased_training_file("ted_hrlr", "en")
+    with pytest.raises(ValueError, match="wmt14 has no pt side; pairs: "):
+        cased_training_file("wmt14", "pt")

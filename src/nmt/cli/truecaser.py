@@ -43,9 +43,27 @@ def add_truecaser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_truecaser)
 
 
+def cased_training_file(name: str, lang: str) -> Path:
+    """The `lang` side of corpus `name`'s training split (of its first pair with that language, for a
+    corpus built from archives); a ValueError for one without it or without case to learn from."""
+    from ..data.archive_corpus import ArchiveCorpus
+    from ..data.registry import corpus_path, get_corpus, parallel_files
+
+    corpus = get_corpus(name)
+    if not isinstance(corpus, ArchiveCorpus):
+        return corpus_path(name, "train", lang)
+    if corpus.pretokenized:
+        raise ValueError("its text is tokenised and lower-cased: a truecaser learns the case from cased text")
+    pair = next((pair for pair in corpus.pairs if lang in pair), None)
+    if pair is None:
+        listed = ", ".join(f"{a}-{b}" for a, b in corpus.pairs)
+        raise ValueError(f"{name} has no {lang} side; pairs: {listed}")
+    other = pair[0] if pair[1] == lang else pair[1]
+    return parallel_files(name, "train", other, lang)[1]
+
+
 def cmd_truecaser(args: argparse.Namespace) -> int:
     from ..data.corpus import read_lines
-    from ..data.registry import corpus_path
     from ..model_dir import TRUECASE_PAIRS, TRUECASER, read_text_form
     from ..truecaser import train_truecaser, usual_case
 
@@ -63,7 +81,7 @@ def cmd_truecaser(args: argparse.Namespace) -> int:
     sources = [Path(f) for f in args.text]
     for name in args.corpus:
         try:
-            sources.append(corpus_path(name, "train", form.tgt_lang))
+            sources.append(cased_training_file(name, form.tgt_lang))
         except ValueError as err:
             raise CommandError(f"--corpus {name}: {err}; give its {form.tgt_lang} file with --text") from None
     lines = itertools.chain.from_iterable(itertools.islice(read_lines(path), args.max_lines) for path in sources)
