@@ -204,6 +204,11 @@ EVALUATE_CASES = [
     case(f"{EVALUATE} --src {{src}} --ref {{latin1}}", 2, "{latin1}:2: .*UTF-8"),
     case(f"{EVALUATE} --src {{src}}", 2, "give --src FILE and --ref FILE, or --test"),
     case(
+        f"{EVALUATE} --test multi30k:test_2016_flickr:de-en --source-lang fr",
+        2,
+        "--source-lang fr is not the language of multi30k:test_2016_flickr:de-en's source \\(de\\)",
+    ),
+    case(
         f"{EVALUATE} --src {{src}} --ref {{ref}} --test multi30k:test_2016_flickr:de-en",
         2,
         "give --src FILE and --ref FILE, or --test CORPUS:SPLIT:SRC-TGT, not both",

@@ -379,6 +379,9 @@ def read_test_set(args: argparse.Namespace) -> tuple[Path, list[str], list[str],
             src_lang, tgt_lang = pair.split("-")
         except ValueError:
             raise CommandError(f"--test {args.test!r} must look like multi30k:test_2016_flickr:de-en") from None
+        given = getattr(args, "source_lang", None)
+        if given is not None and given != src_lang:  # the test set says which language its source is
+            raise CommandError(f"--source-lang {given} is not the language of {args.test}'s source ({src_lang})")
         src_path, ref_path = parallel_files(corpus, split, src_lang, tgt_lang)  # the corpus knows the pair
         check_test_direction(args, src_lang, tgt_lang)
         pretokenized = pretokenized or is_pretokenized(corpus)

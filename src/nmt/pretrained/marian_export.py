@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import load_model_dir
-from ..config import DecodeConfig
 from ..files import staged_directory
 from ..model import Transformer
 from ..model.embedding import sinusoidal_encoding
@@ -113,14 +112,23 @@ def marian_config(model: Transformer, max_positions: int) -> dict:
     }
 
 
-def generation_config(model: Transformer, max_positions: int, decode: DecodeConfig) -> dict:
+def generation_config(
+    model: Transformer,
+    max_positions: int,
+    *,
+    beam: int,
+    length_penalty: float,
+    length_normalization: str,
+    early_stopping: bool,
+    min_len: int,
+) -> dict:
     """generation_config.json: what `model.generate()` does without arguments.
 
     Without a max_length transformers stops every output at 20 tokens, its model-agnostic default,
     saying so only in a warning; OPUS-MT's exports set it to their position table's length, as here.
-    The model's own beam search goes with it where transformers can run it: a model whose length
-    penalty is transformers' (length ** alpha, as an imported one's) keeps its beam, alpha, stopping
-    rule and minimum length; under nmt's GNMT penalty, which transformers lacks, greedy search stays
+    The model's own search (its decode settings) goes with it where transformers can run it: a model
+    whose length penalty is transformers' (length ** alpha, as an imported one's) keeps its beam,
+    alpha, stopping rule and minimum length; under nmt's GNMT penalty, which transformers lacks, greedy search stays
     the default (docs/pretrained.md)."""
     c = model.config
     settings = {
@@ -131,11 +139,10 @@ def generation_config(model: Transformer, max_positions: int, decode: DecodeConf
         "forced_eos_token_id": c.eos_id,
         "bad_words_ids": [[c.pad_id]],
     }
-    if decode.length_normalization == "average" and decode.beam > 1:
-        settings |= {"num_beams": decode.beam, "length_penalty": decode.length_penalty}
-        settings["early_stopping"] = decode.early_stopping
-    if decode.min_len > 0:
-        settings["min_length"] = decode.min_len + 1  # transformers counts the decoder's start token
+    if length_normalization == "average" and beam > 1:
+        settings |= {"num_beams": beam, "length_penalty": length_penalty, "early_stopping": early_stopping}
+    if min_len > 0:
+        settings["min_length"] = min_len + 1  # transformers counts the decoder's start token
     return settings
 
 
@@ -175,7 +182,9 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
     with staged_directory(out_dir) as staging:
         save_file(marian_state(model, max_positions), str(staging / SAFETENSORS), metadata={"format": "pt"})
         (staging / CONFIG).write_text(json.dumps(marian_config(model, max_positions), indent=2) + "\n")
-        generation = generation_config(model, max_positions, read_decode_config(model_dir))
+        decode = read_decode_config(model_dir)
+        search = ("beam", "length_penalty", "length_normalization", "early_stopping", "min_len")
+        generation = generation_config(model, max_positions, **{name: getattr(decode, name) for name in search})
         (staging / GENERATION_CONFIG).write_text(json.dumps(generation, indent=2) + "\n")
         if isinstance(src_tok, SentencePieceTokenizer):
             tokenizer_config = write_marian_tokenizer(src_tok, tgt_tok, origin, staging)
