@@ -292,6 +292,8 @@ IMPORT_CASES = [
 LONG_LINE = "a line of 10,000,001 bytes is longer than the 1,048,576 nmt takes: split it into paragraphs"
 REAL_TEXT_CASES = [
     case("translate --model {model} --input {binary}", 2, "{binary}:2: not valid UTF-8"),
+    case("translate --model {model} --input {docm}", 2, "{docm}: a macro-enabled Word document: save it as .docx"),
+    case("translate --model {model} --input {pdf}", 2, "{pdf}: PDF cannot be written back with its layout"),
     case("translate --model {model} --input {binary} --format text", 2, "{binary}:2: not valid UTF-8"),
     case("translate --model {model} --input {binary} --format html", 2, "{binary}:2: not valid UTF-8"),
     case("translate --model {model} --input {huge_line}", 2, "{huge_line}:1: " + LONG_LINE),
@@ -402,6 +404,8 @@ def files(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
         "config_latin1": write("latin1.yaml", "train:\n  seed: 1  # Bär\n".encode("latin-1")),
         "config_bad_yaml": write("bad.yaml", "train:\n  seed: 1\n bad: [\n"),
         "binary": write("binary.bin", b"Ein Mann.\n\x00\x9f\xff\xfe binary \x00\n"),
+        "docm": write("macros.docm", b"PK\x03\x04 a macro-enabled Word file\n"),
+        "pdf": write("paper.pdf", b"%PDF-1.7\n\xe2\xe3\xcf\xd3\n"),
         "huge_line": write("huge.txt", "x" * 10_000_000 + "\n"),
         "bad_tsv": write("bad.tsv", "Mann\tman\nnur eine Spalte\n"),
         "good_tsv": write("good.tsv", "Mann\tman\n"),

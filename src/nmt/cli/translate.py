@@ -10,7 +10,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..formats import DOCUMENT_FORMATS
+from ..formats import DOCUMENT_FORMATS, REFUSED
 from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
 from ..inference.plan import Sampling
 from .common import (
@@ -270,6 +270,8 @@ def input_format(args: argparse.Namespace) -> str:
     extension = Path(args.input).suffix.lower() if args.input else ""
     if extension in (".html", ".htm"):  # line by line, the markup would be translated as words
         return "html"
+    if extension in REFUSED:  # a document nmt does not write back: say what to do, not "not UTF-8"
+        raise CommandError(f"{args.input}: {REFUSED[extension]} (or give --format lines to read it as text)")
     return extension.lstrip(".") if extension in DOCUMENT_FORMATS else "lines"
 
 

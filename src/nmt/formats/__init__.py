@@ -26,7 +26,7 @@ from typing import Protocol
 
 from .errors import DocumentError
 
-__all__ = ["DOCUMENT_FORMATS", "DocumentError", "read_document", "translate_document", "document_format"]
+__all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "translate_document", "document_format"]
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
 DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md")
