@@ -178,6 +178,20 @@ def test_markdown_keeps_code_link_targets_emphasis_and_front_matter():
     )  # the paragraph with an entity is kept (and counted in the log), not guessed at
 
 
+def test_markdown_leaves_a_paragraph_cell_or_item_without_a_letter_as_it_is():
+    """As in the other formats: a model given "42" would make up a sentence (docs/real-text.md)."""
+    md = "| year | n |\n|---|---|\n| 2024 | 42 |\n\n1. 2024\n2. Two dogs.\n\n12,5 %\n"
+    asked = []
+
+    def translate(sentences):
+        asked.extend(sentences)
+        return upper(sentences)
+
+    out = translate_document(md.encode(), "a.md", translate, lang="en").decode()
+    assert asked == ["year", "n", "Two dogs."]
+    assert out == md.replace("year", "YEAR").replace("| n |", "| N |").replace("Two dogs.", "TWO DOGS.")
+
+
 @pytest.mark.parametrize(
     ("md", "expected"),
     [

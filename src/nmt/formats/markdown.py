@@ -7,7 +7,8 @@ kept as it is, and the translated words are placed into the text pieces by word 
 HTML path's placement, nmt.markup), so an emphasised word stays emphasised and a link keeps its
 target. Code blocks, fenced code, HTML blocks and YAML/TOML front matter are not read at all.
 
-A paragraph whose text the parser changed (entities such as `&amp;`, backslash escapes) cannot be
+A paragraph, heading or cell without a letter (a number, a date) is left as it is, as in the
+other formats. A paragraph whose text the parser changed (entities such as `&amp;`, backslash escapes) cannot be
 located byte for byte: it is kept untranslated, and counted in the log. A paragraph over several
 lines is written back on one line (Markdown reads both alike).
 """
@@ -188,6 +189,9 @@ class MarkdownDocument:
             found = self._locate(token, first, lines_end)
             if found is None:
                 kept += 1
+                continue
+            words = "".join(piece for piece, text in zip(found.pieces, found.is_text, strict=True) if text)
+            if not any(c.isalpha() for c in words):  # a number, a date: no text to translate (a model would guess)
                 continue
             self.inlines.append(found)
         if kept:
