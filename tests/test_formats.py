@@ -4,6 +4,7 @@ The "translation" here upper-cases each sentence, aligned word for word, so that
 stayed can be seen exactly; one test runs a real (tiny) model through `nmt translate`."""
 
 import io
+import logging
 import subprocess
 import sys
 import zipfile
@@ -164,6 +165,22 @@ def test_subtitles_keep_numbers_timings_line_endings_and_italics():
         "We are in New York", "WE ARE IN NEW YORK"
     )
     assert wrapped("one two three four", 2) == ["one two", "three four"]
+
+
+def test_a_subtitle_block_without_a_timing_is_kept_and_the_log_names_its_line(caplog):
+    srt = (  # cue 2's timing mistyped: "->"
+        "1\n00:00:01,000 --> 00:00:02,000\nOne.\n\n2\n00:00:04,000 -> 00:00:05,000\nTwo.\n\n"
+        "3\n00:00:06,000 --> 00:00:07,000\nThree.\n"
+    )
+    with caplog.at_level(logging.WARNING):
+        out = translate_document(srt.encode(), "a.srt", upper, lang="en").decode()
+    assert out == srt.replace("One.", "ONE.").replace("Three.", "THREE.")  # "Two." as it was, not lost
+    assert "a.srt: 1 block(s) without a cue timing kept untranslated (from line 5)" in caplog.text
+    vtt = "WEBVTT\n\nNOTE a note\n\nSTYLE\n::cue { color: red }\n\n00:01.000 --> 00:02.000\nOne.\n"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        translate_document(vtt.encode(), "a.vtt", upper, lang="en")
+    assert "without a cue timing" not in caplog.text  # WebVTT's own blocks are no cues
 
 
 def test_markdown_keeps_code_link_targets_emphasis_and_front_matter():

@@ -3,7 +3,8 @@
 A file is read as blocks separated by blank lines. In a block with a timing line ("00:00:01,000 -->
 00:00:04,000"), the lines after it are the cue's text; every other line (the SubRip number, a WebVTT
 header, NOTE, STYLE or REGION block, cue settings) is written back byte for byte, line endings
-included. A cue's lines are translated as one paragraph (a sentence often runs over two lines) and
+included; a block with neither a timing nor WebVTT's own header (a mistyped "->") is kept too, and
+the log names its line. A cue's lines are translated as one paragraph (a sentence often runs over two lines) and
 the translation is wrapped again over as many lines, of balanced length.
 
 Markup inside a cue (<i>, <b>, <u>, <font>) goes through the HTML placement (nmt.markup), so an
@@ -15,6 +16,7 @@ renumbering cues and normalising timings; reading only the text lines keeps the 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +25,9 @@ from ..documents import Paragraph
 from ..markup import HtmlPage
 from .errors import DocumentError
 
+log = logging.getLogger(__name__)
+
+WEBVTT_BLOCKS = ("WEBVTT", "NOTE", "STYLE", "REGION")  # blocks of a .vtt that hold no cue
 _WRAP_WORD = re.compile(r"(?:<[^>]*>|\S)+")
 _VOICE = re.compile(r"^(<v(?:\.[\w.-]+)?(?:\s[^>]*)?>)")  # WebVTT's <v Speaker> opening a cue
 
@@ -71,6 +76,7 @@ class Subtitles:
         if name.lower().endswith(".vtt") and not text.lstrip().startswith("WEBVTT"):
             raise DocumentError(f"{name}:1: a WebVTT file starts with 'WEBVTT'")
         self.cues: list[Cue] = []
+        untimed: list[int] = []  # the first line (from 1) of each block that is neither a cue nor WebVTT's own
         block: list[int] = []
         for i, line in enumerate([*self.lines, "\n"]):
             if line.strip():
@@ -80,7 +86,14 @@ class Subtitles:
             if timing is not None and timing + 1 < len(block):
                 first = block[timing + 1]
                 self.cues.append(self._cue(first, len(block) - timing - 1, lang))
+            elif timing is None and block and not self.lines[block[0]].lstrip().startswith(WEBVTT_BLOCKS):
+                untimed.append(block[0] + 1)
             block = []
+        if untimed:  # a mistyped timing ("->"): kept as it is, which the reader must be told
+            where = ", ".join(map(str, untimed[:10])) + (", ..." if len(untimed) > 10 else "")
+            log.warning(
+                "%s: %d block(s) without a cue timing kept untranslated (from line %s)", name, len(untimed), where
+            )
         if not any("-->" in line for line in self.lines):
             raise DocumentError(f"{name}: no cue timings ('00:00:01,000 --> 00:00:04,000'): not a subtitle file")
         self.sentences = [s for cue in self.cues for s in (cue.page.sentences if cue.page else cue.paragraph.sentences)]
