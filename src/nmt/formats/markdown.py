@@ -8,9 +8,9 @@ HTML path's placement, nmt.markup), so an emphasised word stays emphasised and a
 target. Code blocks, fenced code, HTML blocks and YAML/TOML front matter are not read at all.
 
 A paragraph, heading or cell without a letter (a number, a date) is left as it is, as in the
-other formats. A paragraph whose text the parser changed (entities such as `&amp;`, backslash escapes) cannot be
-located byte for byte: it is kept untranslated, and counted in the log. A paragraph over several
-lines is written back on one line (Markdown reads both alike).
+other formats. A paragraph whose text the parser changed (entities such as `&amp;`, backslash
+escapes) cannot be located byte for byte: it is kept untranslated, and counted in the log. A
+paragraph over several lines is written back on one line (Markdown reads both alike).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ A file is read as blocks separated by blank lines. In a block with a timing line
 00:00:04,000"), the lines after it are the cue's text; every other line (the SubRip number, a WebVTT
 header, NOTE, STYLE or REGION block, cue settings) is written back byte for byte, line endings
 included; a block with neither a timing nor WebVTT's own header (a mistyped "->") is kept too, and
-the log names its line. A cue's lines are translated as one paragraph (a sentence often runs over two lines) and
-the translation is wrapped again over as many lines, of balanced length.
+the log names its line. A cue's lines are translated as one paragraph (a sentence often runs over
+two lines) and the translation is wrapped again over as many lines, of balanced length.
 
 Markup inside a cue (<i>, <b>, <u>, <font>) goes through the HTML placement (nmt.markup), so an
 italic word stays italic; a WebVTT voice tag at the start (<v Roger>) is kept as it is.

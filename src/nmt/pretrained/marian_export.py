@@ -128,8 +128,8 @@ def generation_config(
     saying so only in a warning; OPUS-MT's exports set it to their position table's length, as here.
     The model's own search (its decode settings) goes with it where transformers can run it: a model
     whose length penalty is transformers' (length ** alpha, as an imported one's) keeps its beam,
-    alpha, stopping rule and minimum length; under nmt's GNMT penalty, which transformers lacks, greedy search stays
-    the default (docs/pretrained.md)."""
+    alpha, stopping rule and minimum length; under nmt's GNMT penalty, which transformers lacks,
+    greedy search stays the default (docs/pretrained.md)."""
     c = model.config
     settings = {
         "max_length": max_positions,
