@@ -7,11 +7,15 @@ tokenised; `--gold`: "1-1 2p3 ..." per line, 1-based, German first) or a git rep
 them as data/test.de-en and data/deen.talp (`--repo`, read with `git show`; e.g. the public
 lisasiyu/Cross-Align repository).
 
-For each decoder layer, with and without the shift (nmt.alignment), the model reads each gold pair
+For each decoder layer, with and without the shift (nmt.alignment), every head averaged, and then
+by the model's own method (its guided-alignment head where it has one), the model reads each gold pair
 (Translator.align) and AER = 1 - (|A & S| + |A & P|) / (|A| + |S|) is computed over the whole set
-(Och and Ney 2003). The model must translate German into English.
+(Och and Ney 2003). The model must translate German into English. For reference, `--aligner` also
+scores the statistical aligner that guided alignment learns from (nmt.data.word_alignment, on the
+model's own pieces), trained on Multi30k's training pairs plus the gold sentences, as is usual for an
+aligner, and the diagonal (word i to word i).
 
-    python benchmarks/alignment_error.py --model runs/de_en --repo /path/to/Cross-Align.git
+    python benchmarks/alignment_error.py --model runs/de_en --repo /path/to/Cross-Align.git [--aligner]
 """
 
 from __future__ import annotations
@@ -59,12 +63,46 @@ def aer(found: list[list[tuple[int, int]]], sure: list[set], possible: list[set]
     return 1 - (hits_sure + hits_possible) / size
 
 
+def aligner_links(args: argparse.Namespace, german: list[str], english: list[str]) -> list[list[tuple[int, int]]]:
+    """The statistical aligner's word links of the gold pairs, trained on Multi30k train + the gold pairs."""
+    import time
+
+    import numpy as np
+
+    from nmt.alignment import word_index
+    from nmt.data.corpus import read_parallel
+    from nmt.data.corpus_alignment import piece_links
+    from nmt.data.encoded import EncodedCorpus, RaggedArray
+    from nmt.data.registry import parallel_files
+    from nmt.tokenizer import load_tokenizers
+
+    src_tok, tgt_tok = load_tokenizers(args.model)
+    pairs = list(read_parallel(*parallel_files("multi30k", "train", "de", "en")))
+    sources, targets = [p[0] for p in pairs] + german, [p[1] for p in pairs] + english
+    src_ids, tgt_ids = src_tok.encode_batch(sources), tgt_tok.encode_batch(targets)
+    corpus = EncodedCorpus(RaggedArray.from_sequences(src_ids), RaggedArray.from_sequences(tgt_ids))
+    src_pieces, tgt_pieces = (t.lookup(range(t.vocab_size)) for t in (src_tok, tgt_tok))
+    started = time.perf_counter()
+    links = piece_links(corpus, src_pieces, tgt_pieces, progress=True)
+    print(json.dumps({"aligner_seconds": round(time.perf_counter() - started, 1), "pairs": len(corpus)}))
+    found = []
+    for k in range(len(pairs), len(corpus)):
+        src_words = word_index([src_pieces[i] for i in src_ids[k]], set(src_pieces[:4]))
+        tgt_words = word_index([tgt_pieces[i] for i in tgt_ids[k]], set(tgt_pieces[:4]))
+        piece_pairs = np.asarray(links[k]).reshape(-1, 2).tolist()
+        found.append(sorted({(src_words[a], tgt_words[b]) for a, b in piece_pairs}))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a German -> English model directory")
     parser.add_argument("--repo", help="a git directory holding data/test.de-en and data/deen.talp")
     parser.add_argument("--pairs", help="'de ||| en' per line")
     parser.add_argument("--gold", help="the gold links per line (1-based, 'p' for possible)")
+    parser.add_argument(
+        "--aligner", action="store_true", help="also the statistical aligner's AER and the diagonal's (NMT_MIRROR)"
+    )
     args = parser.parse_args()
     if not args.repo and not (args.pairs and args.gold):
         parser.error("give --repo, or --pairs and --gold")
@@ -82,8 +120,16 @@ def main() -> None:
             found = translator.align(german, english, method)
             results.append({"layer": layer, "shift": shift, "aer": round(100 * aer(found, sure, possible), 2)})
             print(json.dumps(results[-1]), flush=True)
+    own = round(100 * aer(translator.align(german, english), sure, possible), 2)
+    print(json.dumps({"method": "the model's own", "aer": own, "reads": translator.engine.alignment.describe()}))
     best = min(results, key=lambda r: r["aer"])
-    print(json.dumps({"model": args.model, "sentences": len(german), "best": best}))
+    summary = {"model": args.model, "sentences": len(german), "own": own, "best_averaged": best}
+    if args.aligner:
+        lengths = [min(len(d.split()), len(e.split())) for d, e in zip(german, english, strict=True)]
+        diagonal = [[(i, i) for i in range(n)] for n in lengths]
+        summary["diagonal"] = round(100 * aer(diagonal, sure, possible), 2)
+        summary["aligner"] = round(100 * aer(aligner_links(args, german, english), sure, possible), 2)
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

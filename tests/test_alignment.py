@@ -48,3 +48,15 @@ def test_the_method_chooses_the_layer_and_the_shift():
     assert align_words(attention, words, words, AlignmentMethod(layer=-1)) == [(0, 2), (1, 1), (2, 0)]
     shifted = align_pieces(attention, AlignmentMethod(layer=0, shift=True))
     assert shifted.argmax(dim=1).tolist() == [1, 2, 2]  # row j is step j + 1's (the last repeated)
+
+
+def test_a_trained_alignment_head_is_read_alone_and_other_models_average_every_head():
+    attention = torch.zeros(1, 2, 3, 3)
+    attention[0, 0] = torch.eye(3)  # head 0: the diagonal, sharply
+    attention[0, 1] = torch.eye(3).flip(1) * 1.5  # head 1: the anti-diagonal, more sharply still
+    words = [0, 1, 2]
+    assert align_words(attention, words, words, AlignmentMethod(heads=1)) == [(0, 0), (1, 1), (2, 2)]
+    # averaged (a model without a head, read as before), head 1 outweighs head 0
+    assert align_words(attention, words, words, AlignmentMethod()) == [(0, 2), (1, 1), (2, 0)]
+    assert AlignmentMethod(layer=-2, heads=1).describe().startswith("head 0 of decoder layer -2 (trained")
+    assert "every head" in AlignmentMethod().describe()

@@ -101,6 +101,7 @@ ALLOWED = {
     },
     # The shells: nothing imports them (but `python -m nmt`).
     "cli": {
+        "alignment",
         "checkpoint",
         "config",
         "config_checks",

@@ -367,6 +367,24 @@ def test_the_export_returns_the_attention_alignments_read_so_both_engines_align_
         ct2.align(sources[:1], ["a dog"], AlignmentMethod(layer=0))
 
 
+def test_a_trained_alignment_head_is_what_both_engines_return_and_align_by(tmp_path, tiny_model_dir, sources):
+    model_dir = model_dir_with(tmp_path / "guided", tiny_model_dir, alignment_layer=0, alignment_heads=1)
+    export_ctranslate2(model_dir, tmp_path / "ct2")
+    torch_run, ct2 = Translator.load(model_dir), Translator.load(tmp_path / "ct2", engine="ctranslate2")
+    assert ct2.engine.capabilities.alignment
+    ids = [torch_run.encode_source(s)[0] for s in sources[:6]]
+    outputs = [h[0].tokens for h in torch_run.translate_ids(ids, beam=1)]
+    ours = torch_run.engine.score_ids(ids, outputs, need_attention=True)
+    theirs = ct2.engine.score_ids(ids, outputs, need_attention=True)
+    for mine, other in zip(ours, theirs, strict=True):
+        head = mine.cross_attention[0, 0].float()  # (steps, src_len): head 0 of the bottom layer alone
+        assert torch.allclose(other.cross_attention[0, 0], head, atol=1e-5)
+        assert not torch.allclose(head, mine.cross_attention[0].float().mean(dim=0), atol=1e-3)  # not the mean
+    targets = ["A dog runs.", "Two men are talking on a street."]
+    assert ct2.align(sources[:2], targets) == torch_run.align(sources[:2], targets)
+    assert torch_run.align(sources[:2], targets) != torch_run.align(sources[:2], targets, AlignmentMethod(layer=0))
+
+
 def test_an_export_that_does_not_say_which_attention_it_returns_gives_no_alignments(tmp_path, tiny_model_dir):
     export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
     (tmp_path / "ct2" / ALIGNMENT).unlink()  # as an export from before alignment.json

@@ -145,6 +145,7 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     assert info["decoding"].endswith("min length 1, stops at `beam` finished, fp32 on CPU")  # the defaults
     assert "not made yet" in info["ctranslate2 export"]
     assert "train.precision=fp32 or bf16 forces either" in info["training here"]
+    assert info["word alignments"].startswith("every head of decoder layer -1, averaged")  # no head trained
     text = run_nmt("info", str(model_dir), "--device", "cpu")
     assert text.returncode == 0 and "engine auto" in text.stdout
     missing = run_nmt("info", str(model_dir / "nope"))

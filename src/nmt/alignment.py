@@ -7,9 +7,12 @@ Each target piece is aligned to the source piece it attends to most; pieces are 
 (a piece starting with "▁" starts a word; WordPiece's "##" continues one), and the word pairs are
 written as fast_align/Pharaoh does: "0-0 1-2 2-1", source index first, 0-based.
 
-The layer and the shift were chosen by alignment error rate on a gold standard
-(`benchmarks/alignment_error.py`; docs/results.md): the top layer, unshifted, was best of the
-six on the one model measured.
+A model trained with guided alignment (nmt.training.guided_alignment) has a head taught to align:
+head 0 of one layer, which its model.json names (alignment_layer, alignment_heads = 1), and its
+alignments read that head alone. For other models (imported ones, runs without it) the layer and the
+shift were chosen by alignment error rate on a gold standard (`benchmarks/alignment_error.py`;
+docs/results.md): the top layer, heads averaged, unshifted, was best of the six on the one model
+measured.
 """
 
 from __future__ import annotations
@@ -24,14 +27,28 @@ METASPACE = "▁"
 
 @dataclass(frozen=True)
 class AlignmentMethod:
-    """Which attention gives the alignment: `layer` (negative counts from the top), averaged over all
-    heads; with `shift`, target piece j uses the row of step j + 1 (where piece j is the input)."""
+    """Which attention gives the alignment: `layer` (negative counts from the top), averaged over its
+    first `heads` heads (0: all of them); with `shift`, target piece j uses the row of step j + 1
+    (where piece j is the input)."""
 
     layer: int = -1
+    heads: int = 0
     shift: bool = False
+
+    def describe(self) -> str:
+        """In words, for `nmt info`: "head 0 of decoder layer -2 (trained to align)"."""
+        if self.heads == 1:
+            return f"head 0 of decoder layer {self.layer} (trained to align: guided alignment)"
+        which = "every head" if self.heads == 0 else f"heads 0-{self.heads - 1}"
+        return f"{which} of decoder layer {self.layer}, averaged (no head trained to align)"
 
 
 DEFAULT_METHOD = AlignmentMethod()
+
+
+def model_alignment(layer: int, heads: int) -> AlignmentMethod:
+    """The method a model's config names (ModelConfig.alignment_layer, alignment_heads)."""
+    return AlignmentMethod(layer=layer, heads=heads)
 
 
 def word_index(pieces: Sequence[str], specials: set[str], *, wordpiece: bool = False) -> list[int | None]:
@@ -53,8 +70,9 @@ def word_index(pieces: Sequence[str], specials: set[str], *, wordpiece: bool = F
 
 def align_pieces(attention: torch.Tensor, method: AlignmentMethod = DEFAULT_METHOD) -> torch.Tensor:
     """(layers, heads, steps, src_len) cross-attention -> (steps, src_len) of the chosen layer,
-    heads averaged, rows shifted by one step with `method.shift` (the last row repeated)."""
-    weights = attention[method.layer].float().mean(dim=0)  # (steps, src_len)
+    its chosen heads averaged, rows shifted by one step with `method.shift` (the last row repeated)."""
+    layer = attention[method.layer]  # (heads, steps, src_len)
+    weights = layer[: method.heads or None].float().mean(dim=0)  # (steps, src_len)
     if method.shift and weights.size(0) > 1:
         weights = torch.cat([weights[1:], weights[-1:]], dim=0)
     return weights

@@ -254,8 +254,19 @@ class TrainConfig:
     # ... unless the run's best validation BLEU is below this: a model that has barely trained writes
     # every output to the length limit (minutes of tuning), and its settings would be chosen on noise.
     tune_min_bleu: float = 1.0
+    # Guided alignment (nmt.training.guided_alignment): head 0 of one decoder layer's cross-attention
+    # learns a statistical aligner's word links, and word alignments (formatting in documents,
+    # --alignments) read that head. auto: on where it applies (one direction, nmt's own model, no
+    # BPE-dropout, a corpus the aligner can hold in memory); true: the same, or an error saying why not.
+    guided_alignment: bool | str = "auto"
+    alignment_weight: float = 0.1  # the alignment loss's weight beside the translation loss (Marian's)
+    alignment_layer: int = (
+        -2
+    )  # the layer whose head 0 learns (negative counts from the top; a 1-layer decoder: its own)
 
     RULES: ClassVar[dict[str, Rule]] = {
+        "guided_alignment": Rule(lambda v: v == "auto" or type(v) is bool, "auto, true or false"),
+        "alignment_weight": above(0),
         "max_steps": at_least(1),
         "max_epochs": at_least(1),
         "seed": SEED,
@@ -415,6 +426,9 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "tokenizer.src_vocab_size",
         "train.keep_best",
         "train.processes",
+        "train.guided_alignment",
+        "train.alignment_weight",
+        "train.alignment_layer",
     }
 )
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .alignment import DEFAULT_METHOD, AlignmentMethod, align_words, word_index
+from .alignment import AlignmentMethod, align_words, word_index
 from .decoding import SearchLimits
 from .decoding.forced import ForcedScore
 from .inference.contract import Engine
@@ -45,10 +45,10 @@ class ForcedScorer:
     tgt_tokenizer: SubwordTokenizer
     limits: SearchLimits
 
-    def check_aligns(self, method: AlignmentMethod = DEFAULT_METHOD) -> None:
-        """A ValueError where the engine cannot give the attention that `method` reads."""
-        # another layer's alignment reads the attention of every layer; the default, one of them
-        self.engine.capabilities.require(["alignment" if method == DEFAULT_METHOD else "attention"], self.engine.name)
+    def check_aligns(self, method: AlignmentMethod | None = None) -> None:
+        """A ValueError where the engine cannot give the attention that `method` reads (None: the
+        model's own alignment, which an engine may give without giving every layer's attention)."""
+        self.engine.capabilities.require(["alignment" if method is None else "attention"], self.engine.name)
 
     def forced(
         self,
@@ -80,16 +80,17 @@ class ForcedScorer:
         scored = []
         for src, out, f in zip(src_ids, outputs, forced, strict=True):
             log_probs = f.token_log_probs
-            pairs = self.word_pairs(src, out, f.cross_attention, DEFAULT_METHOD) if alignments else None
+            pairs = self.word_pairs(src, out, f.cross_attention) if alignments else None
             scored.append(
                 ScoredOutput([math.exp(lp) for lp in log_probs], sum(log_probs) / max(1, len(log_probs)), pairs)
             )
         return scored
 
     def align(
-        self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], method: AlignmentMethod
+        self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], method: AlignmentMethod | None = None
     ) -> list[list[tuple[int, int]]]:
-        """Word alignments of given pairs (each target read to its end token)."""
+        """Word alignments of given pairs (each target read to its end token), by `method` (None: the
+        model's own)."""
         self.check_aligns(method)
         scored = self.engine.score_ids(src_ids, tgt_ids, need_attention=True, need_log_probs=False)
         return [
@@ -98,16 +99,21 @@ class ForcedScorer:
         ]
 
     def word_pairs(
-        self, src_ids: Sequence[int], tgt_ids: Sequence[int], attention: torch.Tensor, method: AlignmentMethod
+        self,
+        src_ids: Sequence[int],
+        tgt_ids: Sequence[int],
+        attention: torch.Tensor,
+        method: AlignmentMethod | None = None,
     ) -> list[tuple[int, int]]:
-        """(source word, target word) pairs of one sentence from its teacher-forced cross-attention."""
+        """(source word, target word) pairs of one sentence from its teacher-forced cross-attention,
+        read by `method` (None: the model's alignment, as the engine locates it)."""
         src_pieces = self.src_tokenizer.lookup(src_ids)
         tgt_pieces = self.tgt_tokenizer.lookup([*tgt_ids, self.tgt_tokenizer.eos_id])
         return align_words(
             attention,
             word_index(src_pieces, self.special_pieces(src_pieces), wordpiece=self.src_tokenizer.kind == "wordpiece"),
             word_index(tgt_pieces, self.special_pieces(tgt_pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece"),
-            method,
+            method or self.engine.alignment,
         )
 
     def special_pieces(self, pieces: Sequence[str]) -> set[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .alignment import DEFAULT_METHOD, AlignmentMethod
+from .alignment import AlignmentMethod
 from .config import DecodeConfig
 from .config_checks import ConfigError
 from .decoding import Hypothesis
@@ -278,7 +278,7 @@ class Translator:
         if align_in_search:
             for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
                 for t in sentence:
-                    t.alignment = self.scorer.word_pairs(src_ids, t.tokens, t.attention, DEFAULT_METHOD) if text else []
+                    t.alignment = self.scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
                     t.attention = t.attention if asked_attention else None
         elif scores or alignments:
             self._add_scores(out, ids, has_text, alignments=alignments or case_by_alignment, probabilities=scores)
@@ -371,7 +371,7 @@ class Translator:
         self,
         sources: Sequence[str],
         targets: Sequence[str],
-        method: AlignmentMethod = DEFAULT_METHOD,
+        method: AlignmentMethod | None = None,
         *,
         pretokenized: bool = False,
     ) -> list[list[tuple[int, int]]]:

@@ -34,6 +34,7 @@ def add_info(sub: argparse._SubParsersAction) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     import torch
 
+    from ..alignment import model_alignment
     from ..inference.engine_choice import choose_engine, export_status
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
     from ..inference.loading import model_precision, resolve_device
@@ -62,6 +63,8 @@ def cmd_info(args: argparse.Namespace) -> int:
             f"{config.get('activation', 'relu')}"
         )
         info["vocabulary"] = f"{config['src_vocab_size']:,} source / {config['tgt_vocab_size']:,} target pieces"
+        layer, heads = config.get("alignment_layer", -1), config.get("alignment_heads", 0)
+        info["word alignments"] = model_alignment(layer, heads).describe()
     except (OSError, ValueError, KeyError, TypeError) as err:
         info["model"] = f"{model_dir / MODEL_CONFIG} unreadable ({type(err).__name__}: {err})"
     if (model_dir / WEIGHTS).is_file():

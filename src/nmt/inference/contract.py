@@ -26,6 +26,7 @@ from .plan import SearchRequest
 if TYPE_CHECKING:
     import torch
 
+    from ..alignment import AlignmentMethod
     from ..decoding import Hypothesis
     from ..decoding.constrained import ConstrainedResult
     from ..decoding.forced import ForcedScore
@@ -37,7 +38,7 @@ class Capabilities:
     """What an engine can do beyond translating: each field a feature a caller may ask for by name."""
 
     attention: bool = False  # cross-attention of every layer and head (plots, the page's heatmap)
-    alignment: bool = False  # the attention word alignments read (nmt.alignment.DEFAULT_METHOD)
+    alignment: bool = False  # the attention word alignments read (the model's alignment head: Engine.alignment)
     sampling: bool = False  # random draws (SearchRequest.sampling)
     constraints: bool = False  # glossary terms placed by constrained beam search
     transformers_stopping: bool = False  # beam search under transformers' rule (early_stopping false)
@@ -134,6 +135,9 @@ class Engine(Protocol):
     precision: str
     capabilities: Capabilities  # what it can do beyond translating (ENGINE_CAPABILITIES, or less)
     model: Transformer | None  # the PyTorch model, where the engine runs one (attention plots)
+    # How nmt.alignment reads the attention score_ids gives for word alignments: the model's own
+    # alignment head (ModelConfig.alignment_layer / alignment_heads), located in what this engine returns.
+    alignment: AlignmentMethod
 
     @property
     def device(self) -> torch.device: ...

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import torch
 
+from ..alignment import AlignmentMethod
 from ..config import DecodeConfig
 from ..decoding import Hypothesis, length_penalty
 from ..decoding.forced import ForcedScore
@@ -119,6 +120,8 @@ class CTranslate2Engine:
     name = "ctranslate2"
     parameter_count = None  # CTranslate2 does not say
     model = None  # CTranslate2 holds its own
+    # The export returns the model's alignment attention alone (alignment.json), as one layer of one head.
+    alignment = AlignmentMethod()
 
     def __init__(
         self,

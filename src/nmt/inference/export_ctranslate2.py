@@ -23,10 +23,11 @@ each layer's fields), which fixes how nmt's model maps onto CTranslate2's:
   and the padding row leaves the vocabularies, embeddings and output layer;
 - a lexical shortlist in the model directory (nmt.inference.shortlist) is written as CTranslate2's
   vocabulary map (vmap.txt), which its engine then uses as nmt's uses the shortlist;
-- the attention CTranslate2 returns (`return_attention`) is that of the decoder's top layer, every
-  head averaged (`alignment_layer`, `alignment_heads`): the attention nmt's word alignments read
-  (nmt.alignment.DEFAULT_METHOD), so words and markup are placed alike on both engines. The
-  export says so in alignment.json; an export without it (an older one) gives no alignments.
+- the attention CTranslate2 returns (`return_attention`) is the one nmt's word alignments read
+  (`alignment_layer`, `alignment_heads`): the model's alignment head where guided alignment trained
+  one (head 0 of its layer), else the decoder's top layer with every head averaged; so words and
+  markup are placed alike on both engines. The export says which in alignment.json; an export
+  without it (an older one) gives no alignments.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from pathlib import Path
 
 import torch
 
-from ..alignment import DEFAULT_METHOD
 from ..checkpoint import load_model_dir
 from ..files import staged_directory
 from ..model import ModelConfig, Transformer
@@ -113,8 +113,9 @@ def ctranslate2_spec(model: Transformer, src_tok: SubwordTokenizer, tgt_tok: Sub
         c.num_heads,
         pre_norm=c.norm_position == "pre",
         activation=activation,
-        alignment_layer=DEFAULT_METHOD.layer,
-        alignment_heads=c.num_heads,  # averaged over every head, as nmt.alignment does
+        # the attention nmt.alignment reads: the model's alignment head, or every head of the top layer
+        alignment_layer=c.alignment_layer,
+        alignment_heads=c.alignment_heads or c.num_heads,
     )
     spec.config.layer_norm_epsilon = c.layer_norm_eps
     unk, start, eos = tgt_tok.lookup([tgt_tok.unk_id, tgt_tok.start_id, tgt_tok.eos_id])
@@ -235,7 +236,7 @@ def export_ctranslate2(
                 shutil.copy2(model_dir / name, staging / name)
         if quantization == "int8":  # int8 weights computed in fp32 would be slower than fp32 weights
             write_decode_settings(staging, precision="int8")
-        alignment = {"layer": DEFAULT_METHOD.layer, "heads": "all"}
+        alignment = alignment_said(model.config)
         for name, text in {ALIGNMENT: json.dumps(alignment), **(extra_files or {})}.items():
             (staging / name).write_text(text, encoding="utf-8")
     log.info("exported %s to %s (CTranslate2, %s weights)", model_dir, out_dir, quantization)
@@ -247,10 +248,18 @@ def is_ctranslate2_dir(model_dir: str | Path) -> bool:
     return (Path(model_dir) / CT2_WEIGHTS).is_file()
 
 
+def alignment_said(config: ModelConfig) -> dict:
+    """What ALIGNMENT says of an export of a model with `config`: the layer and heads its attention is."""
+    return {"layer": config.alignment_layer, "heads": config.alignment_heads or "all"}
+
+
 def returns_alignment_attention(ct2_dir: str | Path) -> bool:
-    """Whether the export returns the attention nmt's word alignments read (see ALIGNMENT)."""
+    """Whether the export returns the attention nmt's word alignments read (see ALIGNMENT): its
+    model's alignment head (model.json, copied with it; an older one's: every head of the top layer)."""
+    ct2_dir = Path(ct2_dir)
     try:
-        said = json.loads((Path(ct2_dir) / ALIGNMENT).read_text(encoding="utf-8"))
+        said = json.loads((ct2_dir / ALIGNMENT).read_text(encoding="utf-8"))
+        config = ModelConfig.load(ct2_dir / MODEL_CONFIG) if (ct2_dir / MODEL_CONFIG).is_file() else ModelConfig()
     except (OSError, ValueError):
         return False
-    return isinstance(said, dict) and said.get("layer") == DEFAULT_METHOD.layer and said.get("heads") == "all"
+    return said == alignment_said(config)

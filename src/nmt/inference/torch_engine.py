@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..alignment import model_alignment
 from ..config import DecodeConfig
 from ..decoding import Hypothesis
 from ..decoding.constrained import ConstrainedResult, constrained_beam_search
@@ -90,6 +91,7 @@ class TorchEngine:
         if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
             process_weights = dict(model.state_dict())
         self.model = prepare_for_inference(model, precision)
+        self.alignment = model_alignment(model.config.alignment_layer, model.config.alignment_heads)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads
         # With int8 layers the restricted projection measured slower than the whole one (its rows are

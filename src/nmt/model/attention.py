@@ -121,6 +121,16 @@ class MultiHeadAttention(nn.Module):
             self.kv_proj.weight.copy_(weight[d:]), self.kv_proj.bias.copy_(bias[d:])
         del self.in_proj
 
+    def head_weights(self, q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, head: int) -> torch.Tensor:
+        """One head's attention weights, in float32, beside the fused path that keeps none: what
+        guided alignment supervises. q: (batch, heads, q_len, d_head); k: (batch, heads, k_len,
+        d_head). Returns (batch, 1, q_len, k_len), before attention dropout."""
+        scores = q[:, head : head + 1].float() @ k[:, head : head + 1].float().transpose(-2, -1)
+        scores = scores / math.sqrt(q.size(-1))  # (batch, 1, q_len, k_len)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        return scores.softmax(dim=-1)
+
     def attend(
         self,
         q: torch.Tensor,

@@ -48,6 +48,11 @@ class ModelConfig:
     # (transformers' Marian models); "marian": halves with Marian's own frequencies (embedding.py)
     position_layout: str = "interleaved"
     output_bias: bool = False  # a learned bias on the output logits (Marian's final_logits_bias)
+    # Which cross-attention gives word alignments (nmt.alignment): a decoder layer (negative counts
+    # from the top) and how many of its heads, from head 0, are averaged (0: all of them). Guided
+    # alignment (train.guided_alignment) trains head 0 of one layer to align and sets 1 here.
+    alignment_layer: int = -1
+    alignment_heads: int = 0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -89,6 +94,12 @@ class ModelConfig:
         for name in ("bos_id", "eos_id"):
             if not 0 <= getattr(self, name) < self.tgt_vocab_size:
                 raise ValueError(f"{name} must be a row of the target vocabulary, got {getattr(self, name)}")
+        if not -self.decoder_layers <= self.alignment_layer < self.decoder_layers:
+            raise ValueError(
+                f"alignment_layer must name one of the {self.decoder_layers} decoder layers, got {self.alignment_layer}"
+            )
+        if not 0 <= self.alignment_heads <= self.num_heads:
+            raise ValueError(f"alignment_heads must be in [0, {self.num_heads}], got {self.alignment_heads}")
         if self.eos_id in (self.pad_id, self.bos_id):
             raise ValueError(f"eos_id must differ from pad_id and bos_id, got {self.eos_id}")
         if self.d_model % self.num_heads:

@@ -110,13 +110,16 @@ class DecoderLayer(nn.Module):
         src_mask: torch.Tensor,
         cache: LayerCache | None = None,
         need_weights: bool = False,
+        head_weights: int | None = None,
     ):
         """x: (batch, new_len, d_model) target states; memory: (batch, src_len, d_model).
 
         self_mask: broadcastable to (batch, 1, new_len, keys_so_far) or None (no masking needed).
         With a cache, keys/values of earlier steps come from it and this step's are appended;
         the cross-attention keys/values are the cached projection of `memory`.
-        Returns (x, self_weights, cross_weights); weights are None unless need_weights.
+        Returns (x, self_weights, cross_weights); weights are None unless need_weights, or, with
+        `head_weights` (a head's index), cross_weights is that head's alone: (batch, 1, new_len,
+        src_len), differentiable (guided alignment), while the values come from the fused kernel.
         """
         q, k, v = self.self_attn.project_qkv(self.self_residual.before(x))
         if cache is not None:
@@ -127,6 +130,8 @@ class DecoderLayer(nn.Module):
         q = self.cross_attn.project_q(self.cross_residual.before(x))
         k, v = (cache.cross_k, cache.cross_v) if cache is not None else self.cross_attn.project_kv(memory)
         a, cross_weights = self.cross_attn.attend(q, k, v, src_mask, need_weights)
+        if head_weights is not None and cross_weights is None:
+            cross_weights = self.cross_attn.head_weights(q, k, src_mask, head_weights)
         x = self.cross_residual.after(x, a)
 
         x = self.ff_residual.after(x, self.feed_forward(self.ff_residual.before(x)))

@@ -35,6 +35,7 @@ class Decoded:
     states: torch.Tensor  # (batch, tgt_len, d_model)
     self_weights: list[torch.Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, keys)
     cross_weights: list[torch.Tensor] = field(default_factory=list)  # per layer (batch, heads, tgt_len, src_len)
+    alignment: torch.Tensor | None = None  # (batch, tgt_len, src_len) the alignment head's weights, when asked
 
 
 class Transformer(nn.Module):
@@ -92,6 +93,7 @@ class Transformer(nn.Module):
         *,
         cache: DecoderCache | None = None,
         need_weights: bool = False,
+        need_alignment: bool = False,
     ) -> Decoded:
         """Decoder states for target inputs.
 
@@ -99,6 +101,8 @@ class Transformer(nn.Module):
         forcing) and position j sees positions <= j. With a cache (from `new_cache`),
         tgt_in holds only the new steps (batch, new_len), usually one token; they sit at
         positions cache.length ... and see everything cached before them.
+        need_alignment: also return head 0 of the config's alignment_layer (`Decoded.alignment`,
+        float32, differentiable): the head guided alignment trains.
         """
         offset = cache.length if cache is not None else 0
         new_len = tgt_in.size(1)
@@ -110,12 +114,16 @@ class Transformer(nn.Module):
             self_mask = None  # one new step may see every earlier step
         x = self.positions(self.tgt_embed(tgt_in), offset=offset)
         out = Decoded(x)
+        aligning = self.config.alignment_layer % len(self.decoder_layers) if need_alignment else None
         for i, layer in enumerate(self.decoder_layers):
             layer_cache = cache.layers[i] if cache is not None else None
-            x, self_w, cross_w = layer(x, encoded.memory, self_mask, encoded.src_mask, layer_cache, need_weights)
+            head = 0 if i == aligning else None
+            x, self_w, cross_w = layer(x, encoded.memory, self_mask, encoded.src_mask, layer_cache, need_weights, head)
             if need_weights:
                 out.self_weights.append(self_w)
                 out.cross_weights.append(cross_w)
+            if i == aligning:
+                out.alignment = cross_w[:, 0].float()
         if cache is not None:
             cache.length += new_len
         out.states = self.decoder_norm(x)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,17 @@ from ..config import DataConfig
 from ..data.annotations import AnnotationStats, frequent_asides, without_annotations
 from ..data.batching import LengthFilterReport, filter_by_length
 from ..data.corpus import ReadStats, count_lines, read_jsonl, read_parallel, read_tsv
-from ..data.encoded import EncodedCorpus, cache_key, cached_encode, encode_chunks, encode_corpus, file_fingerprint
+from ..data.corpus_alignment import MAX_ALIGNED_CELLS, alignment_cells, cached_links, piece_links
+from ..data.corpus_alignment import VERSION as LINKS_VERSION
+from ..data.encoded import (
+    EncodedCorpus,
+    RaggedArray,
+    cache_key,
+    cached_encode,
+    encode_chunks,
+    encode_corpus,
+    file_fingerprint,
+)
 from ..data.registry import data_home, is_pretokenized, parallel_files
 from ..tokenizer import SubwordTokenizer, TokenizerConfig, load_or_train_tokenizers
 
@@ -162,6 +173,8 @@ class TrainingData:
     # a validation set per direction; None for one pair.
     train_groups: np.ndarray | None = None
     valid_sets: list[ValidationSet] | None = None
+    # Guided alignment: each training pair's piece links, in `train`'s order (`with_word_alignments`).
+    train_links: RaggedArray | None = None
 
     def validation_sets(self) -> list[ValidationSet]:
         """The sets validation translates: one per direction ("" names the one of a bilingual model)."""
@@ -217,6 +230,12 @@ def length_filtered(corpus: EncodedCorpus, data: DataConfig) -> tuple[np.ndarray
     )
 
 
+def split_key(files: CorpusFiles, tokenizer_dir: Path) -> str:
+    """The cache key of a split encoded with the tokenizer files in `tokenizer_dir`."""
+    tokenizer_files = sorted(p.read_bytes() for p in tokenizer_dir.glob("tokenizer*.json"))
+    return cache_key(files.fingerprint(), *tokenizer_files)
+
+
 def encode_split(
     files: CorpusFiles,
     src_tok: SubwordTokenizer,
@@ -227,8 +246,7 @@ def encode_split(
 ) -> EncodedCorpus:
     """Encode once, chunk by chunk straight to the cache; every run maps the cached ids
     (keyed by the files and the tokenizer files). `progress`: a progress bar while encoding."""
-    tokenizer_files = sorted(p.read_bytes() for p in tokenizer_dir.glob("tokenizer*.json"))
-    key = cache_key(files.fingerprint(), *tokenizer_files)
+    key = split_key(files, tokenizer_dir)
 
     def make() -> Iterator[EncodedCorpus]:
         stats = ReadStats()
@@ -242,11 +260,38 @@ def encode_split(
     return cached_encode(data_home() / "encoded", key, make)
 
 
+def corpus_links(
+    corpus: EncodedCorpus, src_tok: SubwordTokenizer, tgt_tok: SubwordTokenizer, key: str, *, progress: bool = False
+) -> RaggedArray:
+    """The word-alignment piece links of an encoded corpus (nmt.data.corpus_alignment), computed once
+    and cached beside it under `key` (the encoded corpus's own key)."""
+
+    def make() -> RaggedArray:
+        started = time.perf_counter()
+        links = piece_links(
+            corpus,
+            pieces_of(src_tok),
+            pieces_of(tgt_tok),
+            wordpiece=src_tok.kind == "wordpiece",
+            progress=progress,
+        )
+        log.info("word alignments of %d training pairs: %.1f s", len(corpus), time.perf_counter() - started)
+        return links
+
+    return cached_links(data_home() / "encoded", cache_key(key, f"links-v{LINKS_VERSION}"), make)
+
+
+def pieces_of(tokenizer: SubwordTokenizer) -> list[str]:
+    """Every id's piece, in id order."""
+    return tokenizer.lookup(range(tokenizer.vocab_size))
+
+
 def load_training_data(
-    data: DataConfig, tokenizer: TokenizerConfig, model_dir: Path, *, progress: bool = False
+    data: DataConfig, tokenizer: TokenizerConfig, model_dir: Path, *, progress: bool = False, aligned: bool = False
 ) -> TrainingData:
     """Tokenizers (trained on a sample of the training pairs if the model directory has none)
-    and encoded splits. `progress`: progress bars on the long steps (sampling, encoding)."""
+    and encoded splits. `progress`: progress bars on the long steps (sampling, encoding, aligning).
+    `aligned`: with the training pairs' word alignments, for guided alignment."""
     train_files, valid_files = split_files(data, "train"), split_files(data, "valid")
 
     @functools.cache
@@ -271,6 +316,17 @@ def load_training_data(
     valid = encode_split(valid_files, src_tok, tgt_tok, model_dir)
     valid_pairs = list(valid_files.pairs())
     resample = bpe_dropout_resampler(train_files, kept, *dropping) if dropping is not None else None
+    links = None
+    full = encode_split(train_files, src_tok, tgt_tok, model_dir) if aligned else None  # the cache's own rows
+    if full is not None and alignment_cells(full) > MAX_ALIGNED_CELLS:
+        log.info(
+            "guided alignment off: the training pairs hold %s word pairs to align, more than the aligner's %s",
+            f"{alignment_cells(full):,}",
+            f"{MAX_ALIGNED_CELLS:,}",
+        )
+    elif full is not None:
+        links = corpus_links(full, src_tok, tgt_tok, split_key(train_files, model_dir), progress=progress)
+        links = links.take(kept) if kept is not None else links
     return TrainingData(
         src_tok,
         tgt_tok,
@@ -280,4 +336,5 @@ def load_training_data(
         [t for _, t in valid_pairs],
         resample,
         validation_is_pretokenized(data),
+        train_links=links,
     )

@@ -27,6 +27,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..model import Transformer
+from .guided_alignment import guided_alignment_loss
 
 StatesFn = Callable[[Transformer, torch.Tensor, torch.Tensor], torch.Tensor]  # (model, src, tgt_in) -> states
 
@@ -215,20 +216,43 @@ class LossModule(torch.nn.Module):
     """The model plus its loss, so that DistributedDataParallel sees the whole step as one forward.
 
     r_drop_alpha > 0 trains with R-Drop (see `r_drop_loss`); 0 is the plain label-smoothed loss.
+    alignment_weight > 0 adds guided alignment (nmt.training.guided_alignment) for batches that
+    come with links: the model's alignment head is read off the same pass.
     compile: torch.compile the encoder-decoder pass (fuses element-wise work). Only this pass: the
     loss drops padding rows (a data-dependent shape), and validation's incremental decoding, whose
     cache grows every step, would recompile at every length.
     """
 
-    def __init__(self, model: Transformer, smoothing: float, r_drop_alpha: float = 0.0, compile: bool = False):
+    def __init__(
+        self,
+        model: Transformer,
+        smoothing: float,
+        r_drop_alpha: float = 0.0,
+        compile: bool = False,
+        alignment_weight: float = 0.0,
+    ):
         super().__init__()
         self.model, self.smoothing, self.r_drop_alpha = model, smoothing, r_drop_alpha
+        self.alignment_weight = alignment_weight
         self.states_fn = torch.compile(teacher_forced_states, dynamic=True) if compile else teacher_forced_states
 
-    def forward(self, src, tgt_in, tgt_out, normaliser: float):
-        options = dict(normaliser=normaliser, smoothing=self.smoothing, states_fn=self.states_fn)
+    def forward(self, src, tgt_in, tgt_out, normaliser: float, links: torch.Tensor | None = None):
+        """(loss, nll, correct, alignment loss per token or 0) of one micro-batch."""
+        head: list[torch.Tensor] = []
+        states_fn = self.states_fn
+        if links is not None and self.alignment_weight > 0:
+
+            def states_fn(model: Transformer, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+                decoded = model.decode(tgt_in, model.encode(src), need_alignment=True)
+                head.append(decoded.alignment)  # (batch, tgt_len, src_len); R-Drop's second pass unused
+                return decoded.states
+
+        options = dict(normaliser=normaliser, smoothing=self.smoothing, states_fn=states_fn)
         if self.r_drop_alpha > 0:
             out = r_drop_loss(self.model, src, tgt_in, tgt_out, alpha=self.r_drop_alpha, **options)
         else:
             out = sequence_loss(self.model, src, tgt_in, tgt_out, **options)
-        return out.loss, out.nll_sum, out.correct
+        if not head:
+            return out.loss, out.nll_sum, out.correct, torch.zeros((), device=out.loss.device)
+        aligned = guided_alignment_loss(head[0], links) / normaliser
+        return out.loss + self.alignment_weight * aligned, out.nll_sum, out.correct, aligned.detach()

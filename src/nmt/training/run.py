@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import CHECKPOINTS, apply_weights, list_checkpoints, read_weights
-from ..config import ExperimentConfig, TrainConfig
+from ..config import ConfigError, ExperimentConfig, TrainConfig
 from ..data.batching import TokenBatchSampler
+from ..data.corpus_alignment import MAX_ALIGNED_CELLS
 from ..data.registry import is_pretokenized
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
@@ -60,7 +61,9 @@ def train(
         log.info("--resume: no checkpoint yet; starting again from the weights of %s", init_from)
     dist = Distributed.from_environment(config.train.device)
     try:
-        trainer = build_trainer(config, model_dir, dist=dist, progress_bar=progress_bar, init_from=init_from)
+        trainer = build_trainer(
+            config, model_dir, dist=dist, progress_bar=progress_bar, init_from=init_from, resume=resume
+        )
         if resume:
             trainer.resume()
         if dist.is_main:
@@ -92,6 +95,7 @@ def build_trainer(
     data: TrainingData | None = None,
     progress_bar: bool = True,
     init_from: str | Path | None = None,
+    resume: bool = False,
 ) -> Trainer:
     """Every part of a run, built from `config` (data loaded unless given), handed to a Trainer.
 
@@ -107,14 +111,23 @@ def build_trainer(
     check_input_files(config.data)  # before anything is written or encoded
     if init_from is not None:  # refuse another model before anything is written or encoded
         check_same_model(config, init_from)
+    aligning = wants_guided_alignment(config, model_dir, init_from=init_from, resume=resume)
     with dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
         if dist.is_main:
             prepare_model_dir(model_dir)
             if init_from is not None:
                 copy_tokenizers(init_from, model_dir)
                 atomic_write_text(model_dir / INIT_FROM, f"{init_from.resolve()}\n")
-        load = load_multilingual_data if config.data.pairs is not None else load_training_data
-        data = data or load(config.data, config.tokenizer, model_dir, progress=progress_bar and dist.is_main)
+        progress = progress_bar and dist.is_main
+        if data is None and config.data.pairs is not None:
+            data = load_multilingual_data(config.data, config.tokenizer, model_dir, progress=progress)
+        elif data is None:
+            data = load_training_data(config.data, config.tokenizer, model_dir, progress=progress, aligned=aligning)
+    if cfg.guided_alignment is True and data.train_links is None:
+        raise ConfigError(
+            "train.guided_alignment=true: the training pairs have no word alignments "
+            f"(more than {MAX_ALIGNED_CELLS:,} word pairs to align in memory); set it to auto or false"
+        )
     torch.manual_seed(cfg.seed)
     if init_from is not None and (init_from / IMPORTED_FROM).is_file():
         model_config = imported_model_config(config, init_from)
@@ -124,10 +137,20 @@ def build_trainer(
             data.tgt_tokenizer.vocab_size,
             joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer,
         )
+    if data.train_links is not None:
+        model_config = with_alignment_head(model_config, cfg.alignment_layer)
+        log.info(
+            "guided alignment: head 0 of decoder layer %d learns the word alignments (weight %g)",
+            model_config.alignment_layer % model_config.decoder_layers,
+            cfg.alignment_weight,
+        )
     model = Transformer(model_config).to(dist.device)
     if init_from is not None:  # before the placement: shards are cut from these weights
         load_starting_weights(model, init_from)
-    loss_module = LossModule(model, cfg.label_smoothing, cfg.r_drop_alpha, compile=cfg.compile)
+    alignment_weight = cfg.alignment_weight if data.train_links is not None else 0.0
+    loss_module = LossModule(
+        model, cfg.label_smoothing, cfg.r_drop_alpha, compile=cfg.compile, alignment_weight=alignment_weight
+    )
     placement = place(model, loss_module, dist, fsdp=cfg.fsdp)
     if dist.active:  # same initial weights everywhere (seeded, and DDP broadcasts rank 0's); own dropout
         torch.manual_seed(cfg.seed + 1000 * dist.rank)
@@ -152,6 +175,40 @@ def build_trainer(
         sampler=sampler,
         progress_bar=progress_bar,
     )
+
+
+def wants_guided_alignment(config: ExperimentConfig, model_dir: Path, *, init_from: Path | None, resume: bool) -> bool:
+    """Whether this run trains an alignment head (train.guided_alignment): auto is on unless one of the
+    reasons below holds, and then says which in the log; on with such a reason is a ConfigError."""
+    setting = config.train.guided_alignment
+    if setting is False:
+        return False
+    reason = None
+    if config.data.pairs is not None:
+        reason = "a model of several directions (data.pairs) has no word alignments yet"
+    elif config.data.bpe_dropout > 0:
+        reason = "BPE-dropout segments the training pairs anew each epoch, so their piece links would not hold"
+    elif init_from is not None and (init_from / IMPORTED_FROM).is_file():
+        reason = f"{init_from} is an imported model: which of its heads aligns was decided where it was trained"
+    elif resume and (model_dir / MODEL_CONFIG).is_file():
+        if ModelConfig.load(model_dir / MODEL_CONFIG).alignment_heads == 0:
+            reason = f"the run in {model_dir} started without it, and a resumed run continues as it began"
+    if reason is None:
+        return True
+    if setting is True:
+        raise ConfigError(f"train.guided_alignment=true: {reason}; set it to auto or false")
+    log.info("guided alignment off: %s", reason)
+    return False
+
+
+def with_alignment_head(config: ModelConfig, layer: int) -> ModelConfig:
+    """`config` with head 0 of decoder layer `layer` as its alignment head (a one-layer decoder: its
+    only layer, whatever `layer` says); a layer the decoder lacks is a ConfigError."""
+    if config.decoder_layers == 1:
+        layer = 0
+    if not -config.decoder_layers <= layer < config.decoder_layers:
+        raise ConfigError(f"train.alignment_layer={layer}: the decoder has {config.decoder_layers} layers")
+    return dataclasses.replace(config, alignment_layer=layer, alignment_heads=1)
 
 
 def batch_tokens_per_rank(cfg: TrainConfig, dist: Distributed) -> int:
@@ -181,7 +238,10 @@ def prepare_model_dir(model_dir: Path) -> None:
 
 
 # A fine-tuning run may change how much it regularises; anything else changes the function it computes.
-MAY_DIFFER_WHEN_FINE_TUNING = frozenset({"dropout", "attention_dropout", "activation_dropout"})
+# Which head aligns is read by alignments, not by translation: a fine-tuned model may gain one.
+MAY_DIFFER_WHEN_FINE_TUNING = frozenset(
+    {"dropout", "attention_dropout", "activation_dropout", "alignment_layer", "alignment_heads"}
+)
 
 
 def copy_tokenizers(init_from: Path, model_dir: Path) -> None:

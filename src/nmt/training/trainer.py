@@ -30,6 +30,7 @@ from ..config import DecodeConfig, TrainConfig, parse_duration
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
 from .datasets import TrainingData
+from .guided_alignment import batch_links
 from .metrics import MetricsLog
 from .placement import Replicas, Shards
 from .precision import training_precision
@@ -121,19 +122,20 @@ class Trainer:
         (normaliser,) = self.dist.sum([float(sum(b.num_tgt_tokens for b in micro_batches))])
         # DDP averages gradients over ranks; scaling by world_size turns that mean into the global sum.
         local_normaliser = normaliser / self.dist.world_size
-        totals = torch.zeros(3, dtype=torch.float64)  # loss, nll, correct (summed, then reported per token)
+        totals = torch.zeros(4, dtype=torch.float64)  # loss, nll, correct, alignment loss (summed, then per token)
         autocast = self.precision.autocast(self.device)
         for i, batch in enumerate(micro_batches):
+            links = self.links_of(batch)
             batch = batch.to(self.device, non_blocking=True)
             last = i == len(micro_batches) - 1  # DDP synchronises gradients on the last micro-batch only
             with self.placement.gradient_sync(enabled=last):
                 with autocast:
-                    loss, nll, correct = self.placement.step_module(
-                        batch.src, batch.tgt_in, batch.tgt_out, local_normaliser
+                    loss, nll, correct, aligned = self.placement.step_module(
+                        batch.src, batch.tgt_in, batch.tgt_out, local_normaliser, links
                     )
                 loss.backward()
-            totals += torch.stack([loss.detach() / self.dist.world_size, nll, correct]).double().cpu()
-        loss_sum, nll_sum, correct = self.dist.sum(totals.tolist())
+            totals += torch.stack([loss.detach() / self.dist.world_size, nll, correct, aligned]).double().cpu()
+        loss_sum, nll_sum, correct, aligned_sum = self.dist.sum(totals.tolist())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.clip_norm or math.inf)
         if hasattr(grad_norm, "full_tensor"):  # FSDP: a distributed tensor holding the global norm
             grad_norm = grad_norm.full_tensor()
@@ -154,7 +156,14 @@ class Trainer:
             "lr": lr,
             "tokens": normaliser,
             "grad_norm": grad_norm.item(),
+            "align": aligned_sum / self.dist.world_size,
         }
+
+    def links_of(self, batch: Batch) -> torch.Tensor | None:
+        """The batch's word-alignment links for guided alignment (None when the run has none)."""
+        if self.data.train_links is None:
+            return None
+        return batch_links(self.data.train_links, batch.indices.numpy()).to(self.device, non_blocking=True)
 
     # --- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -341,7 +350,7 @@ class Trainer:
             disable=not self.progress_bar or None,
             desc="train",
         )
-        window = dict.fromkeys(("loss", "nll", "acc", "tokens", "wait", "time"), 0.0)
+        window = dict.fromkeys(("loss", "nll", "acc", "align", "tokens", "wait", "time"), 0.0)
         consecutive_bad, stream = 0, self.batches()
         interrupted_by: int | None = None  # the signal that stopped this run before its end, if one did
         # The budget is wall-clock time, validation and checkpoints included.
@@ -367,7 +376,7 @@ class Trainer:
                     self.report_bad_step(consecutive_bad)
                     continue
                 consecutive_bad = 0
-                for key in ("loss", "nll", "acc"):
+                for key in ("loss", "nll", "acc", "align"):
                     window[key] += stats[key] * stats["tokens"]
                 window["tokens"] += stats["tokens"]
                 window["wait"] += waited
@@ -414,6 +423,7 @@ class Trainer:
             "nll": window["nll"] / tokens,
             "acc": window["acc"] / tokens,
             "ppl": math.exp(min(window["nll"] / tokens, 50)),
+            **({"align": window["align"] / tokens} if self.data.train_links is not None else {}),
             "lr": lr,
             "tokens_per_s": window["tokens"] / max(window["time"], 1e-9),
             "data_wait_frac": window["wait"] / max(window["time"], 1e-9),
@@ -424,6 +434,8 @@ class Trainer:
         if (warning := self.slowdown.observe(record["tokens_per_s"], torch.get_num_threads())) is not None:
             log.warning("step %d: %s", self.progress.step, warning)
         postfix = {"loss": f"{record['loss']:.3f}", "lr": f"{lr:.2e}", "tok/s": f"{record['tokens_per_s']:.0f}"}
+        if "align" in record:
+            postfix["align"] = f"{record['align']:.3f}"
         if self.max_time is not None:
             postfix["left"] = f"{max(self.max_time - self.progress.elapsed, 0) / 60:.1f}m"
         bar.set_postfix(postfix, refresh=False)
