@@ -157,7 +157,7 @@ def test_subtitles_keep_numbers_timings_line_endings_and_italics():
     )
     out = translate_document(srt.encode(), "a.srt", upper, lang="en").decode()
     assert out == (
-        "1\r\n00:00:01,000 --> 00:00:04,000\r\nHELLO THERE, MY\r\nFRIEND. HOW ARE <i>YOU?</i>\r\n\r\n"
+        "1\r\n00:00:01,000 --> 00:00:04,000\r\nHELLO THERE, MY\r\nFRIEND. HOW ARE <i>YOU</i>?\r\n\r\n"
         "2\r\n00:00:05,000 --> 00:00:06,000\r\nGOOD.\r\n"
     )
     vtt = "WEBVTT\n\nNOTE not a cue\n\nc1\n00:01.000 --> 00:02.000 line:0\n<v Roger Bingham>We are in New York\n"
@@ -213,7 +213,7 @@ def test_markdown_leaves_a_paragraph_cell_or_item_without_a_letter_as_it_is():
     ("md", "expected"),
     [
         # the target kept whole (the full stop goes with its word, as on web pages)
-        ("See [the site](http://a.org/x.y).\n", "SEE [THE SITE.](http://a.org/x.y)\n"),
+        ("See [the site](http://a.org/x.y).\n", "SEE [THE SITE](http://a.org/x.y).\n"),  # the stop stays out
         ("Run `foo bar` bar.\n", "RUN `foo bar` BAR.\n"),  # " bar" not found inside the code span
         ("An ![a dog](dog.png) dog.\n", "AN ![a dog](dog.png) DOG.\n"),  # nor in an image's source
         ("One line\n**two** lines\n", "ONE LINE **TWO** LINES\n"),  # the marks after a line break stay

@@ -58,7 +58,25 @@ def test_the_tag_tree_attributes_and_untouched_parts_are_kept():
 
 def test_inline_tags_stay_around_the_words_they_enclosed():
     out = translate_html('<p>Ein Mann <b>fährt</b> ein <a href="/x">rotes <i>Fahrrad</i></a>.</p>', upper, lang="de")
-    assert out == '<p>EIN MANN <b>FÄHRT</b> EIN <a href="/x">ROTES <i>FAHRRAD.</i></a></p>'
+    assert out == '<p>EIN MANN <b>FÄHRT</b> EIN <a href="/x">ROTES <i>FAHRRAD</i></a>.</p>'
+
+
+def test_a_sentences_final_mark_stays_outside_the_tag_the_source_kept_it_out_of():
+    def translate(sentences):  # "Ein Mann im Schnee." -> "A man in the snow.", one to one but "the"
+        return [("A man in the snow.", [(0, 0), (1, 1), (2, 2), (3, 4)]) for _ in sentences]
+
+    assert translate_html("<p>Ein Mann im <i>Schnee</i>.</p>", translate, lang="de") == (
+        "<p>A man in <i>the snow</i>.</p>"
+    )
+    assert translate_html('<p>Ein Mann im <a href="x">Schnee</a> .</p>', translate, lang="de") == (
+        '<p>A man in <a href="x">the snow</a> .</p>'  # the source's own space before it kept
+    )
+    # inside the tag in the source: inside it in the output too
+    assert translate_html("<p>Ein Mann im <i>Schnee.</i></p>", translate, lang="de") == (
+        "<p>A man in <i>the snow.</i></p>"
+    )
+    questions = [("Where is he?!", [(0, 0), (1, 1), (2, 2)])]
+    assert translate_html("<p>Wo ist <b>er</b>?!</p>", lambda s: questions, lang="de") == "<p>Where is <b>he</b>?!</p>"
 
 
 def test_each_sentence_of_a_block_is_translated_alone_and_the_words_follow_their_alignment():

@@ -44,6 +44,8 @@ BOOLEAN_ATTRIBUTES = {
 }  # fmt: skip
 _SELF_CLOSED = re.compile(r"<[A-Za-z][^<>]*/>")  # <br/>, <meta ... />: the XHTML way of closing
 _WORD = re.compile(r"\S+")
+# a word's body, up to its last letter or digit, and the punctuation after it: "snow." -> "snow", "."
+_MARK = re.compile(r"(.*?[^\W_])?([^\w\s]*)$", re.DOTALL)
 inf = float("inf")
 AWAY = 1e6  # the cost of a piece of a split word away from its own node: never, unless nothing else fits
 _SPECIAL_STRINGS = PreformattedString  # comments, CDATA, doctypes, declarations: no text a reader sees
@@ -248,8 +250,15 @@ class Placing:
             if len(pieces) > 1:
                 split.setdefault(text[start:end], []).append(pieces)
         rows = _costs(source_nodes, len(out_words), text_nodes, alignment)
-        for word, row in zip(out_words, rows, strict=True):
+        mark_node = final_mark_node(text, owner, spans)
+        for j, (word, row) in enumerate(zip(out_words, rows, strict=True)):
             occurrences = split.get(word)
+            body, mark = _MARK.match(word).groups()
+            if not occurrences and mark_node is not None and j == len(out_words) - 1 and body and mark:
+                # the sentence's final mark goes where the source had it, outside the last word's tag
+                self.add(body, False, row)
+                self.add(mark, True, [0.0 if i == mark_node else AWAY if t else inf for i, t in enumerate(text_nodes)])
+                continue
             if not occurrences:
                 self.add(word, False, row)
                 continue
@@ -257,6 +266,26 @@ class Placing:
             pieces = occurrences.pop(0) if len(occurrences) > 1 else occurrences[0]
             for k, (node, piece) in enumerate(pieces):
                 self.add(piece, k > 0, [0.0 if i == node else AWAY if t else inf for i, t in enumerate(text_nodes)])
+
+
+def final_mark_node(text: str, owner: list[int], spans: list[tuple[int, int]]) -> int | None:
+    """The node holding a sentence's final punctuation where it is not the node of the last letter
+    before it ("<i>Schnee</i>." or "<a>Schnee</a> ."): the output's final mark belongs there, not
+    inside the tag. None where the mark shares that node, or the sentence ends in no mark."""
+    if not spans:
+        return None
+    start, end = spans[-1]
+    body, mark = _MARK.match(text[start:end]).groups()
+    if not mark:
+        return None
+    mark_at = end - len(mark)
+    if body:  # "Schnee.": the mark ends the last word
+        letter_node = owner[mark_at - 1]
+    elif len(spans) > 1:  # "Schnee .": the mark is a word of its own
+        letter_node = owner[spans[-2][1] - 1]
+    else:
+        return None
+    return owner[mark_at] if owner[mark_at] != letter_node else None
 
 
 class HtmlPage:
