@@ -137,6 +137,22 @@ def run(model_dir, pairs, steps, *extra, resume=False):
     return train(config, model_dir, resume=resume, progress_bar=False)
 
 
+def test_each_direction_is_aligned_apart_and_the_target_token_is_never_linked(tmp_path, data_home):
+    model_dir = tmp_path / "en-xx"
+    run(model_dir, ["multi30k:en-de:200", "multi30k:en-fr:200"], 2)
+    assert json.loads((model_dir / "model.json").read_text())["alignment_heads"] == 1  # guided alignment: auto
+    config = load_config(model_dir / "config.yaml", complete=True)
+    data = load_multilingual_data(config.data, config.tokenizer, model_dir, aligned=True)
+    assert len(data.train_links) == len(data.train) > 390  # 400, less what the length filter drops
+    linked = 0
+    for k in range(len(data.train)):
+        pairs = np.asarray(data.train_links[k]).reshape(-1, 2)
+        linked += len(pairs)
+        assert (pairs[:, 0] >= 2).all()  # position 0 is BOS, 1 the >>xx<< token: no word
+        assert (pairs[:, 0] < len(data.train.src[k]) - 1).all() and (pairs[:, 1] < len(data.train.tgt[k]) - 1).all()
+    assert linked > 400 * 5
+
+
 def test_a_one_to_many_model_validates_each_direction_and_writes_the_language_its_token_asks_for(
     tmp_path, data_home, monkeypatch, capsys
 ):

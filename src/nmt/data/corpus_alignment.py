@@ -99,13 +99,15 @@ def piece_links(
 ) -> RaggedArray:
     """For each pair of `corpus`, its piece links as [s0, t0, s1, t1, ...]: positions in the encoded
     source and target sequences (BOS is position 0). src_pieces / tgt_pieces: each id's piece;
-    ids below `specials` (padding, unknown, BOS, EOS) are never linked."""
+    ids below `specials` (padding, unknown, BOS, EOS) and >>xx<< language tokens are never linked."""
     sides = []
     for ragged, table in ((corpus.src, src_pieces), (corpus.tgt, tgt_pieces)):
         vocabulary, units, ids = UnitVocabulary(), [], []
+        # a multilingual model's >>xx<< target-language tokens are no words either
+        wordless = np.array([i < specials or (p.startswith(">>") and p.endswith("<<")) for i, p in enumerate(table)])
         for k in range(len(ragged)):
             seq = np.asarray(ragged[k])
-            inner = np.flatnonzero(seq >= specials)  # positions of real pieces
+            inner = np.flatnonzero(~wordless[seq])  # positions of real pieces
             pieces = [table[i] for i in seq[inner].tolist()]
             unit = alignment_units(pieces, wordpiece=wordpiece)
             units.append((inner, np.asarray(unit, dtype=np.int64)))

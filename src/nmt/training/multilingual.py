@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError, DataConfig, PairSpec
-from ..data.encoded import EncodedCorpus, encode_corpus
+from ..data.corpus_alignment import MAX_ALIGNED_CELLS, alignment_cells
+from ..data.encoded import EncodedCorpus, RaggedArray, cache_key, encode_corpus
 from ..data.pair_sampling import direction_shares
 from ..data.registry import is_pretokenized, parallel_files
 from ..tokenizer import (
@@ -52,9 +53,11 @@ from .datasets import (
     TrainingData,
     ValidationSet,
     bpe_dropout_tokenizers,
+    corpus_links,
     encode_split,
     length_filtered,
     sample_pairs,
+    split_key,
 )
 
 log = logging.getLogger(__name__)
@@ -229,21 +232,36 @@ def kept_pairs_resampler(
 
 
 def load_multilingual_data(
-    data: DataConfig, tokenizer_config: TokenizerConfig, model_dir: Path, *, progress: bool = False
+    data: DataConfig,
+    tokenizer_config: TokenizerConfig,
+    model_dir: Path,
+    *,
+    progress: bool = False,
+    aligned: bool = False,
 ) -> TrainingData:
-    """The tokenizer and the encoded training and validation sets of every direction in data.pairs."""
+    """The tokenizer and the encoded training and validation sets of every direction in data.pairs;
+    `aligned`: with each direction's word alignments (aligned apart: a word's translations differ by
+    language), for guided alignment."""
     directions = data.directions
     train = {d.name: direction_files(data, d, "train") for d in directions}
     valid = {d.name: direction_files(data, d, "valid") for d in directions}
     rows = {d.name: capped_rows(train[d.name].count(), d.max_pairs) for d in directions}
     src_tok, tgt_tok = pair_tokenizers(data, tokenizer_config, Path(model_dir), train, rows)
-    parts, groups, valid_parts, valid_sets, resamplers = [], [], [], [], []
+    parts, groups, valid_parts, valid_sets, resamplers, links = [], [], [], [], [], []
     for index, direction in enumerate(directions):
-        corpus = encode_split(train[direction.name], src_tok, tgt_tok, model_dir, progress=progress)
-        taken = kept_rows(len(corpus), rows[direction.name])
-        corpus = corpus.take(taken)
+        full = encode_split(train[direction.name], src_tok, tgt_tok, model_dir, progress=progress)
+        taken = kept_rows(len(full), rows[direction.name])
+        corpus = full.take(taken)
         keep, report = length_filtered(corpus, data)
         corpus = corpus.take(keep)
+        taken_corpus = full.take(taken)  # a capped direction's pairs alone are aligned
+        if aligned and alignment_cells(taken_corpus) > MAX_ALIGNED_CELLS:
+            too_many = f"more word pairs than the aligner's {MAX_ALIGNED_CELLS:,}"
+            log.info("guided alignment off: %s holds %s", direction.name, too_many)
+            aligned = False
+        if aligned:
+            key = cache_key(split_key(train[direction.name], Path(model_dir)), np.asarray(taken).tobytes())
+            links.append(corpus_links(taken_corpus, src_tok, tgt_tok, key, progress=progress).take(keep))
         if len(corpus) == 0:
             raise ValueError(f"data.pairs: {direction.name} has no training pairs left: {report.report()}")
         log.info("%s training pairs: %s", direction.name, report.report())
@@ -265,4 +283,5 @@ def load_multilingual_data(
         resample_train=(lambda: EncodedCorpus.concatenate([r() for r in resamplers])) if resamplers else None,
         train_groups=np.concatenate(groups),
         valid_sets=valid_sets,
+        train_links=RaggedArray.concatenate(links) if aligned else None,
     )

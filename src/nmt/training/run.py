@@ -120,7 +120,7 @@ def build_trainer(
                 atomic_write_text(model_dir / INIT_FROM, f"{init_from.resolve()}\n")
         progress = progress_bar and dist.is_main
         if data is None and config.data.pairs is not None:
-            data = load_multilingual_data(config.data, config.tokenizer, model_dir, progress=progress)
+            data = load_multilingual_data(config.data, config.tokenizer, model_dir, progress=progress, aligned=aligning)
         elif data is None:
             data = load_training_data(config.data, config.tokenizer, model_dir, progress=progress, aligned=aligning)
     if cfg.guided_alignment is True and data.train_links is None:
@@ -184,9 +184,7 @@ def wants_guided_alignment(config: ExperimentConfig, model_dir: Path, *, init_fr
     if setting is False:
         return False
     reason = None
-    if config.data.pairs is not None:
-        reason = "a model of several directions (data.pairs) has no word alignments yet"
-    elif config.data.bpe_dropout > 0:
+    if config.data.bpe_dropout > 0:
         reason = "BPE-dropout segments the training pairs anew each epoch, so their piece links would not hold"
     elif init_from is not None and (init_from / IMPORTED_FROM).is_file():
         reason = f"{init_from} is an imported model: which of its heads aligns was decided where it was trained"
