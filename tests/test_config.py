@@ -310,7 +310,7 @@ def test_model_section_overrides_every_model_config_field():
     from nmt.model.config import ModelConfig
 
     from_vocabulary = {"src_vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id"}
-    from_training = {"alignment_layer", "alignment_heads"}  # train.guided_alignment sets them
+    from_training = {"alignment_layer", "alignment_heads", "alignment_shift"}  # train.guided_alignment sets them
     model_fields = {f.name for f in dataclasses.fields(ModelConfig)} - from_vocabulary - from_training
     assert {f.name for f in dataclasses.fields(ModelSection)} - {"preset"} == model_fields
 

@@ -367,8 +367,10 @@ def test_the_export_returns_the_attention_alignments_read_so_both_engines_align_
         ct2.align(sources[:1], ["a dog"], AlignmentMethod(layer=0))
 
 
-def test_a_trained_alignment_head_is_what_both_engines_return_and_align_by(tmp_path, tiny_model_dir, sources):
-    model_dir = model_dir_with(tmp_path / "guided", tiny_model_dir, alignment_layer=0, alignment_heads=1)
+@pytest.mark.parametrize("shift", [False, True])
+def test_a_trained_alignment_head_is_what_both_engines_return_and_align_by(tmp_path, tiny_model_dir, sources, shift):
+    head = dict(alignment_layer=0, alignment_heads=1, alignment_shift=shift)
+    model_dir = model_dir_with(tmp_path / "guided", tiny_model_dir, **head)
     export_ctranslate2(model_dir, tmp_path / "ct2")
     torch_run, ct2 = Translator.load(model_dir), Translator.load(tmp_path / "ct2", engine="ctranslate2")
     assert ct2.engine.capabilities.alignment
@@ -383,6 +385,7 @@ def test_a_trained_alignment_head_is_what_both_engines_return_and_align_by(tmp_p
     targets = ["A dog runs.", "Two men are talking on a street."]
     assert ct2.align(sources[:2], targets) == torch_run.align(sources[:2], targets)
     assert torch_run.align(sources[:2], targets) != torch_run.align(sources[:2], targets, AlignmentMethod(layer=0))
+    assert ct2.engine.alignment.shift == torch_run.engine.alignment.shift == shift
 
 
 def test_an_export_that_does_not_say_which_attention_it_returns_gives_no_alignments(tmp_path, tiny_model_dir):

@@ -29,6 +29,8 @@ def test_a_batchs_links_point_at_src_columns_and_tgt_out_steps():
     # pair 0: source piece 1 -> target piece 1, source 2 -> target 3; pair 1: source 1 -> target 2
     links = RaggedArray.from_sequences([[1, 1, 2, 3], [1, 2]])
     assert batch_links(links, np.array([1, 0])).tolist() == [[0, 1, 1], [1, 0, 1], [1, 2, 2]]
+    # shifted: the step where the target piece is the decoder's input (tgt_in's position = its own)
+    assert batch_links(links, np.array([1, 0]), shift=True).tolist() == [[0, 2, 1], [1, 1, 1], [1, 3, 2]]
 
 
 def test_the_alignment_head_is_head_0_of_its_layers_cross_attention():

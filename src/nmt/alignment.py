@@ -37,18 +37,19 @@ class AlignmentMethod:
 
     def describe(self) -> str:
         """In words, for `nmt info`: "head 0 of decoder layer -2 (trained to align)"."""
+        late = ", read at the step after each word" if self.shift else ""
         if self.heads == 1:
-            return f"head 0 of decoder layer {self.layer} (trained to align: guided alignment)"
+            return f"head 0 of decoder layer {self.layer} (trained to align: guided alignment{late})"
         which = "every head" if self.heads == 0 else f"heads 0-{self.heads - 1}"
-        return f"{which} of decoder layer {self.layer}, averaged (no head trained to align)"
+        return f"{which} of decoder layer {self.layer}, averaged (no head trained to align{late})"
 
 
 DEFAULT_METHOD = AlignmentMethod()
 
 
-def model_alignment(layer: int, heads: int) -> AlignmentMethod:
-    """The method a model's config names (ModelConfig.alignment_layer, alignment_heads)."""
-    return AlignmentMethod(layer=layer, heads=heads)
+def model_alignment(layer: int, heads: int, shift: bool = False) -> AlignmentMethod:
+    """The method a model's config names (ModelConfig.alignment_layer, alignment_heads, alignment_shift)."""
+    return AlignmentMethod(layer=layer, heads=heads, shift=shift)
 
 
 def word_index(pieces: Sequence[str], specials: set[str], *, wordpiece: bool = False) -> list[int | None]:

@@ -256,13 +256,14 @@ class TrainConfig:
     tune_min_bleu: float = 1.0
     # Guided alignment (nmt.training.guided_alignment): head 0 of one decoder layer's cross-attention
     # learns a statistical aligner's word links, and word alignments (formatting in documents,
-    # --alignments) read that head. auto: on where it applies (one direction, nmt's own model, no
-    # BPE-dropout, a corpus the aligner can hold in memory); true: the same, or an error saying why not.
+    # --alignments) read that head. auto: on where it applies (nmt's own model, no BPE-dropout, a
+    # corpus the aligner can hold in memory); true: the same, or an error saying why not.
     guided_alignment: bool | str = "auto"
     alignment_weight: float = 0.1  # the alignment loss's weight beside the translation loss (Marian's)
-    alignment_layer: int = (
-        -2
-    )  # the layer whose head 0 learns (negative counts from the top; a 1-layer decoder: its own)
+    alignment_layer: int = -2  # whose head 0 learns: negative counts from the top; a 1-layer decoder: its own
+    # true: the head learns each target word at the step after it, where the word is the decoder's
+    # input (Chen et al. 2020's shift); false: at the step that outputs it
+    alignment_shift: bool = False
 
     RULES: ClassVar[dict[str, Rule]] = {
         "guided_alignment": Rule(lambda v: v == "auto" or type(v) is bool, "auto, true or false"),
@@ -429,6 +430,7 @@ ADDED_SINCE_SAVED: frozenset[str] = frozenset(
         "train.guided_alignment",
         "train.alignment_weight",
         "train.alignment_layer",
+        "train.alignment_shift",
     }
 )
 

@@ -64,7 +64,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         )
         info["vocabulary"] = f"{config['src_vocab_size']:,} source / {config['tgt_vocab_size']:,} target pieces"
         layer, heads = config.get("alignment_layer", -1), config.get("alignment_heads", 0)
-        info["word alignments"] = model_alignment(layer, heads).describe()
+        info["word alignments"] = model_alignment(layer, heads, config.get("alignment_shift", False)).describe()
     except (OSError, ValueError, KeyError, TypeError) as err:
         info["model"] = f"{model_dir / MODEL_CONFIG} unreadable ({type(err).__name__}: {err})"
     if (model_dir / WEIGHTS).is_file():

@@ -44,6 +44,7 @@ from .batch_search import search_limits
 from .contract import ENGINE_CAPABILITIES, EngineOptions
 from .export_ctranslate2 import (
     export_ctranslate2,
+    exported_model_config,
     is_ctranslate2_dir,
     require_ctranslate2,
     returns_alignment_attention,
@@ -120,8 +121,6 @@ class CTranslate2Engine:
     name = "ctranslate2"
     parameter_count = None  # CTranslate2 does not say
     model = None  # CTranslate2 holds its own
-    # The export returns the model's alignment attention alone (alignment.json), as one layer of one head.
-    alignment = AlignmentMethod()
 
     def __init__(
         self,
@@ -175,6 +174,9 @@ class CTranslate2Engine:
         self.capabilities = dataclasses.replace(
             ENGINE_CAPABILITIES["ctranslate2"], alignment=returns_alignment_attention(ct2_dir)
         )
+        # the export returns the model's alignment attention alone, as one layer of one head: read as
+        # such, a step late where the model's head aligns so
+        self.alignment = AlignmentMethod(shift=exported_model_config(ct2_dir).alignment_shift)
         self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
         self.use_vmap = uses_vmap

@@ -248,6 +248,12 @@ def is_ctranslate2_dir(model_dir: str | Path) -> bool:
     return (Path(model_dir) / CT2_WEIGHTS).is_file()
 
 
+def exported_model_config(ct2_dir: str | Path) -> ModelConfig:
+    """The model.json an export carries (an export without one: the defaults, whose alignment it has)."""
+    path = Path(ct2_dir) / MODEL_CONFIG
+    return ModelConfig.load(path) if path.is_file() else ModelConfig()
+
+
 def alignment_said(config: ModelConfig) -> dict:
     """What ALIGNMENT says of an export of a model with `config`: the layer and heads its attention is."""
     return {"layer": config.alignment_layer, "heads": config.alignment_heads or "all"}
@@ -259,7 +265,7 @@ def returns_alignment_attention(ct2_dir: str | Path) -> bool:
     ct2_dir = Path(ct2_dir)
     try:
         said = json.loads((ct2_dir / ALIGNMENT).read_text(encoding="utf-8"))
-        config = ModelConfig.load(ct2_dir / MODEL_CONFIG) if (ct2_dir / MODEL_CONFIG).is_file() else ModelConfig()
+        config = exported_model_config(ct2_dir)
     except (OSError, ValueError):
         return False
     return said == alignment_said(config)

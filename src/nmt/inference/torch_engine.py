@@ -91,7 +91,8 @@ class TorchEngine:
         if processes and parallel and on_cpu and frozen and precision in ("fp32", "int8") and not is_int8(model):
             process_weights = dict(model.state_dict())
         self.model = prepare_for_inference(model, precision)
-        self.alignment = model_alignment(model.config.alignment_layer, model.config.alignment_heads)
+        c = model.config
+        self.alignment = model_alignment(c.alignment_layer, c.alignment_heads, c.alignment_shift)
         self.precision, self.decode = precision, decode
         self.workers, self.threads = workers, threads
         # With int8 layers the restricted projection measured slower than the whole one (its rows are

@@ -53,6 +53,9 @@ class ModelConfig:
     # alignment (train.guided_alignment) trains head 0 of one layer to align and sets 1 here.
     alignment_layer: int = -1
     alignment_heads: int = 0
+    # The head aligns target piece j at the step after it, where j is the decoder's input (Chen et al.
+    # 2020's "shift"), not at the step that outputs it.
+    alignment_shift: bool = False
 
     def __post_init__(self) -> None:
         self.validate()

@@ -20,15 +20,17 @@ import torch
 from ..data.encoded import RaggedArray
 
 
-def batch_links(links: RaggedArray, indices: np.ndarray | torch.Tensor) -> torch.Tensor:
+def batch_links(links: RaggedArray, indices: np.ndarray | torch.Tensor, *, shift: bool = False) -> torch.Tensor:
     """(n, 3) int64 [row, step, column] for the pairs `indices` of a batch, in its row order: column is
-    the source piece's position in `src`, step the target piece's in `tgt_out` (its position in the
-    encoded target, after BOS, minus one)."""
+    the source piece's position in `src`, step the decoder step whose attention learns the target
+    piece: the one that outputs it, its position in `tgt_out` (its position in the encoded target,
+    after BOS, minus one), or with `shift` the one after, where it is the input (its position)."""
     rows = np.asarray(indices, dtype=np.int64)
     chosen = links.take(rows).packed()
     flat = np.asarray(chosen.ids, dtype=np.int64).reshape(-1, 2)  # (n, 2): source, target position
     row = np.repeat(np.arange(len(rows)), chosen.lengths // 2)
-    return torch.from_numpy(np.stack([row, flat[:, 1] - 1, flat[:, 0]], axis=1))
+    step = flat[:, 1] if shift else flat[:, 1] - 1
+    return torch.from_numpy(np.stack([row, step, flat[:, 0]], axis=1))
 
 
 def guided_alignment_loss(weights: torch.Tensor, links: torch.Tensor) -> torch.Tensor:

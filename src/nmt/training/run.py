@@ -138,7 +138,7 @@ def build_trainer(
             joint_vocabulary=data.src_tokenizer is data.tgt_tokenizer,
         )
     if data.train_links is not None:
-        model_config = with_alignment_head(model_config, cfg.alignment_layer)
+        model_config = with_alignment_head(model_config, cfg.alignment_layer, cfg.alignment_shift)
         log.info(
             "guided alignment: head 0 of decoder layer %d learns the word alignments (weight %g)",
             model_config.alignment_layer % model_config.decoder_layers,
@@ -199,14 +199,15 @@ def wants_guided_alignment(config: ExperimentConfig, model_dir: Path, *, init_fr
     return False
 
 
-def with_alignment_head(config: ModelConfig, layer: int) -> ModelConfig:
+def with_alignment_head(config: ModelConfig, layer: int, shift: bool = False) -> ModelConfig:
     """`config` with head 0 of decoder layer `layer` as its alignment head (a one-layer decoder: its
-    only layer, whatever `layer` says); a layer the decoder lacks is a ConfigError."""
+    only layer, whatever `layer` says), read at the step after each word with `shift`; a layer the
+    decoder lacks is a ConfigError."""
     if config.decoder_layers == 1:
         layer = 0
     if not -config.decoder_layers <= layer < config.decoder_layers:
         raise ConfigError(f"train.alignment_layer={layer}: the decoder has {config.decoder_layers} layers")
-    return dataclasses.replace(config, alignment_layer=layer, alignment_heads=1)
+    return dataclasses.replace(config, alignment_layer=layer, alignment_heads=1, alignment_shift=shift)
 
 
 def batch_tokens_per_rank(cfg: TrainConfig, dist: Distributed) -> int:
@@ -238,7 +239,7 @@ def prepare_model_dir(model_dir: Path) -> None:
 # A fine-tuning run may change how much it regularises; anything else changes the function it computes.
 # Which head aligns is read by alignments, not by translation: a fine-tuned model may gain one.
 MAY_DIFFER_WHEN_FINE_TUNING = frozenset(
-    {"dropout", "attention_dropout", "activation_dropout", "alignment_layer", "alignment_heads"}
+    {"dropout", "attention_dropout", "activation_dropout", "alignment_layer", "alignment_heads", "alignment_shift"}
 )
 
 

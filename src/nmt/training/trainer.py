@@ -163,7 +163,9 @@ class Trainer:
         """The batch's word-alignment links for guided alignment (None when the run has none)."""
         if self.data.train_links is None:
             return None
-        return batch_links(self.data.train_links, batch.indices.numpy()).to(self.device, non_blocking=True)
+        shift = self.model.config.alignment_shift
+        links = batch_links(self.data.train_links, batch.indices.numpy(), shift=shift)
+        return links.to(self.device, non_blocking=True)
 
     # --- checkpoints --------------------------------------------------------------------
     def state_dict(self) -> dict:
