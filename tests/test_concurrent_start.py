@@ -54,4 +54,5 @@ def test_two_training_runs_on_an_empty_cache_both_finish(multi30k_dir, tiny_corp
     # The shared cache holds data only: no .part, .lock or temporary file left behind.
     left = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
     assert [p for p in left if not p.startswith("encoded/")] == sorted(f"multi30k/{relpath}" for relpath in valid)
-    assert left[0].startswith("encoded/") and all(p.endswith(".enc") for p in left if p.startswith("encoded/"))
+    encoded = [p for p in left if p.startswith("encoded/")]  # encoded corpora, and their word alignments
+    assert encoded and all(p.endswith((".enc", ".links")) for p in encoded)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -167,7 +168,10 @@ def cached_links(cache_dir: Path, key: str, make: Callable[[], RaggedArray], *, 
     path = cache_dir / f"{key}{SUFFIX}"
     try:
         links = load_links(path)
-        path.touch()  # recently used: pruning spares it
+        try:
+            os.utime(path)  # recently used: pruning spares it
+        except FileNotFoundError:
+            pass  # pruned meanwhile by another run; the links are read already
         log.info("word alignments: read from %s", path)
         return links
     except FileNotFoundError:
@@ -178,7 +182,13 @@ def cached_links(cache_dir: Path, key: str, make: Callable[[], RaggedArray], *, 
     cache_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_files(cache_dir)
     save_links(path, links)
-    files = sorted(cache_dir.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in files[keep:]:
+    for stale in sorted(cache_dir.glob(f"*{SUFFIX}"), key=_last_used, reverse=True)[keep:]:
         stale.unlink(missing_ok=True)
     return links
+
+
+def _last_used(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:  # pruned meanwhile by another run
+        return float("inf")
