@@ -94,6 +94,26 @@ def aligner_links(args: argparse.Namespace, german: list[str], english: list[str
     return found
 
 
+def in_domain(args: argparse.Namespace, translator) -> None:
+    """The model's alignments of Multi30k test pairs against the statistical aligner's (no gold exists
+    for Multi30k): how well the model agrees with the links it was taught, on its own domain."""
+    from nmt.alignment import AlignmentMethod
+    from nmt.data.corpus import read_parallel
+    from nmt.data.registry import parallel_files
+
+    pairs = list(read_parallel(*parallel_files("multi30k", "test_2016_flickr", "de", "en")))[: args.in_domain]
+    german, english = [p[0] for p in pairs], [p[1] for p in pairs]
+    reference = [set(links) for links in aligner_links(args, german, english)]
+    own = translator.align(german, english)
+    averaged = translator.align(german, english, AlignmentMethod())
+    lengths = [min(len(d.split()), len(e.split())) for d, e in pairs]
+    diagonal = [[(i, i) for i in range(n)] for n in lengths]
+    result = {"model": args.model, "pairs": len(pairs), "reads": translator.engine.alignment.describe()}
+    for name, found in (("own", own), ("top_layer_averaged", averaged), ("diagonal", diagonal)):
+        result[name] = round(100 * aer(found, reference, reference), 2)
+    print(json.dumps(result))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="a German -> English model directory")
@@ -103,15 +123,24 @@ def main() -> None:
     parser.add_argument(
         "--aligner", action="store_true", help="also the statistical aligner's AER and the diagonal's (NMT_MIRROR)"
     )
+    parser.add_argument(
+        "--in-domain",
+        type=int,
+        metavar="N",
+        help="instead: the first N Multi30k test_2016_flickr pairs, the aligner's links as the reference (NMT_MIRROR)",
+    )
     args = parser.parse_args()
-    if not args.repo and not (args.pairs and args.gold):
-        parser.error("give --repo, or --pairs and --gold")
+    if not args.in_domain and not args.repo and not (args.pairs and args.gold):
+        parser.error("give --repo, or --pairs and --gold (or --in-domain N)")
 
     from nmt.alignment import AlignmentMethod
     from nmt.translator import Translator
 
-    german, english, sure, possible = read_gold(args)
     translator = Translator.load(args.model, workers=1)
+    if args.in_domain:
+        in_domain(args, translator)
+        return
+    german, english, sure, possible = read_gold(args)
     layers = translator.model.config.decoder_layers
     results = []
     for layer in range(layers):
