@@ -56,7 +56,8 @@ def main() -> None:
     runs = {}
     for name in results:
         torch.manual_seed(0)
-        model = Transformer(ModelConfig(**{**config.to_dict(), "alignment_layer": -2, "alignment_heads": 1})).train()
+        head = {"alignment_layer": -2, "alignment_heads": 1, "alignment_shift": True}  # as nmt train's default
+        model = Transformer(ModelConfig(**{**config.to_dict(), **head})).train()
         weight = 0.1 if name == "guided" else 0.0
         runs[name] = (LossModule(model, 0.1, alignment_weight=weight), torch.optim.Adam(model.parameters(), fused=True))
 
@@ -64,7 +65,7 @@ def main() -> None:
         step, optimizer = runs[name]
         begin = time.perf_counter()
         for batch in batches:
-            batch_link = batch_links(links, batch.indices.numpy()) if name == "guided" else None
+            batch_link = batch_links(links, batch.indices.numpy(), shift=True) if name == "guided" else None
             loss, *_ = step(batch.src, batch.tgt_in, batch.tgt_out, batch.num_tgt_tokens, batch_link)
             loss.backward()
             optimizer.step()

@@ -237,10 +237,9 @@ def prepare_model_dir(model_dir: Path) -> None:
 
 
 # A fine-tuning run may change how much it regularises; anything else changes the function it computes.
+DROPOUT_RATES = frozenset({"dropout", "attention_dropout", "activation_dropout"})
 # Which head aligns is read by alignments, not by translation: a fine-tuned model may gain one.
-MAY_DIFFER_WHEN_FINE_TUNING = frozenset(
-    {"dropout", "attention_dropout", "activation_dropout", "alignment_layer", "alignment_heads", "alignment_shift"}
-)
+MAY_DIFFER_WHEN_FINE_TUNING = DROPOUT_RATES | {"alignment_layer", "alignment_heads", "alignment_shift"}
 
 
 def copy_tokenizers(init_from: Path, model_dir: Path) -> None:
@@ -261,7 +260,7 @@ def imported_model_config(config: ExperimentConfig, init_from: Path) -> ModelCon
     """An imported model (Marian) is fine-tuned as it is: its own model.json, with the config's dropout
     rates where the config sets them (its preset and sizes describe nmt's own models, not this one)."""
     saved = ModelConfig.load(init_from / MODEL_CONFIG)
-    rates = {name: getattr(config.model, name) for name in MAY_DIFFER_WHEN_FINE_TUNING}
+    rates = {name: getattr(config.model, name) for name in DROPOUT_RATES}
     return dataclasses.replace(saved, **{name: value for name, value in rates.items() if value is not None})
 
 
