@@ -22,6 +22,7 @@ caption pairs take seconds: sentences are sequences of int word ids, nothing her
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -77,6 +78,15 @@ class _Cells:
         self.sentence, self.j = sentence, j
         self.tgt_start, self.src_count = tgt_start, m
 
+    @functools.cached_property
+    def shapes(self) -> tuple[_Cells, np.ndarray]:
+        """One pair per distinct sentence shape (m, n), as cells, and each cell's count of pairs with
+        that shape: what the prior's expectations need (it depends on i, j, m and n alone)."""
+        n = np.diff(np.r_[self.tgt_start, self.target_words])
+        shapes, count = np.unique(np.stack([self.src_count, n], axis=1), axis=0, return_counts=True)
+        cells = _Cells([range(a) for a, _ in shapes.tolist()], [range(b) for _, b in shapes.tolist()])
+        return cells, count[cells.sentence].astype(np.float64)
+
     def prior(self, tension: float, p_null: float) -> np.ndarray:
         """(cells,) δ(i | j, m, n) for the given tension."""
         weight = np.where(self.i > 0, np.exp(-tension * self.distance), 0.0)
@@ -100,10 +110,7 @@ def _fit_tension(cells: _Cells, posterior: np.ndarray, tension: float, p_null: f
     target = np.sum(posterior[real] * cells.distance[real]) / max(np.sum(posterior[real]), 1e-300)
     if not np.isfinite(target):
         return tension
-    m, n = cells.src_count, np.diff(np.r_[cells.tgt_start, cells.target_words])
-    shapes, weight = np.unique(np.stack([m, n], axis=1), axis=0, return_counts=True)
-    shape_cells = _Cells([range(a) for a, _ in shapes.tolist()], [range(b) for _, b in shapes.tolist()])
-    shape_weight = weight[shape_cells.sentence].astype(np.float64)
+    shape_cells, shape_weight = cells.shapes
     shape_real = shape_cells.i > 0
 
     def expected_distance(lam: float) -> float:

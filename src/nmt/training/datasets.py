@@ -318,10 +318,11 @@ def load_training_data(
     resample = bpe_dropout_resampler(train_files, kept, *dropping) if dropping is not None else None
     links = None
     full = encode_split(train_files, src_tok, tgt_tok, model_dir) if aligned else None  # the cache's own rows
-    if full is not None and alignment_cells(full) > MAX_ALIGNED_CELLS:
+    cells = alignment_cells(full) if full is not None else 0
+    if cells > MAX_ALIGNED_CELLS:
         log.info(
             "guided alignment off: the training pairs hold %s word pairs to align, more than the aligner's %s",
-            f"{alignment_cells(full):,}",
+            f"{cells:,}",
             f"{MAX_ALIGNED_CELLS:,}",
         )
     elif full is not None:
