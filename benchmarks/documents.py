@@ -279,7 +279,7 @@ def measure(translator, extension: str, content: bytes, beam: int, repeats: int)
         return translate_document(content, name, translate, lang=translator.source_lang or "de")
 
     def translate(batch: list[str]):
-        return aligned_translations(translator, batch, beam=beam)
+        return aligned_translations(translator, batch, translator.request(beam=beam))
 
     document_s, plain_s, translated = [], [], b""
     for _ in range(repeats):  # alternated, so that both see the same machine
@@ -289,7 +289,7 @@ def measure(translator, extension: str, content: bytes, beam: int, repeats: int)
         start = time.perf_counter()
         translator.translate(sentences, beam=beam)
         plain_s.append(time.perf_counter() - start)
-    found = aligned_translations(translator, sentences, beam=beam)
+    found = aligned_translations(translator, sentences, translator.request(beam=beam))
     tracemalloc.start()
     read_document(content, name, translator.source_lang or "de").rebuilt(found)
     handling_peak = tracemalloc.get_traced_memory()[1]

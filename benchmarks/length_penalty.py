@@ -40,7 +40,9 @@ def row(trial: PenaltyTrial) -> dict[str, float]:
 
 
 def trials_on(translator: Translator, pairs: list[tuple[str, str]], alphas: list[float], beam: int) -> list:
-    return try_length_penalties(translator, [s for s, _ in pairs], [t for _, t in pairs], alphas, beam=beam)
+    return try_length_penalties(
+        translator, [s for s, _ in pairs], [t for _, t in pairs], alphas, request=translator.request(beam=beam)
+    )
 
 
 def main() -> None:

@@ -53,7 +53,9 @@ def documents_against_lines(translator, sources: list[str], beam: int, repeats: 
     paragraphs = "\n".join(" ".join(sources[i : i + 5]) for i in range(0, len(sources), 5)) + "\n"
 
     def run(text: str, split: bool) -> None:
-        translate_stream(translator, io.BytesIO(text.encode()), io.StringIO(), beam=beam, split_sentences=split)
+        translate_stream(
+            translator, io.BytesIO(text.encode()), io.StringIO(), translator.request(beam=beam), split_sentences=split
+        )
 
     line_s = timed(lambda: run(lines, False), repeats)
     doc_s = timed(lambda: run(paragraphs, True), repeats)

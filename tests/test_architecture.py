@@ -48,7 +48,7 @@ ALLOWED = {
     },
     # Beside the Translator: its teacher-forced passes and a glossary's constrained search.
     "forced_scoring": {"alignment", "decoding", "inference", "tokenizer"},
-    "term_search": {"decoding", "forced_scoring", "inference", "text_form", "tokenizer"},
+    "term_search": {"decoding", "forced_scoring", "inference", "search_settings", "text_form", "tokenizer"},
     "translator": {
         "alignment",
         "config",
@@ -64,12 +64,20 @@ ALLOWED = {
         "text_form",
         "tokenizer",
     },
-    "translation_io": {"alignment", "documents", "glossary", "inference", "translator"},
+    "translation_io": {"alignment", "documents", "glossary", "inference", "search_settings", "translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
-    "tuning": {"config", "evaluation", "inference", "model_dir", "translator"},
-    "plots": {"model", "model_dir", "tokenizer", "translator"},
+    "tuning": {"config", "evaluation", "inference", "model_dir", "search_settings", "translator"},
+    "plots": {"model", "model_dir", "search_settings", "tokenizer", "translator"},
     # Models of other toolkits, read into (and written from) nmt's model and tokenizers.
-    "pretrained": {"checkpoint", "files", "model", "model_dir", "sentencepiece_tokenizer", "tokenizer"},
+    "pretrained": {
+        "checkpoint",
+        "files",
+        "model",
+        "model_dir",
+        "search_settings",
+        "sentencepiece_tokenizer",
+        "tokenizer",
+    },
     # Training uses the library; only the CLI uses training.
     "training": {
         "checkpoint",
@@ -169,11 +177,11 @@ def test_imports_point_one_way():
 INFERENCE = {
     "choices": set(),
     "plan": {"choices"},
-    "contract": {"choices", "plan"},
+    "contract": {"choices"},
     "int8_linear": set(),
     "packed_linear": set(),
     "precision": {"choices", "int8_linear", "packed_linear"},
-    "batch_search": {"plan", "precision"},
+    "batch_search": {"precision"},
     "workers": {"batch_search", "plan", "precision"},
     "shortlist": {"choices"},
     "torch_engine": {"batch_search", "contract", "plan", "precision", "shortlist", "workers"},

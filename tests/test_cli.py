@@ -65,7 +65,7 @@ def test_translate_streams_before_the_input_ends(tiny_model_dir):
                 yield line
 
     target = io.StringIO()
-    assert translate_stream(translator, Source(target), target, beam=1, chunk_lines=2) == 3
+    assert translate_stream(translator, Source(target), target, translator.request(beam=1), chunk_lines=2) == 3
 
 
 def test_invalid_utf8_names_the_line(tiny_model_dir):

@@ -253,6 +253,7 @@ OTHERS = [
     case("serve --model {model} --port -1", 2, "--port must be between 0 and 65535, got -1"),
     case("serve --model {model} --max-beam 0", 2, f"--max-beam must be between 1 and {MAX_BEAM}, got 0"),
     case("serve --model {model} --max-beam 1000", 2, f"--max-beam must be between 1 and {MAX_BEAM}, got 1000"),
+    case("serve --model {model} --beam 9", 2, "--beam 9 is larger than --max-beam 8: the most a request may ask"),
     case("serve --model {model} --workers 0", 2, "--workers must be >= 1, got 0"),
     case("serve --model {model} --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N"),
     case(

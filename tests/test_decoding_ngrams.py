@@ -8,6 +8,7 @@ import torch
 
 from nmt.decoding import SearchLimits, beam_search, greedy_search, sample
 from nmt.decoding.constrained import constrained_beam_search
+from nmt.decoding.logits_rules import NoRepeatNgram
 from nmt.decoding.state import SearchState
 
 from fake_model import BOS, EOS, PAD, A, B, C, ScriptedModel, source_batch, tiny_model
@@ -40,7 +41,7 @@ def ctranslate2_banned(sequence: list[int], n: int) -> set[int]:
 
 
 def state_over(prefix: torch.Tensor, n: int, vocabulary: torch.Tensor | None = None) -> SearchState:
-    """A SearchState holding just `prefix` (rows, 1 + steps), enough for ban_repeated_ngrams."""
+    """A SearchState holding just `prefix` (rows, 1 + steps), enough for the n-gram rule."""
     model = ScriptedModel({}, vocab_size=12)
     state = SearchState(
         model, None, None, prefix, torch.ones(prefix.size(0)), limits=SearchLimits(no_repeat_ngram_size=n)
@@ -62,7 +63,7 @@ def test_the_ban_is_ctranslate2s_rule(n, shortlist):
             output = torch.tensor([4, 6, 8, 9])[torch.randint(0, 4, (16, steps), generator=g)]
         prefix = torch.cat([torch.full((16, 1), BOS), output], dim=1)
         logits = torch.zeros(16, columns)
-        state_over(prefix, n, vocabulary).ban_repeated_ngrams(logits)
+        NoRepeatNgram(n).apply(logits, state_over(prefix, n, vocabulary))
         for row, tokens in zip(logits, output.tolist(), strict=True):
             banned = {int(c) for c in (row == -math.inf).nonzero()}
             want = ctranslate2_banned(tokens, n)
@@ -76,7 +77,7 @@ def test_the_end_token_is_never_banned():
     # A row that ended rides along in greedy search until the batch is compacted: its output holds EOS.
     prefix = torch.tensor([[BOS, EOS, A, EOS, B]])
     logits = torch.zeros(1, 12)
-    state_over(prefix, 1, None).ban_repeated_ngrams(logits)
+    NoRepeatNgram(1).apply(logits, state_over(prefix, 1, None))
     assert (logits[0] == -math.inf).nonzero().squeeze(1).tolist() == [A, B]
 
 
@@ -150,10 +151,10 @@ def test_size_0_is_the_plain_search_and_costs_nothing(monkeypatch):
     plain_greedy = greedy_search(model, src, limits=LONGER)
     plain_beam = beam_search(model, src, beam_size=3, n_best=3, limits=LONGER)
 
-    def never(self, logits):
+    def never(self, logits, state):
         raise AssertionError("no_repeat_ngram_size 0 must not look for n-grams")
 
-    monkeypatch.setattr(SearchState, "ban_repeated_ngrams", never)
+    monkeypatch.setattr(NoRepeatNgram, "apply", never)
     assert SearchLimits().no_repeat_ngram_size == 0
     zero = dataclasses.replace(LONGER, no_repeat_ngram_size=0)
     assert [(h.tokens, h.score) for h in greedy_search(model, src, limits=zero)] == [

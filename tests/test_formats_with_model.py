@@ -70,7 +70,7 @@ def translate(word_model_dir):
     translator = Translator.load(word_model_dir)
 
     def translated(sentences):
-        return aligned_translations(translator, sentences, beam=1)
+        return aligned_translations(translator, sentences, translator.request(beam=1))
 
     return translated
 

@@ -424,9 +424,9 @@ def test_html_markup_lands_alike_through_the_cli_and_the_server_on_the_default_e
         answer = client.post("/translate", json={"q": page, "source": "de", "target": "en", "format": "html"})
     by_server = answer.json()["translatedText"]
     torch_run = Translator.load(model_dir, engine="torch")
-    by_torch = translate_html(page, lambda s: aligned_translations(torch_run, s, beam=1), lang="de")
+    by_torch = translate_html(page, lambda s: aligned_translations(torch_run, s, torch_run.request(beam=1)), lang="de")
     in_proportion = translate_html(
-        page, lambda s: [(t, None) for t, _ in aligned_translations(torch_run, s, beam=1)], lang="de"
+        page, lambda s: [(t, None) for t, _ in aligned_translations(torch_run, s, torch_run.request(beam=1))], lang="de"
     )
     assert by_cli.rstrip("\n") == by_server == by_torch != in_proportion
 

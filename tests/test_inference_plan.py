@@ -6,17 +6,15 @@ from nmt.config_checks import ConfigError
 from nmt.inference.contract import EngineOptions
 from nmt.inference.plan import (
     DEFAULT_POLICY,
-    Sampling,
-    SearchRequest,
     batch_budget,
     batches_by_length,
-    check_length_penalty,
     cut_batches,
     decoder_step_bytes,
     plan_call,
     plan_workers,
 )
 from nmt.model import ModelConfig, Transformer
+from nmt.search_settings import Sampling, SearchRequest, check_length_penalty
 
 
 def test_plan_gives_one_single_threaded_worker_per_core_but_no_idle_workers():

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from nmt.decoding import beam_search, greedy_search
-from nmt.inference.plan import SearchRequest
 from nmt.inference.shortlist import (
     SHORTLIST,
     VOCABULARY_MAP,
@@ -19,6 +18,7 @@ from nmt.inference.shortlist import (
     model1_probabilities,
 )
 from nmt.model import Transformer
+from nmt.search_settings import SearchRequest
 from nmt.tokenizer import load_tokenizers
 
 from fake_model import EOS, LIMITS, PAD, source_batch, tiny_config

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from nmt.config import DecodeConfig
-from nmt.inference.plan import DEFAULT_POLICY, SearchRequest, batches_by_length
+from nmt.inference.plan import DEFAULT_POLICY, batches_by_length
 from nmt.inference.precision import is_int8
 from nmt.inference.torch_engine import TorchEngine
 from nmt.inference.workers import intra_op_threads
 from nmt.model import ModelConfig, Transformer
+from nmt.search_settings import SearchRequest
 from nmt.translator import Sampling, Translator
 
 from conftest import read_head

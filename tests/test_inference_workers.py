@@ -11,10 +11,11 @@ from nmt.config import DecodeConfig
 from nmt.decoding import SearchLimits
 from nmt.inference import torch_engine
 from nmt.inference.batch_search import BatchJob
-from nmt.inference.plan import SearchRequest, WorkerPolicy, batches_by_length
+from nmt.inference.plan import WorkerPolicy, batches_by_length
 from nmt.inference.torch_engine import TorchEngine
 from nmt.inference.workers import ProcessPool, WorkerProcessError
 from nmt.model import ModelConfig, Transformer
+from nmt.search_settings import SearchRequest
 from nmt.translator import Sampling, Translator
 
 from conftest import read_head

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from nmt.alignment import pharaoh
 from nmt.config import DecodeConfig
 from nmt.inference.contract import ENGINE_CAPABILITIES
-from nmt.inference.plan import SearchRequest
+from nmt.search_settings import SearchRequest
 from nmt.server import ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import BatchingConfig, BatchingQueue
 from nmt.translator import EngineOptions, Translation, Translator
@@ -44,6 +44,9 @@ class EchoTranslator:
 
     def source_fits(self, text, **_):  # every sentence is short enough
         return True
+
+    def check_request(self, request):  # every search is one it can run
+        return request
 
     def translate_detailed(self, texts, request):
         beam, return_attention = request.beam, request.return_attention
@@ -111,6 +114,17 @@ def test_default_beam_is_the_models_capped_at_max_beam(client, translator):
     body = client.post("/translate", json={"text": ["Hallo."]}).json()
     assert body["beam"] == min(translator.decode.beam, 4)
     assert client.post("/translate", json={"text": []}).json() == {"beam": body["beam"], "translations": []}
+
+
+def test_a_beam_the_model_cannot_search_is_a_422_before_the_queue(translator, tiny_model_dir):
+    """Checked as the Translator checks a call: beam search ranks 2 x beam distinct tokens a step."""
+    too_wide = translator.tgt_tokenizer.vocab_size // 2 + 1
+    app = create_app(translator, ServerLimits(max_beam=256), info=model_info(tiny_model_dir, translator))
+    with TestClient(app, base_url=LOCAL) as client:
+        response = client.post("/translate", json={"text": ["Hallo."], "beam": too_wide})
+        assert response.status_code == 422 and response.json()["error"] == "invalid_request"
+        assert f"beam ({too_wide}) must be at most {too_wide - 1}" in response.json()["message"]
+        assert client.get("/health").json()["batching"]["calls"] == 0  # the worker never saw it
 
 
 def test_health_reports_model_languages_and_readiness(client, translator, tiny_model_dir):

@@ -19,7 +19,7 @@ from served import nmt_serve
 from test_server import INFO, JSON, LOCAL, EchoTranslator, holding_queue, raw_request
 
 import nmt.server.nmt_api
-from nmt.inference.plan import SearchRequest
+from nmt.search_settings import SearchRequest
 from nmt.server import AccessPolicy, ServerLimits, create_app, model_info, serve_in_thread
 from nmt.server.batching_queue import (
     Abandoned,
@@ -262,6 +262,8 @@ class Slow:
     text_form = None
     def source_fits(self, text, **_):
         return True
+    def check_request(self, request):
+        return request
     def translate_detailed(self, texts, request, **options):
         time.sleep(float(sys.argv[1]))
         return [[Translation(t, 0.0, 0.0, [], [])] for t in texts]

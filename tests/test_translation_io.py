@@ -17,10 +17,10 @@ def translator(tiny_model_dir):
 def test_sentences_in_memory_and_streamed_give_the_same_lines(translator):
     streamed = io.StringIO()
     written = translate_stream(
-        translator, io.BytesIO("\n".join(SENTENCES).encode()), streamed, beam=2, chunk_lines=3
+        translator, io.BytesIO("\n".join(SENTENCES).encode()), streamed, translator.request(beam=2), chunk_lines=3
     )  # chunks of 3 and 1: the batching must not change a line
     assert written == len(SENTENCES)
-    assert streamed.getvalue().splitlines() == translate_sentences(translator, SENTENCES, beam=2)
+    assert streamed.getvalue().splitlines() == translate_sentences(translator, SENTENCES, translator.request(beam=2))
 
 
 def test_truncated_sources_are_counted_with_their_lines(translator, caplog):
@@ -33,7 +33,7 @@ def test_truncated_sources_are_counted_with_their_lines(translator, caplog):
     )
     texts = ["Ein Kind.", " ".join(["Mann"] * 40), "Ein Hund.", " ".join(["Frau"] * 40)]
     with caplog.at_level(logging.WARNING, logger="nmt.translation_io"):
-        out = translate_sentences(short, texts, beam=1, name="test.de")
+        out = translate_sentences(short, texts, short.request(beam=1), name="test.de")
     assert len(out) == 4
     (record,) = caplog.records
     assert record.getMessage().startswith("2 source sentences are longer than 6 tokens")
@@ -55,7 +55,7 @@ def test_a_byte_order_mark_is_no_text_to_translate():
 def test_n_best_lists_each_line_s_translations_best_first_in_moses_form(translator):
     lines = ["Ein Hund rennt.", "Zwei Männer spielen Fußball."]
     out = io.StringIO()
-    translate_stream(translator, io.BytesIO("\n".join(lines).encode()), out, beam=3, n_best=3)
+    translate_stream(translator, io.BytesIO("\n".join(lines).encode()), out, translator.request(beam=3, n_best=3))
     rows = [line.split(" ||| ") for line in out.getvalue().splitlines()]
     assert [int(r[0]) for r in rows] == [0, 0, 0, 1, 1, 1]
     found = translator.translate_detailed(lines, beam=3, n_best=3)

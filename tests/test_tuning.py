@@ -7,6 +7,7 @@ import pytest
 from nmt import tuning
 from nmt.evaluation import Scores, score_translations
 from nmt.model_dir import RUN_CONFIG, read_decode_config, write_decode_settings
+from nmt.search_settings import SearchRequest
 from nmt.translator import Translator
 from nmt.tuning import (
     PenaltyTrial,
@@ -44,7 +45,7 @@ def test_length_ratio_counts_words_over_the_whole_set():
 
 def test_each_trial_scores_the_translations_made_with_its_alpha(tiny_model_dir):
     translator = Translator.load(tiny_model_dir)
-    trials = try_length_penalties(translator, SOURCES, REFERENCES, [0.0, 2.0], beam=3)
+    trials = try_length_penalties(translator, SOURCES, REFERENCES, [0.0, 2.0], request=translator.request(beam=3))
     assert [t.alpha for t in trials] == [0.0, 2.0]
     for t in trials:
         hypotheses = translator.translate(SOURCES, beam=3, length_penalty=t.alpha)
@@ -98,8 +99,14 @@ def test_the_fastest_precision_within_the_tolerance_wins_and_bf16_is_tried_only_
     assert cpu_precisions() == ("fp32", "int8", "bf16")
 
 
+PRECISIONS = ("fp32", "int8")
+
+
 def test_each_precision_trial_is_that_precision_s_translation(tiny_model_dir):
-    found = try_precisions(tiny_model_dir, SOURCES, REFERENCES, engine="torch", beam=1, precisions=("fp32", "int8"))
+    greedy = SearchRequest.of(read_decode_config(tiny_model_dir), beam=1)
+    found = try_precisions(
+        tiny_model_dir, SOURCES, REFERENCES, engine="torch", request=greedy, precisions=("fp32", "int8")
+    )
     assert [t.precision for t in found] == ["fp32", "int8"] and all(t.seconds > 0 for t in found)
     for t in found:
         translator = Translator.load(tiny_model_dir, engine="torch", precision=t.precision, device="cpu")

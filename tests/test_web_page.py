@@ -30,6 +30,7 @@ class CountingTranslator:
 
     def __init__(self, translator: Translator):
         self.translator, self.decode, self.engine, self.calls = translator, translator.decode, translator.engine, 0
+        self.check_request = translator.check_request
 
     def translate_detailed(self, texts, request, **options):
         self.calls += 1

@@ -25,6 +25,7 @@ from .model import ModelConfig
 from .model.embedding import sinusoidal_encoding
 from .model_dir import METRICS as METRICS_FILE
 from .model_dir import MODEL_CONFIG, read_metrics
+from .search_settings import SearchRequest
 from .translator import Translator
 
 DPI = 120
@@ -162,14 +163,14 @@ class AttentionMaps:
 
 
 @torch.no_grad()
-def attention_maps(translator: Translator, sentence: str, *, beam: int | None = None) -> AttentionMaps:
+def attention_maps(translator: Translator, sentence: str, request: SearchRequest | None = None) -> AttentionMaps:
     """Translate `sentence`, then re-run the model once, teacher-forced on its own output, to get weights.
 
     One full pass rather than the weights of the search itself because the search sees one
     step at a time (and beam search reorders rows); the full pass gives every layer's self-
     and cross-attention over the finished sentence, and equals the step-by-step weights.
     """
-    best = translator.translate_detailed([sentence], beam=beam)[0][0]
+    best = translator.translate_detailed([sentence], request)[0][0]
     src_ids, _ = translator.encode_source(translator.model_input(sentence))  # as the search read it
     tgt_ids = [translator.model.config.bos_id, *best.tokens]  # the model's own start token (Marian: <pad>)
     model = translator.model
@@ -242,12 +243,12 @@ def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
 
 
 def plot_attention(
-    translator: Translator, sentence: str, out_dir: str | Path, *, beam: int | None = None
+    translator: Translator, sentence: str, out_dir: str | Path, request: SearchRequest | None = None
 ) -> list[Path]:
-    """Translate `sentence` (beam None: the model's beam, the sentence `translate` gives) and
+    """Translate `sentence` (request None: the model's own search, the sentence `translate` gives) and
     write cross_attention.png, encoder_self_attention.png and decoder_self_attention.png (layers x
     heads heatmaps) into out_dir; returns the paths."""
-    maps = attention_maps(translator, sentence, beam=beam)
+    maps = attention_maps(translator, sentence, request)
     return [_save(attention_figure(maps, kind), Path(out_dir) / f"{kind}.png") for kind in ATTENTION_KINDS]
 
 

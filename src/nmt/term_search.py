@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from .decoding import Hypothesis
 from .forced_scoring import ForcedScorer
 from .inference.contract import Engine
-from .inference.plan import SearchRequest
+from .search_settings import SearchRequest
 from .text_form import TextForm
 from .tokenizer import SubwordTokenizer
 

@@ -19,7 +19,7 @@ from .alignment import pharaoh
 from .documents import DocumentStats, cut_to_fit, translate_paragraphs
 from .glossary import Glossary
 from .inference.choices import CHUNK_LINES
-from .inference.plan import SearchRequest
+from .search_settings import SearchRequest
 from .translator import Translation, Translator
 
 log = logging.getLogger(__name__)
@@ -120,13 +120,12 @@ def gives_alignments(translator: Translator) -> bool:
 
 
 def aligned_translations(
-    translator: Translator, sentences: list[str], request: SearchRequest | None = None, **settings
+    translator: Translator, sentences: list[str], request: SearchRequest | None = None
 ) -> list[tuple[str, list[tuple[int, int]] | None]]:
     """(best translation, its word alignment or None) of each sentence, for putting markup back
     (nmt.markup); a sentence too long for the model is cut at a safe point and joined back.
-    request, settings: the search, as in Translator.translate."""
+    request: the search (`translator.request(beam=1)`; None: the model's own settings)."""
     cut = cut_sentences(translator, sentences)
-    request = translator.request_of(request, settings)
     found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator))
     return cut.joined([best[0] for best in found])
 
@@ -144,11 +143,10 @@ def translate_stream(
     scores: bool = False,
     alignments: bool = False,
     glossary: Glossary | None = None,
-    **settings,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of input lines translated.
 
-    request, settings: the search, as in Translator.translate (default: the model's own settings).
+    request: the search (`translator.request(beam=1)`; None: the model's own settings).
     pretokenized: the lines are in the form of the model's tokenised corpus (see Translator.translate).
     split_sentences: each line is a paragraph of running text, translated sentence by sentence with
     its spacing kept, and sentences too long for the model cut and joined back (nmt.documents);
@@ -163,7 +161,7 @@ def translate_stream(
     With a seeded `request.sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
     """
-    request = translator.request_of(request, settings)
+    request = request or translator.request()
     sampling, n_best = request.sampling, request.n_best
     lines = decode_lines(source, name)
     written = 0
@@ -231,10 +229,9 @@ def translate_sentences(
     name: str = "<input>",
     pretokenized: bool = False,
     glossary: Glossary | None = None,
-    **settings,
 ) -> list[str]:
     """The best translation of each of `texts` (lines 1.. of the file `name`), in order, searched
-    as `request` or `settings` ask (as in Translator.translate; default: the model's own settings).
+    as `request` asks (`translator.request(beam=1)`; None: the model's own settings).
 
     pretokenized: the texts are a tokenised corpus's own (its test set): no conversion in or out.
 
@@ -242,7 +239,6 @@ def translate_sentences(
     the first few lines (each source is encoded once: the Translator reports the cut).
     """
     more = {"glossary": glossary} if glossary is not None else {}
-    request = translator.request_of(request, settings)
     results = translator.translate_detailed(list(texts), request, pretokenized=pretokenized, **more)
     warn_missed_terms(name, range(1, len(texts) + 1), results)
     truncated = [number for number, best in enumerate(results, start=1) if best[0].truncated]

@@ -31,9 +31,9 @@ from .glossary import Glossary, spelled_as_given
 from .inference.batch_search import search_limits
 from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
-from .inference.plan import Sampling, SearchRequest
 from .model import Transformer
 from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
+from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer

@@ -20,6 +20,7 @@ settings chosen for itself rather than with those its config inherited from anot
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -28,9 +29,9 @@ from pathlib import Path
 
 from .evaluation import Scores, score_translations
 from .inference.choices import INT8_TOLERANCE, LENGTH_PENALTIES
-from .inference.plan import check_length_penalty
 from .inference.precision import cpu_flags
 from .model_dir import write_decode_settings
+from .search_settings import SearchRequest, check_length_penalty
 from .translator import Translator
 
 DEFAULT_ALPHAS = LENGTH_PENALTIES
@@ -67,11 +68,13 @@ def try_length_penalty(
     references: Sequence[str],
     alpha: float,
     *,
-    beam: int | None = None,
+    request: SearchRequest | None = None,
     pretokenized: bool = False,
 ) -> PenaltyTrial:
-    """Translate `sources` with beam search under `alpha` and score it against `references`."""
-    hypotheses = translator.translate(list(sources), beam=beam, length_penalty=alpha, pretokenized=pretokenized)
+    """Translate `sources` with beam search under `alpha` and score it against `references`.
+    request: the search, its length penalty replaced by `alpha` (None: the model's own)."""
+    request = dataclasses.replace(request or translator.request(), length_penalty=alpha)
+    hypotheses = translator.translate(list(sources), request, pretokenized=pretokenized)
     scores = score_translations(hypotheses, list(references), pretokenized=pretokenized)
     return PenaltyTrial(alpha, scores, length_ratio(hypotheses, references))
 
@@ -82,13 +85,14 @@ def try_length_penalties(
     references: Sequence[str],
     alphas: Sequence[float] = DEFAULT_ALPHAS,
     *,
-    beam: int | None = None,
+    request: SearchRequest | None = None,
     pretokenized: bool = False,
 ) -> list[PenaltyTrial]:
     """`try_length_penalty` for each of `alphas`, in order."""
     check_alphas(alphas)
     return [
-        try_length_penalty(translator, sources, references, a, beam=beam, pretokenized=pretokenized) for a in alphas
+        try_length_penalty(translator, sources, references, a, request=request, pretokenized=pretokenized)
+        for a in alphas
     ]
 
 
@@ -127,14 +131,14 @@ def try_precisions(
     references: Sequence[str],
     *,
     engine: str = "auto",
-    beam: int | None = None,
+    request: SearchRequest | None = None,
     pretokenized: bool = False,
     target_lang: str | None = None,
     precisions: Sequence[str] | None = None,
     **case,
 ) -> list[PrecisionTrial]:
     """Translate `sources` on CPU in each precision (default `cpu_precisions()`: fp32, int8, and
-    bf16 with AMX; the model's own search, or `beam`), and score each.
+    bf16 with AMX) with `request`'s search (None: the model's own), and score each.
 
     Timed as a long-lived translator runs: workers started and warmed on a few sentences first,
     then the better of two passes over the set (one pass moves by 10-15% on a shared machine).
@@ -146,12 +150,12 @@ def try_precisions(
         translator = Translator.load(model_dir, engine=engine, precision=precision, device="cpu", **case)
         try:
             translator.start_workers(wait=True)
-            options = dict(beam=beam, pretokenized=pretokenized, target_lang=target_lang)
-            translator.translate(list(sources[:WARM_UP]), **options)
+            options = dict(pretokenized=pretokenized, target_lang=target_lang)
+            translator.translate(list(sources[:WARM_UP]), request, **options)
             seconds = float("inf")
             for _ in range(2):
                 start = time.perf_counter()
-                hypotheses = translator.translate(list(sources), **options)
+                hypotheses = translator.translate(list(sources), request, **options)
                 seconds = min(seconds, time.perf_counter() - start)
         finally:
             translator.close()

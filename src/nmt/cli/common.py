@@ -13,10 +13,10 @@ import logging
 from pathlib import Path
 from typing import NoReturn
 
-from ..inference.choices import COMMAND_LINE_ENGINE, ENGINES, LENGTH_NORMALIZATIONS, PRECISIONS
+from ..inference.choices import COMMAND_LINE_ENGINE, ENGINES, PRECISIONS
 from ..inference.contract import ENGINE_CAPABILITIES, ENGINE_DEFAULTS, Capabilities, EngineOptions, engine_for
-from ..inference.plan import DEFAULT_POLICY, SearchRequest
-from ..search_settings import SEARCH_FIELDS
+from ..inference.plan import DEFAULT_POLICY
+from ..search_settings import SEARCH_FIELD_INFO, SEARCH_FIELDS, SearchRequest
 
 
 class CommandError(Exception):
@@ -59,12 +59,24 @@ def model_options() -> argparse.ArgumentParser:
     return parent
 
 
+def search_flag(parser: argparse.ArgumentParser, name: str) -> None:
+    """The flag of search setting `name` (`--length-penalty` for length_penalty), as SearchSettings
+    declares it; its default None leaves the model's own decode setting."""
+    info = SEARCH_FIELD_INFO[name]
+    flag, kind = "--" + name.replace("_", "-"), info["type"]
+    if kind == "bool":
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=info["help"])
+    elif info["choices"]:
+        parser.add_argument(flag, choices=info["choices"], default=None, help=info["help"])
+    else:
+        typed = {"int": int, "float": float}[kind]
+        parser.add_argument(flag, type=typed, default=None, metavar=info["metavar"], help=info["help"])
+
+
 def beam_options() -> argparse.ArgumentParser:
     """The search width, for the commands that translate with the model's defaults."""
     parent = Parser(add_help=False)
-    parent.add_argument(
-        "--beam", type=int, default=None, help="beam size (default: the model's decode.beam; 1 = greedy)"
-    )
+    search_flag(parent, "beam")
     return parent
 
 
@@ -77,25 +89,12 @@ def count(text: str) -> int:
 
 
 def length_penalty_options() -> argparse.ArgumentParser:
-    """How beam search ranks and stops, for the commands that translate with it."""
+    """How beam search ranks and stops, for the commands that translate with it: every search
+    setting but the beam (nmt.search_settings), and the model's minimum output length."""
     parent = Parser(add_help=False)
-    parent.add_argument(
-        "--length-penalty",
-        type=float,
-        default=None,
-        metavar="ALPHA",
-        help="GNMT length penalty alpha for beam search: a finished hypothesis scores log-prob / "
-        "((5 + length) / 6)^alpha; 0 ranks by log-prob, larger favours longer output (default: the "
-        "model's decode.length_penalty; choose it on a validation set with `nmt tune-length-penalty`)",
-    )
-    parent.add_argument(
-        "--length-normalization",
-        choices=LENGTH_NORMALIZATIONS,
-        default=None,
-        help="how beam search ranks finished hypotheses: gnmt, log-prob / ((5 + length) / 6)^alpha, or "
-        "average, log-prob / length^alpha (transformers'; an imported Marian model's default) "
-        "(default: the model's decode.length_normalization)",
-    )
+    for name in SEARCH_FIELDS:
+        if name != "beam":
+            search_flag(parent, name)
     parent.add_argument(
         "--min-len",
         type=count,
@@ -104,23 +103,6 @@ def length_penalty_options() -> argparse.ArgumentParser:
         help="output tokens a sentence must have before the end token may come (default: the model's "
         "decode.min_len: 1 for nmt's own models, so that no real sentence is translated to nothing; "
         "transformers' min_length - 1, usually 0, for an imported one)",
-    )
-    parent.add_argument(
-        "--no-repeat-ngram-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="no output repeats an n-gram of itself: a token that would is never chosen, in every search "
-        "of both engines (fairseq's --no-repeat-ngram-size, CTranslate2's rule); 0: off (default: the "
-        "model's decode.no_repeat_ngram_size, 0)",
-    )
-    parent.add_argument(
-        "--early-stopping",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="beam search ends a sentence once `beam` hypotheses have finished (fairseq, CTranslate2, "
-        "Marian); --no-early-stopping: transformers' default rule, which goes on while a live beam could "
-        "still win, on nmt's engine only (--engine auto takes it; default: the model's decode.early_stopping)",
     )
     return parent
 

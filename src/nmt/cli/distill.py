@@ -124,8 +124,9 @@ def cmd_distill(args: argparse.Namespace) -> int:
                 # the fastest engine here, in fp32 whatever the teacher's own default: the corpus is the
                 # student's reference, and a resumed corpus must not change precision halfway
                 teacher.append(Translator.load(args.teacher, engine="auto", precision="fp32"))
+            request = teacher[0].request(beam=beam, n_best=n)
             found = teacher[0].translate_detailed(
-                batch, beam=beam, n_best=n, target_lang=plan.target_lang, pretokenized=plan.pretokenized
+                batch, request, target_lang=plan.target_lang, pretokenized=plan.pretokenized
             )
             return n_best_lines([[t.text for t in best] for best in found], n)
 

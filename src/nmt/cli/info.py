@@ -48,6 +48,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         read_metrics,
         stored_parameter_count,
     )
+    from ..search_settings import describe_search
     from ..training.precision import training_precision
     from .common import check_device
 
@@ -78,12 +79,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     elif src or tgt:
         info["languages"] = f"{src or '?'} -> {tgt or '?'}"
     decode = read_decode_config(model_dir)
-    info["decoding"] = (
-        f"beam {decode.beam}, length penalty {decode.length_penalty:g} ({decode.length_normalization}), "
-        f"min length {decode.min_len}, "
-        + ("stops at `beam` finished" if decode.early_stopping else "transformers' stopping rule (early_stopping off)")
-        + f", {decode.precision or 'fp32'} on CPU"
-    )
+    info["decoding"] = f"{describe_search(decode)}, min_len {decode.min_len}, {decode.precision or 'fp32'} on CPU"
     if (model_dir / SHORTLIST).is_file():
         try:
             shortlist = LexicalShortlist.load(model_dir / SHORTLIST)

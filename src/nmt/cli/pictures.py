@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..inference.plan import check_beam
+from ..search_settings import check_beam
 from .common import ENGINE_DEFAULTS, CommandError, check_device, model_options, require_model_dir
 
 
@@ -67,7 +67,7 @@ def cmd_attention(args: argparse.Namespace) -> int:
     check_device(args.device)
     translator = Translator.load(args.model, device=args.device)
     out_dir = args.out_dir or Path(args.model) / "attention"  # beside the model, as `nmt plot` writes
-    for path in plot_attention(translator, args.sentence, out_dir, beam=args.beam):
+    for path in plot_attention(translator, args.sentence, out_dir, translator.request(beam=args.beam)):
         print(path)
     return 0
 

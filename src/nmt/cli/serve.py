@@ -15,6 +15,7 @@ from ..config_checks import ConfigError
 from ..server.settings import DEFAULT_HOST, DEFAULT_PORT, BatchingConfig, ConnectionOptions, ServerLimits
 from .common import (
     CommandError,
+    beam_options,
     case_options,
     engine_arguments,
     engine_options,
@@ -66,7 +67,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[length_penalty_options(), engine_arguments(server=True), case_options()],
+        parents=[beam_options(), length_penalty_options(), engine_arguments(server=True), case_options()],
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /, and "
         "LibreTranslate's API (/translate, /detect, /languages, /frontend/settings). Every limit below "
         "is explained in docs/serving.md.",
@@ -138,6 +139,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     access = server.access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
     decode = {**search_options(args), "min_len": args.min_len}  # checked before any model loads
+    if args.beam is not None and args.beam > limits.max_beam:
+        raise CommandError(
+            f"--beam {args.beam} is larger than --max-beam {limits.max_beam}: the most a request may ask"
+        )
     server.serve(
         args.model,
         host=args.host,

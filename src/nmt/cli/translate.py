@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..formats import DOCUMENT_FORMATS, REFUSED
 from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
-from ..inference.plan import Sampling
+from ..search_settings import Sampling
 from .common import (
     CommandError,
     beam_options,
@@ -446,11 +446,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         settings = {
             "model": str(args.model),
-            "beam": translator.decode.beam,
-            "length_penalty": translator.decode.length_penalty,
-            "length_normalization": translator.decode.length_normalization,
+            **translator.decode.search_settings(),
             "min_len": translator.decode.min_len,
-            "early_stopping": translator.decode.early_stopping,
             "engine": translator.engine.name,
             "precision": translator.engine.precision,
         }
@@ -465,7 +462,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 # --- tune-length-penalty ------------------------------------------------------------------------
 def parse_alphas(text: str) -> list[float]:
     """ "0.6,1,2" -> [0.6, 1.0, 2.0]; CommandError for anything else."""
-    from ..inference.plan import check_length_penalty
+    from ..search_settings import check_length_penalty
 
     try:
         alphas = [float(a) for a in text.split(",")]
@@ -483,11 +480,12 @@ def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
     _, sources, references, pretokenized = read_test_set(args)
     translator = load_translator(args)
     translator.choose_target_language(target_of_test_set(args, translator.target_languages))
-    if (args.beam or translator.decode.beam) < 2:
+    request = translator.request(beam=args.beam)
+    if request.beam < 2:
         raise CommandError("greedy search (beam 1) has no length penalty to choose: give --beam N, N >= 2")
     trials = []
     for alpha in alphas:  # one line as each finishes: each is a whole pass over the set
-        t = try_length_penalty(translator, sources, references, alpha, beam=args.beam, pretokenized=pretokenized)
+        t = try_length_penalty(translator, sources, references, alpha, request=request, pretokenized=pretokenized)
         trials.append(t)
         print(
             f"alpha {t.alpha:<5g} BLEU {t.scores.bleu:6.2f}  lower-cased {t.scores.bleu_lowercase:6.2f}  "
@@ -508,14 +506,13 @@ def cmd_tune_length_penalty(args: argparse.Namespace) -> int:
 
 # --- tune-precision -----------------------------------------------------------------------------
 def cmd_tune_precision(args: argparse.Namespace) -> int:
-    from ..inference.plan import check_beam
-    from ..model_dir import read_directions
+    from ..model_dir import read_decode_config, read_directions
+    from ..search_settings import SearchRequest
     from ..tuning import chosen_precision, try_precisions, write_precision
 
     if not args.tolerance >= 0:
         raise CommandError(f"--tolerance must be >= 0, got {args.tolerance}")
-    if args.beam is not None:
-        check_beam(args.beam)
+    request = SearchRequest.of(read_decode_config(args.model), beam=args.beam)  # checks --beam before any load
     _, sources, references, pretokenized = read_test_set(args)
     targets = sorted({t for _, t in read_directions(args.model)})  # an imported model's: only --target-lang
     target_lang = target_of_test_set(args, targets if len(targets) > 1 else [])
@@ -523,7 +520,7 @@ def cmd_tune_precision(args: argparse.Namespace) -> int:
         args.model,
         sources,
         references,
-        beam=args.beam,
+        request=request,
         pretokenized=pretokenized,
         target_lang=target_lang,
         source_case=args.source_case,

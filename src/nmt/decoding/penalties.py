@@ -24,7 +24,7 @@ class SearchLimits:
 
     no_repeat_ngram_size: n > 0 bans any token that would repeat an n-gram the output already holds
     (fairseq's --no-repeat-ngram-size, CTranslate2's and transformers' no_repeat_ngram_size, with
-    CTranslate2's rule: see SearchState.ban_repeated_ngrams): once a model falls into a loop ("the man
+    CTranslate2's rule: see nmt.decoding.logits_rules.NoRepeatNgram): once a model falls into a loop ("the man
     the man the man"), each turn makes the next more likely, and greedy and beam search alike tend to
     follow it to the length limit. 0, the default, bans nothing.
     """

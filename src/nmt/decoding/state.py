@@ -17,6 +17,7 @@ import torch
 from nmt.model import DecoderCache, Encoded, Transformer
 
 from .hypothesis import Hypothesis
+from .logits_rules import LogitsRule, rules_for
 from .penalties import SearchLimits, length_penalty
 
 
@@ -45,7 +46,11 @@ class SearchState:
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
     refused: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may not emit
     end_column: int | None = None  # where the end token is among the k columns
-    limits: SearchLimits = SearchLimits()  # the rules on which tokens may come next: min_len, no_repeat_ngram_size
+    limits: SearchLimits = SearchLimits()  # min_len and no_repeat_ngram_size become `rules`
+    rules: tuple[LogitsRule, ...] = ()  # which tokens may come next (nmt.decoding.logits_rules)
+
+    def __post_init__(self) -> None:
+        self.rules = self.rules or rules_for(self.limits)  # by default, those the limits ask for
 
     @classmethod
     def start(
@@ -112,9 +117,10 @@ class SearchState:
         softmax, so the log-probs are a distribution over the tokens a search may emit. (CTranslate2
         does the same through the exported model's output bias, so both engines score alike; so does
         Marian, whose models have no padding token at all. transformers and fairseq instead set its
-        log-prob to -inf after the softmax, without renormalising.) The tokens `limits` refuses (the end
-        token before min_len, n-gram repeats) go the same way, before the softmax as in CTranslate2
-        (which writes the lowest float rather than -inf: the same distribution over the tokens left).
+        log-prob to -inf after the softmax, without renormalising.) The tokens `rules` refuse (the end
+        token before min_len, n-gram repeats: nmt.decoding.logits_rules) go the same way, before the
+        softmax as in CTranslate2 (which writes the lowest float rather than -inf: the same
+        distribution over the tokens left).
         """
         if self.cache is not None:  # feed only the newest token; earlier ones are in the cache
             out = self.model.decode(
@@ -131,48 +137,12 @@ class SearchState:
         else:
             logits = self.model.logits(out.states[:, -1]).float()  # (rows, vocab); float32 even for a half model
             logits[:, self.model.config.pad_id] = float("-inf")
-        if self.prefix.size(1) <= self.limits.min_len:  # too short to end: renormalised over the other tokens
-            logits[:, self.eos_id] = float("-inf")
-        if self.limits.no_repeat_ngram_size > 0:  # renormalised over the other tokens too
-            self.ban_repeated_ngrams(logits)
+        for rule in self.rules:  # the end token before min_len, n-gram repeats: renormalised over the rest
+            rule.apply(logits, self)
         attention = None
         if self.collect_attention:  # the last query's cross-attention, per layer
             attention = torch.stack([w[:, :, -1] for w in out.cross_weights], dim=1)
         return Step(log_softmax_in_place(logits), attention)
-
-    def ban_repeated_ngrams(self, logits: torch.Tensor) -> None:
-        """Set to -inf, in each row of `logits` (rows, columns), every token that would complete an
-        n-gram (n = `limits.no_repeat_ngram_size`) that row's output already holds.
-
-        CTranslate2's rule (NoRepeatNgram::apply, src/decoding_utils.cc), so that both engines give
-        the same output: the tokens that count are the output so far, without the start token (its
-        sequences hold the chosen tokens only; the decoder start id is fed, never appended); nothing
-        is banned before the output holds n tokens; n = 1 bans every token already emitted. The end
-        token is never in a live row's output, so CTranslate2 never bans it; it is left alone here
-        too, for the rows that ended and ride along in greedy search and sampling until the batch is
-        compacted: their prefixes hold it, and a small shortlist could then have every column banned,
-        which would make their log-probs NaN (and torch.multinomial raise).
-        """
-        n = self.limits.no_repeat_ngram_size
-        output = self.prefix[:, 1:]  # (rows, steps): the model's ids, BOS dropped
-        steps = output.size(1)
-        if steps < n:
-            return
-        windows = output.unfold(1, n, 1)  # (rows, steps - n + 1, n): every n-gram so far
-        context = output[:, steps - n + 1 :].unsqueeze(1)  # (rows, 1, n - 1) the last n - 1 tokens (none for n = 1)
-        repeated = (windows[:, :, :-1] == context).all(
-            dim=2
-        )  # (rows, steps - n + 1): n-grams the next token would redo
-        banned = windows[:, :, -1]  # (rows, steps - n + 1) the token that would complete each
-        repeated &= banned != self.model.config.eos_id
-        if self.vocabulary is not None:  # model ids -> the shortlist's columns; an id outside it cannot come anyway
-            columns = torch.searchsorted(self.vocabulary, banned.contiguous()).clamp_(max=self.vocabulary.numel() - 1)
-            repeated &= self.vocabulary[columns] == banned
-            banned = columns
-        # A token may complete several n-grams, repeated or not: the minimum with -inf (repeated) or
-        # +inf (not) gives -inf wherever any of them repeats, whatever the order of the writes.
-        fill = logits.new_full(banned.shape, float("inf")).masked_fill_(repeated, float("-inf"))
-        logits.scatter_reduce_(1, banned, fill, reduce="amin")
 
     def advance(
         self,

@@ -15,7 +15,7 @@ import torch
 from ..config import DecodeConfig
 from ..decoding import Hypothesis, SearchLimits, beam_search, greedy_search, sample
 from ..model import Transformer
-from .plan import SearchRequest
+from ..search_settings import SearchRequest
 from .precision import autocast_for
 
 # A batch's generator is seeded with seed * SEED_STRIDE + its index: a call's batches (fewer than

@@ -8,8 +8,6 @@ COMMAND_LINE_ENGINE = "auto"  # translate, evaluate, serve; the Python API's def
 PRECISIONS = ("fp32", "int8", "bf16")  # what a model computes in (see nmt.inference.precision)
 QUANTIZATIONS = ("float32", "int8", "int16")  # how `nmt export --to ctranslate2` stores the weights
 LENGTH_PENALTIES = (0.6, 1.0, 1.5, 2.0, 2.5, 3.0)  # the GNMT alphas `nmt tune-length-penalty` tries
-# how beam search ranks finished hypotheses: GNMT's ((5 + len) / 6)^alpha, or len^alpha (transformers')
-LENGTH_NORMALIZATIONS = ("gnmt", "average")
 # a lexical shortlist (nmt.inference.shortlist): candidates kept per source piece, and the most
 # frequent target pieces every sentence gets (changing either measured within noise on Multi30k)
 SHORTLIST_PER_SOURCE, SHORTLIST_FREQUENT = 20, 100

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ..config_checks import Rule, at_least, check_fields, one_of
+from ..search_settings import SearchRequest
 from .choices import ENGINES, PRECISIONS
-from .plan import SearchRequest
 
 if TYPE_CHECKING:
     import torch

@@ -39,6 +39,7 @@ from ..decoding import Hypothesis, length_penalty
 from ..decoding.forced import ForcedScore
 from ..model import ModelConfig
 from ..model_dir import MODEL_CONFIG
+from ..search_settings import SearchRequest
 from ..tokenizer import SubwordTokenizer
 from .batch_search import search_limits
 from .contract import ENGINE_CAPABILITIES, EngineOptions
@@ -52,7 +53,6 @@ from .export_ctranslate2 import (
 )
 from .plan import (
     DEFAULT_POLICY,
-    SearchRequest,
     WorkerPolicy,
     available_cores,
     batch_budget,

@@ -1,6 +1,5 @@
-"""What a translate call asks of an engine, and how the call is cut into batches for workers.
+"""How a translate call (a SearchRequest: nmt.search_settings) is cut into batches for workers.
 
-    request = SearchRequest(beam=5, length_penalty=1.0)          # what to search for
     plan = plan_call(lengths, request, batch_tokens=8000, cores=2, workers=None, threads=None,
                      processes=True)                              # batches, workers, threads
 
@@ -20,83 +19,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING
 
-from ..config_checks import ConfigError, Rule, at_least, check_fields
-from ..search_settings import SearchSettings
+from ..search_settings import SearchRequest
 
 if TYPE_CHECKING:
     from ..model import ModelConfig
-
-
-def check_length_penalty(alpha: float) -> None:
-    """GNMT's alpha checked before a whole request exists (ConfigError naming `length_penalty`)."""
-    SearchRequest(length_penalty=alpha)
-
-
-def check_beam(beam: int) -> None:
-    """A beam size checked before a whole request exists (ConfigError naming `beam`)."""
-    SearchRequest(beam=beam)
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Draw each translation at random from the model instead of searching for the best one.
-
-    For back-translation and data augmentation, where varied outputs help more than the
-    single most likely one. temperature > 1 flattens the distribution, < 1 sharpens it;
-    top_k > 0 draws only among the k most likely tokens. With a seed, the same inputs
-    (in the same batches) give the same draws.
-    """
-
-    RULES: ClassVar[dict[str, Rule]] = {
-        "temperature": Rule(lambda v: v > 0, "> 0"),
-        "top_k": Rule(lambda v: v >= 0, ">= 0 (0 keeps every token)"),
-        "seed": Rule(lambda v: 0 <= v < 2**63, "in [0, 2**63)"),  # what a torch generator takes
-    }
-    temperature: float = 1.0
-    top_k: int = 0
-    seed: int | None = None
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-
-
-@dataclass(frozen=True)
-class SearchRequest(SearchSettings):
-    """What one translate call asks of an engine: the search settings (SearchSettings: their
-    declaration, defaults and ranges), how many results and what with them.
-
-    Built once where a call enters (`Translator.request`, from the model's decode section and the
-    call's overrides), then passed down unchanged: it is also what the server's batching queue
-    groups calls by. Built bare, a request is greedy (beam 1).
-    """
-
-    beam: int = 1
-    n_best: int = 1
-    return_attention: bool = False
-    sampling: Sampling | None = None  # set: one random draw per sentence instead of a search
-
-    RULES: ClassVar[dict[str, Rule]] = {**SearchSettings.RULES, "n_best": at_least(1)}
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        if self.sampling is not None and (self.beam != 1 or self.n_best != 1):
-            raise ConfigError(
-                f"sampling draws one translation per sentence: it takes no beam ({self.beam}) or n_best ({self.n_best})"
-            )
-        if self.n_best > self.beam:
-            raise ConfigError(f"need 1 <= n_best ({self.n_best}) <= beam ({self.beam})")
-
-    @classmethod
-    def of(cls, defaults: SearchSettings, **settings: Any) -> SearchRequest:
-        """A call's request: `defaults` (a model's decode section), each replaced by the keyword of
-        its name that is not None. A draw (`sampling`) is one translation: no default beam."""
-        given = {k: v for k, v in settings.items() if v is not None}
-        resolved = defaults.search_settings()
-        if given.get("sampling") is not None:
-            resolved["beam"] = 1
-        return cls(**{**resolved, **given})
 
 
 @dataclass(frozen=True)

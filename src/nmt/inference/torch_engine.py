@@ -22,11 +22,11 @@ from ..decoding import Hypothesis
 from ..decoding.constrained import ConstrainedResult, constrained_beam_search
 from ..decoding.forced import ForcedScore, force_decode
 from ..model import Transformer
+from ..search_settings import SearchRequest
 from .batch_search import BatchJob, search_limits
 from .contract import ENGINE_CAPABILITIES, EngineOptions
 from .plan import (
     DEFAULT_POLICY,
-    SearchRequest,
     WorkerPolicy,
     available_cores,
     batches_by_length,

@@ -29,6 +29,7 @@ from ..files import staged_directory
 from ..model import Transformer
 from ..model.embedding import sinusoidal_encoding
 from ..model_dir import IMPORTED_FROM, read_decode_config, read_directions, read_text_form
+from ..search_settings import SEARCH_FIELD_INFO, SearchSettings
 from ..sentencepiece_tokenizer import SETTINGS_FILE, SentencePieceTokenizer, save_sentencepiece_tokenizers
 from ..tokenizer import BOS, EOS, JOINT_FILE, PAD, UNK, SubwordTokenizer, load_tokenizers
 from .feature_order import with_halves_layout
@@ -112,24 +113,16 @@ def marian_config(model: Transformer, max_positions: int) -> dict:
     }
 
 
-def generation_config(
-    model: Transformer,
-    max_positions: int,
-    *,
-    beam: int,
-    length_penalty: float,
-    length_normalization: str,
-    early_stopping: bool,
-    min_len: int,
-) -> dict:
+def generation_config(model: Transformer, max_positions: int, decode: SearchSettings, min_len: int) -> dict:
     """generation_config.json: what `model.generate()` does without arguments.
 
     Without a max_length transformers stops every output at 20 tokens, its model-agnostic default,
     saying so only in a warning; OPUS-MT's exports set it to their position table's length, as here.
-    The model's own search (its decode settings) goes with it where transformers can run it: a model
-    whose length penalty is transformers' (length ** alpha, as an imported one's) keeps its beam,
-    alpha, stopping rule and minimum length; under nmt's GNMT penalty, which transformers lacks,
-    greedy search stays the default (docs/pretrained.md)."""
+    The model's own search (its decode settings, under transformers' names: nmt.search_settings) goes
+    with it where transformers can run it: a model whose length penalty is transformers' (length **
+    alpha, as an imported one's) keeps its beam, alpha, stopping rule and minimum length; under nmt's
+    GNMT penalty, which transformers lacks, greedy search stays the default (docs/pretrained.md). The
+    n-gram ban is the same rule in every search of both toolkits, so it goes either way."""
     c = model.config
     settings = {
         "max_length": max_positions,
@@ -139,8 +132,14 @@ def generation_config(
         "forced_eos_token_id": c.eos_id,
         "bad_words_ids": [[c.pad_id]],
     }
-    if length_normalization == "average" and beam > 1:
-        settings |= {"num_beams": beam, "length_penalty": length_penalty, "early_stopping": early_stopping}
+    beam_search = decode.length_normalization == "average" and decode.beam > 1
+    for name, value in decode.search_settings().items():
+        hf_name = SEARCH_FIELD_INFO[name]["transformers"]
+        if hf_name == "no_repeat_ngram_size":
+            if value > 0:
+                settings[hf_name] = value
+        elif hf_name is not None and beam_search:
+            settings[hf_name] = value
     if min_len > 0:
         settings["min_length"] = min_len + 1  # transformers counts the decoder's start token
     return settings
@@ -183,8 +182,7 @@ def export_huggingface(model_dir: str | Path, out_dir: str | Path, *, weights: s
         save_file(marian_state(model, max_positions), str(staging / SAFETENSORS), metadata={"format": "pt"})
         (staging / CONFIG).write_text(json.dumps(marian_config(model, max_positions), indent=2) + "\n")
         decode = read_decode_config(model_dir)
-        search = ("beam", "length_penalty", "length_normalization", "early_stopping", "min_len")
-        generation = generation_config(model, max_positions, **{name: getattr(decode, name) for name in search})
+        generation = generation_config(model, max_positions, decode, decode.min_len)
         (staging / GENERATION_CONFIG).write_text(json.dumps(generation, indent=2) + "\n")
         if isinstance(src_tok, SentencePieceTokenizer):
             tokenizer_config = write_marian_tokenizer(src_tok, tgt_tok, origin, staging)

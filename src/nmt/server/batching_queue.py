@@ -7,7 +7,7 @@ the search loop), not arithmetic. So one worker thread owns the translator and w
     1. wait for a request;
     2. keep collecting requests for `window_ms` more (or until `max_sentences` are held);
     3. split what it holds into groups that can share a call: the same search request (beam, n-best,
-       attention, ...: nmt.inference.plan.SearchRequest), target language and extras;
+       attention, ...: nmt.search_settings.SearchRequest), target language and extras;
     4. translate each group in calls of at most `max_sentences`, a large request split over
        several, and hand each request its translations once all are in.
 
@@ -51,7 +51,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..inference.plan import SearchRequest
+from ..search_settings import SearchRequest
 from ..translator import Translation
 from .settings import BatchingConfig
 

@@ -23,7 +23,6 @@ from importlib.resources import files
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from ..config_checks import ConfigError
 from .batching_queue import Overloaded
 from .libretranslate import is_libretranslate_body, request_fields
 from .libretranslate_api import LibreTranslateApi, media_type, sends_form
@@ -92,10 +91,7 @@ class NmtApi:
             return await self.libretranslate.translate(request, fields)
         parsed = parse_request(body, self.limits)
         self.check(request, parsed)
-        try:
-            search = self.service.search(0, **parsed.search_settings(), return_attention=parsed.attention)
-        except ConfigError as err:  # a value out of its range, named by its field
-            raise ApiError(422, "invalid_request", str(err)) from None
+        search = self.service.search(0, **parsed.search_settings(), return_attention=parsed.attention)
         beam = search.beam
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})

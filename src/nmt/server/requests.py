@@ -10,28 +10,44 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import typing
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.requests import ClientDisconnect
 
 from ..alignment import pharaoh
-from ..search_settings import SEARCH_FIELDS
+from ..search_settings import API_SEARCH_FIELDS, SEARCH_FIELD_INFO
 from ..tokenizer import EOS
 from ..translator import Translation
 from .settings import ServerLimits
 
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}  # a search field's type, by its name
 
-class TranslateRequest(BaseModel):
-    """The body of POST /translate. Strict: "5" is not a beam, and a misspelt field is an error."""
+
+class _Text(BaseModel):
+    """What every body sends first. Strict: "5" is not a beam, and a misspelt field is an error."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
     text: list[str]
-    beam: int | None = None  # default: the model's decode.beam (capped at max_beam)
-    no_repeat_ngram_size: int | None = None  # no output repeats an n-gram this long; 0: off (default: the model's)
+
+
+# The search settings a request may name (SearchSettings' fields with api=True); None: the model's
+# own, its beam capped at the server's max_beam.
+_Search = create_model(
+    "_Search",
+    __base__=_Text,
+    **{name: (_TYPES[SEARCH_FIELD_INFO[name]["type"]] | None, None) for name in API_SEARCH_FIELDS},
+)
+
+
+class TranslateRequest(_Search):
+    """The body of POST /translate: the text, the search settings the API takes (nmt.search_settings),
+    and what to return with each translation."""
+
     attention: bool = False
     target_lang: str | None = None  # a multi-target model's output language (one of its >>xx<< tokens)
     source_lang: str | None = None  # the text's language: checked against the directions the model was trained for
@@ -39,8 +55,8 @@ class TranslateRequest(BaseModel):
     alignments: bool = False  # each translation's word alignment ("0-0 1-2", source-target)
 
     def search_settings(self) -> dict[str, Any]:
-        """The search settings this body gives (its fields named after SearchSettings'; None: the model's)."""
-        return {name: getattr(self, name) for name in SEARCH_FIELDS if name in type(self).model_fields}
+        """The search settings this body gives (None: the model's)."""
+        return {name: getattr(self, name) for name in API_SEARCH_FIELDS}
 
 
 class ApiError(Exception):
@@ -116,11 +132,19 @@ async def read_body(request: Request, max_bytes: int, timeout_s: float) -> bytes
     return b"".join(chunks)
 
 
-# The body's shape as a 422 states it (a test checks that it names every field of TranslateRequest).
-EXPECTED_BODY = (
-    '{"text": [str, ...], "beam": int, "no_repeat_ngram_size": int, "attention": bool, "target_lang": str, '
-    '"source_lang": str, "scores": bool, "alignments": bool}'
-)
+def body_shape(model: type[BaseModel]) -> str:
+    """A body's fields and types as a 422 states them: '{"text": [str, ...], "beam": int, ...}'."""
+
+    def shown(annotation: Any) -> str:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if typing.get_origin(annotation) is list:
+            return f"[{shown(args[0])}, ...]"
+        return shown(args[0]) if args else annotation.__name__
+
+    return "{" + ", ".join(f'"{name}": {shown(f.annotation)}' for name, f in model.model_fields.items()) + "}"
+
+
+EXPECTED_BODY = body_shape(TranslateRequest)
 
 
 def parse_request(body: bytes, limits: ServerLimits) -> TranslateRequest:

@@ -28,8 +28,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import Receive
 
-from ..inference.plan import SearchRequest
 from ..model_dir import read_directions, read_languages
+from ..search_settings import SearchRequest
 from ..translator import Translation, Translator
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .keys import Admission, Refusal
@@ -49,9 +49,8 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "engine": translator.engine.name,
         "attention": translator.engine.capabilities.attention,  # the page shows a heatmap only where true
         "precision": translator.engine.precision,
-        "length_penalty": translator.decode.length_penalty,
+        **translator.decode.search_settings(),  # every search setting, as SearchSettings declares them
         "min_len": translator.decode.min_len,
-        "early_stopping": translator.decode.early_stopping,
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
         # a multi-target model: the languages of its >>xx<< tokens, each a direction of its own
@@ -121,9 +120,15 @@ class TranslationService:
 
     def search(self, index: int, **settings: Any) -> SearchRequest:
         """The search a request to model `index` asks for: its settings (None: the model's own, its
-        beam within the server's limit), resolved once here and passed down unchanged."""
+        beam within the server's limit), resolved once here and passed down unchanged. Checked
+        against the model and its engine as the Translator checks a call (a beam beyond the
+        vocabulary, a value out of its range): ApiError 422 here, never a failure in the worker."""
         given = {"beam": self.default_beam(index), **{k: v for k, v in settings.items() if v is not None}}
-        return SearchRequest.of(self.models[index][0].decode, **given)
+        translator = self.models[index][0]
+        try:
+            return translator.check_request(SearchRequest.of(translator.decode, **given))
+        except ValueError as err:  # ConfigError too: a value out of its range, named by its field
+            raise ApiError(422, "invalid_request", str(err)) from None
 
     @asynccontextmanager
     async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:

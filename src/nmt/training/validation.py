@@ -59,7 +59,7 @@ def validate(
         )
         scored = {
             valid.direction: score_translations(
-                translator.translate(valid.sources[:bleu_sentences], beam=1),
+                translator.translate(valid.sources[:bleu_sentences], translator.request(beam=1)),
                 valid.references[:bleu_sentences],
                 pretokenized=data.pretokenized,
             )
