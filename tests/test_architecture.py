@@ -17,10 +17,14 @@ ALLOWED = {
     "config_checks": set(),
     # The search options, declared once for a model's decode section and each call's request.
     "search_settings": {"config_checks"},
+    # What a model reads and writes: asked by the Translator, the CLI and the server alike.
+    "directions": {"config_checks", "sentencepiece_tokenizer"},
     "config": {"config_checks", "files", "model", "search_settings", "tokenizer"},
     "model_dir": {"config", "files", "text_form", "tokenizer", "truecaser"},
     # Real text around the model: pure functions of text (and, for alignments, attention tensors).
-    "text_form": {"truecaser"},
+    "text_form": {"glossary", "truecaser"},
+    # A translation, and what a teacher-forced pass adds to it (scores, word alignment).
+    "translation": {"decoding", "forced_scoring", "tokenizer"},
     "truecaser": {"files"},
     "documents": set(),
     "markup": {"documents"},
@@ -54,6 +58,7 @@ ALLOWED = {
         "config",
         "config_checks",
         "decoding",
+        "directions",
         "forced_scoring",
         "glossary",
         "inference",
@@ -63,6 +68,7 @@ ALLOWED = {
         "term_search",
         "text_form",
         "tokenizer",
+        "translation",
     },
     "translation_io": {"alignment", "documents", "glossary", "inference", "search_settings", "translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
@@ -96,6 +102,7 @@ ALLOWED = {
     "server": {
         "alignment",
         "config_checks",
+        "directions",
         "documents",
         "formats",
         "glossary",
@@ -114,6 +121,7 @@ ALLOWED = {
         "config",
         "config_checks",
         "data",
+        "directions",
         "evaluation",
         "files",
         "formats",

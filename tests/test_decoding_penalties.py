@@ -17,11 +17,11 @@ def test_average_normalization_divides_by_length_to_the_alpha():
 
 def test_the_normalizations_are_named_alike_everywhere():
     """The decoder's, the CLI's (torch-free) and the config's names are one list."""
+    from nmt import search_settings
     from nmt.config import DecodeConfig
     from nmt.decoding import LENGTH_NORMALIZATIONS
-    from nmt.inference import choices
 
-    assert choices.LENGTH_NORMALIZATIONS == LENGTH_NORMALIZATIONS
+    assert search_settings.LENGTH_NORMALIZATIONS == LENGTH_NORMALIZATIONS
     for name in LENGTH_NORMALIZATIONS:
         assert DecodeConfig(length_normalization=name).length_normalization == name
     with pytest.raises(ValueError, match="decode.length_normalization must be one of gnmt | average"):

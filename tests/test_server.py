@@ -48,6 +48,11 @@ class EchoTranslator:
     def check_request(self, request):  # every search is one it can run
         return request
 
+    target_languages: list[str] = []  # one target language
+
+    def check_languages(self, texts=(), target_lang=None, source_lang=None):  # takes every language
+        pass
+
     def translate_detailed(self, texts, request):
         beam, return_attention = request.beam, request.return_attention
         self.entered.set()

@@ -32,6 +32,11 @@ class Echo:
     def check_request(self, request):  # every search is one it can run
         return request
 
+    target_languages: list[str] = []  # one target language
+
+    def check_languages(self, texts=(), target_lang=None, source_lang=None):  # takes every language
+        pass
+
     def translate_detailed(self, texts, request, **options):
         return [[Translation(f"<{t}>", 0.0, 0.0, [], [])] for t in texts]
 

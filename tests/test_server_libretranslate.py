@@ -45,6 +45,11 @@ class NBestEcho:
     def check_request(self, request):  # every search is one it can run
         return request
 
+    target_languages: list[str] = []  # one target language
+
+    def check_languages(self, texts=(), target_lang=None, source_lang=None):  # takes every language
+        pass
+
     def translate_detailed(self, texts, request):
         beam, n_best = request.beam, request.n_best
         with self.lock:

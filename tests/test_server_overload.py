@@ -264,6 +264,9 @@ class Slow:
         return True
     def check_request(self, request):
         return request
+    target_languages = []
+    def check_languages(self, texts=(), target_lang=None, source_lang=None):
+        pass
     def translate_detailed(self, texts, request, **options):
         time.sleep(float(sys.argv[1]))
         return [[Translation(t, 0.0, 0.0, [], [])] for t in texts]

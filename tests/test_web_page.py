@@ -30,7 +30,8 @@ class CountingTranslator:
 
     def __init__(self, translator: Translator):
         self.translator, self.decode, self.engine, self.calls = translator, translator.decode, translator.engine, 0
-        self.check_request = translator.check_request
+        self.check_request, self.check_languages = translator.check_request, translator.check_languages
+        self.target_languages = translator.target_languages
 
     def translate_detailed(self, texts, request, **options):
         self.calls += 1

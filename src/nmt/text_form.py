@@ -21,10 +21,12 @@ from __future__ import annotations
 import collections
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sacremoses import MosesDetokenizer, MosesTokenizer
 
+from .glossary import spelled_as_given
 from .truecaser import Truecaser, recase
 
 # Moses splits "isn't" as "isn 't"; the Treebank (and so the corpus) as "is n't".
@@ -366,6 +368,21 @@ class TextForm:
         # a source that starts in lower case goes on from text before it (a cut sentence's later
         # piece, a subtitle cue, a line that starts mid-sentence): so does its translation
         return capitalize_sentences(text, self.tgt_lang, first=source is None or not starts_in_lower_case(source))
+
+    def output_text(
+        self,
+        text: str,
+        source: str,
+        alignment: list[tuple[int, int]] | None = None,
+        terms: Sequence[tuple[str, str]] = (),
+    ) -> str:
+        """A translation as the user reads it: `to_running_text`, then each glossary term the source
+        called for (terms: (source term, target term) pairs) as the glossary spells it, not as a
+        lower-cased model's output was recased ("who" -> "WHO")."""
+        text = self.to_running_text(text, source, alignment)
+        if terms and self.lowercased:
+            text = spelled_as_given(text, [(self.target_as_written(target), target) for _, target in terms])
+        return text
 
     def target_to_corpus_form(self, text: str) -> str:
         """Target-language text as the corpus writes its target side: "It's here." -> "it 's here ." (Treebank's)."""

@@ -17,17 +17,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
 from .alignment import AlignmentMethod
 from .config import DecodeConfig
-from .config_checks import ConfigError
 from .decoding import Hypothesis
+from .directions import Directions
 from .forced_scoring import ForcedScorer
-from .glossary import Glossary, spelled_as_given
+from .glossary import Glossary
 from .inference.batch_search import search_limits
 from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
@@ -37,41 +36,13 @@ from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
+from .translation import Translation, fill_scores, translation_of
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SOURCE_TOKENS = 256  # longer inputs are truncated (with a warning) to bound memory and time
 
 __all__ = ["Translator", "Translation", "Sampling", "EngineOptions", "DEFAULT_MAX_SOURCE_TOKENS"]
-
-
-@dataclass
-class Translation:
-    """One hypothesis for one input sentence, with what a person or a plot needs."""
-
-    text: str
-    score: float  # length-penalised log-probability (the ranking score)
-    log_prob: float
-    tokens: list[int]
-    pieces: list[str]  # target subword pieces (no BOS/EOS)
-    src_pieces: list[str] = field(default_factory=list)  # source pieces, BOS/EOS included
-    attention: torch.Tensor | None = None  # (layers, heads, steps, src_len) cross-attention, when asked
-    truncated: bool = False  # the source was cut to max_source_tokens
-    # With scores=True: the probability of each output piece, then of the end token (where it ended);
-    # confidence is their mean log-probability (the length-normalised log-probability): 0 is certain.
-    token_probs: list[float] | None = None
-    confidence: float | None = None
-    # With alignments=True: (source word, output word) pairs, 0-based, over the whitespace-separated
-    # words of the text the model read and wrote (nmt.alignment).
-    alignment: list[tuple[int, int]] | None = None
-    # With a glossary: the target terms its source called for that this translation lacks (none
-    # unless a term could not be placed within the sentence and its length limit).
-    glossary_missed: list[str] | None = None
-
-
-def target_lang_error(problem: str) -> ConfigError:
-    """A ConfigError on the target language, which the CLI words as its option (--target-lang)."""
-    return ConfigError(f"target_lang {problem}", key="target_lang", problem=problem)
 
 
 class Translator:
@@ -110,11 +81,11 @@ class Translator:
         self.max_source_tokens = max_source_tokens
         self.target_lang: str | None = None  # a multi-target model's output language (choose_target_language)
         self.text_form = text_form
-        self.source_lang, self.output_lang = source_lang, output_lang
-        # what the model says it reads (source_lang may be chosen later): a language's own two-letter
-        # code; a three-letter one may name a group (OPUS-MT's "mul", "roa"), so it checks nothing
-        self.trained_source = source_lang if source_lang and len(source_lang) == 2 else None
-        self.directions = [tuple(d) for d in directions]
+        self.source_lang = source_lang  # documents are split into its sentences; choose_source_language
+        # what the model says it reads and writes (the source language may be chosen later)
+        self.directions = Directions(
+            tuple(directions), tuple(src_tokenizer.target_languages), source=source_lang, output=output_lang
+        )
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
         self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
 
@@ -245,8 +216,8 @@ class Translator:
         if alignments:
             self.scorer.check_aligns()
         if target_lang is not None:
-            self.check_target_language(target_lang)
-            self.check_direction(self.source_lang, target_lang)
+            self.directions.check_target(target_lang)
+            self.directions.check_pair(self.source_lang, target_lang)
         glossary = self.glossary if glossary is None else glossary
         form = None if pretokenized else self.text_form
         typed = list(texts)
@@ -265,40 +236,60 @@ class Translator:
         out = []
         for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
             src_pieces = self.src_tokenizer.lookup(src_ids) if request.return_attention else []
-            out.append([self.to_translation(h, src_pieces, truncated, empty=not text.strip()) for h in sentence_hyps])
+            empty = not text.strip()
+            out.append([translation_of(h, self.tgt_tokenizer, src_pieces, truncated, empty) for h in sentence_hyps])
         for i, terms_missed in missed.items():
             for t in out[i]:
                 t.glossary_missed = terms_missed
+        has_text = [bool(t.strip()) for t in texts]
+        details = dict(scores=scores, alignments=alignments, in_search=align_in_search, keep_attention=asked_attention)
+        self._add_details(out, ids, has_text, typed, terms, form, **details)
+        return out
+
+    def _add_details(
+        self,
+        out: list[list[Translation]],
+        ids: list[list[int]],
+        has_text: list[bool],
+        typed: list[str],
+        terms: list[list[tuple[str, str]]],
+        form: TextForm | None,
+        *,
+        scores: bool,
+        alignments: bool,
+        in_search: bool,
+        keep_attention: bool,
+    ) -> None:
+        """What a call asked for beyond the search, into each of `out` (the n-best of the sources
+        `ids`, as `typed`; has_text[i]: source i is not blank): scores and word alignments (read off
+        the search's own attention where `in_search`, which is then dropped unless `keep_attention`;
+        else from one teacher-forced pass), and the text as running text (`form`)."""
         # A lower-cased model's names take the source's capitals through the word alignment: one
         # teacher-forced pass over the sentences whose source has any (all of them, if scores or
         # alignments are asked for anyway).
         case_by_alignment = form is not None and form.lowercased and form.case_from_source
         case_by_alignment = case_by_alignment and self.engine.capabilities.alignment and not self.target_languages
-        has_text = [bool(t.strip()) for t in texts]
-        if align_in_search:
+        if in_search:
             for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
                 for t in sentence:
                     t.alignment = self.scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
-                    t.attention = t.attention if asked_attention else None
+                    t.attention = t.attention if keep_attention else None
         elif scores or alignments:
-            self._add_scores(out, ids, has_text, alignments=alignments or case_by_alignment, probabilities=scores)
+            fill_scores(
+                self.scorer, out, ids, has_text, alignments=alignments or case_by_alignment, probabilities=scores
+            )
         elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
             pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
-            self._add_scores(*pick, alignments=True, probabilities=False)
+            fill_scores(self.scorer, *pick, alignments=True, probabilities=False)
         if form is not None:
             for sentence, source, found in zip(out, typed, terms, strict=True):
                 for t in sentence:
-                    t.text = form.to_running_text(t.text, source, t.alignment if case_by_alignment else None)
-                    if found and form.lowercased:  # the terms as the glossary spells them, not as recased
-                        t.text = spelled_as_given(
-                            t.text, [(form.target_as_written(target), target) for _, target in found]
-                        )
+                    t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
         for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
             if not scores:
                 t.token_probs = t.confidence = None
             if not alignments:
                 t.alignment = None
-        return out
 
     def _search(
         self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
@@ -335,33 +326,6 @@ class Translator:
                     )
         return hyps, missed
 
-    def _add_scores(
-        self,
-        found: list[list[Translation]],
-        src_ids: Sequence[Sequence[int]],
-        has_text: Sequence[bool],
-        *,
-        alignments: bool,
-        probabilities: bool = True,
-    ) -> None:
-        """Fill token_probs and confidence (with `probabilities`) and the word alignment (with
-        `alignments`) of every Translation in `found` (n-best lists for the sources `src_ids`;
-        has_text[i]: source i is not blank) from one teacher-forced pass. An empty output of a real
-        sentence is scored too (its end token: how sure the model was that there is nothing to
-        say); that of a blank input is certain and aligns nothing."""
-        rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if has_text[i]]
-        sources, outputs = [src_ids[i] for i, _ in rows], [t.tokens for _, t in rows]
-        scored = self.scorer.score(sources, outputs, alignments=alignments, probabilities=probabilities)
-        for (_, t), one in zip(rows, scored, strict=True):
-            t.token_probs, t.confidence = one.token_probs, one.confidence
-            if alignments:
-                t.alignment = one.alignment
-        for i, sentence in enumerate(found):
-            for t in sentence:
-                if not has_text[i]:
-                    t.token_probs, t.confidence = [], 0.0
-                    t.alignment = [] if alignments else None
-
     @property
     def scorer(self) -> ForcedScorer:
         """Teacher-forced passes over given outputs (token probabilities, word alignments)."""
@@ -387,11 +351,11 @@ class Translator:
         tgt_ids = [self.tgt_tokenizer.encode(t, add_special=False) for t in targets]
         return self.scorer.align(src_ids, tgt_ids, method)
 
-    # --- multi-target models (Marian's >>xx<< tokens) ----------------------------------------------
+    # --- languages (nmt.directions: what the model reads and writes) ---------------------------
     @property
     def target_languages(self) -> list[str]:
         """The languages a multi-target model translates into; empty for a model with one target."""
-        return list(self.src_tokenizer.target_languages)
+        return list(self.directions.targets)
 
     def choose_target_language(self, language: str | None) -> None:
         """Translate into `language` from now on: its >>xx<< token starts every source sentence.
@@ -399,8 +363,8 @@ class Translator:
         A ConfigError (key target_lang) names the valid languages for none or one this model lacks,
         on a multi-target model; a model with a single target takes only that one (or none).
         """
-        self.check_target_language(language)
-        self.check_direction(self.source_lang, language)
+        self.directions.check_target(language)
+        self.directions.check_pair(self.source_lang, language)
         self.target_lang = language
 
     def choose_source_language(self, language: str) -> None:
@@ -408,33 +372,9 @@ class Translator:
         its sentences. Where the model's sources are known (its trained directions, or an imported
         model's one source language), one it was not trained on, or a pairing with the chosen target
         it was not trained for, is a ConfigError naming what it has."""
-        self.check_source_language(language)
-        self.check_direction(language, self.target_lang)
+        self.directions.check_source(language)
+        self.directions.check_pair(language, self.target_lang)
         self.source_lang = language
-
-    @property
-    def source_languages(self) -> list[str]:
-        """The languages the model was trained to read, where known (else empty: any is taken)."""
-        return sorted({s for s, _ in self.directions} or ({self.trained_source} if self.trained_source else set()))
-
-    def trained_as(self) -> str:
-        """What the model translates, for messages: its directions ("de-en, fr-en") or "from de"."""
-        if self.directions:
-            return ", ".join(f"{s}-{t}" for s, t in self.directions)
-        return f"from {', '.join(self.source_languages)}"
-
-    def check_source_language(self, language: str) -> None:
-        """ConfigError (key source_lang) unless the model reads `language` (or its sources are unknown)."""
-        if self.source_languages and language not in self.source_languages:
-            problem = f"{language!r} was not trained: this model translates {self.trained_as()}"
-            raise ConfigError(f"source_lang {problem}", key="source_lang", problem=problem)
-
-    def check_direction(self, source: str | None, target: str | None) -> None:
-        """ConfigError unless source -> target is one of the trained directions (where both are known)."""
-        target = target or self.output_lang
-        if not self.directions or source is None or target is None or (source, target) in self.directions:
-            return
-        raise ConfigError(f"{source}-{target} is not a direction this model was trained for ({self.trained_as()})")
 
     def check_languages(
         self, texts: Sequence[str] = (), target_lang: str | None = None, source_lang: str | None = None
@@ -443,51 +383,21 @@ class Translator:
         target language the model lacks, a pairing it was not trained for, a text whose >>xx<< token
         it lacks or which contradicts target_lang, or no target for a text on a multi-target model."""
         if source_lang is not None:
-            self.check_source_language(source_lang)
+            self.directions.check_source(source_lang)
         source = source_lang or self.source_lang
         if target_lang is not None or not texts:
-            self.check_target_language(target_lang)
-            self.check_direction(source, target_lang)
+            self.directions.check_target(target_lang)
+            self.directions.check_pair(source, target_lang)
         for text in texts:
-            self.target_of(text, target_lang, source)
-
-    def target_of(self, text: str, target_lang: str | None = None, source_lang: str | None = None) -> str | None:
-        """The language a multi-target model writes `text` in: its own >>xx<< token (as OPUS-MT's
-        users write them), else target_lang, else the chosen one; None on a model with one target.
-        A ConfigError for none, one the model lacks, a token contradicting the target asked for, or
-        a pairing with the source it was not trained for."""
-        if not self.target_languages:
-            return None
-        asked = target_lang or self.target_lang
-        written = LANGUAGE_CODE.match(text.lstrip())
-        if written is not None:
-            if asked is not None and written.group(1) != asked:
-                raise target_lang_error(f"is {asked!r}, but the text asks for >>{written.group(1)}<<: {text[:40]!r}")
-            asked = written.group(1)
-        self.check_target_language(asked)  # None raises, naming the languages
-        self.check_direction(source_lang or self.source_lang, asked)
-        return asked
-
-    def check_target_language(self, language: str | None) -> None:
-        """ConfigError (key target_lang) unless `language` is one this model takes (None: one it needs not)."""
-        valid = self.target_languages
-        if language is None and valid:
-            raise target_lang_error(f"is needed: this model translates into several languages ({', '.join(valid)})")
-        if language is not None and language not in valid:
-            if not valid:
-                if language == self.output_lang:
-                    return  # the one language it writes: a client may name it (many-to-one models)
-                into = f"only into {self.output_lang}" if self.output_lang else "into one language"
-                raise target_lang_error(f"{language!r} cannot be chosen: this model translates {into}")
-            raise target_lang_error(f"must be one of {', '.join(valid)}, got {language!r}")
+            self.directions.target_of(text, target_lang or self.target_lang, source)
 
     # --- the pieces ----------------------------------------------------------------------------
     def encode_source(self, text: str, target_lang: str | None = None) -> tuple[list[int], bool]:
         """Source ids with the tokenizer's special tokens, cut to max_source_tokens (keeping the end
         token, the last id); and whether it was cut. A multi-target model's sentence starts with the
         chosen target language's token, unless it starts with one already (as OPUS-MT's users write
-        them); a token contradicting the target asked for, or none at all, is refused (target_of)."""
-        language = self.target_of(text, target_lang)
+        them); a token contradicting the target asked for, or none at all, is refused (Directions.target_of)."""
+        language = self.directions.target_of(text, target_lang or self.target_lang, self.source_lang)
         if language is not None and LANGUAGE_CODE.match(text.lstrip()) is None:
             text = f">>{language}<< {text}"
         ids = self.src_tokenizer.encode(text)
@@ -504,20 +414,6 @@ class Translator:
     def source_fits(self, text: str, *, pretokenized: bool = False, target_lang: str | None = None) -> bool:
         """Whether `text` is short enough to be translated whole (within max_source_tokens)."""
         return not self.encode_source(self.model_input(text, pretokenized=pretokenized), target_lang)[1]
-
-    def to_translation(self, h: Hypothesis, src_pieces: list[str], truncated: bool, empty: bool) -> Translation:
-        if empty:  # nothing in, nothing out: the model's guess for an empty input is noise
-            return Translation("", 0.0, 0.0, [], [], src_pieces, None, truncated)
-        return Translation(
-            self.tgt_tokenizer.decode(h.tokens),
-            h.score,
-            h.log_prob,
-            h.tokens,
-            self.tgt_tokenizer.lookup(h.tokens),
-            src_pieces,
-            h.attention,
-            truncated,
-        )
 
     def request(self, **settings) -> SearchRequest:
         """The request a call makes of the engine: the model's decode settings, each replaced by the

@@ -403,16 +403,15 @@ def check_test_direction(args: argparse.Namespace, src_lang: str, tgt_lang: str)
     """Refuse a --test direction that a model of nmt's own was not trained for, naming those it was,
     before the model loads: its scores would be those of a language the model never read
     (--zero-shot, where a command has it, tries a multilingual model anyway, into a language it writes)."""
+    from ..config_checks import ConfigError
+    from ..directions import Directions
     from ..model_dir import read_directions
 
-    trained = read_directions(args.model)  # [] for an imported model: nothing to go by
-    names = ", ".join(f"{s}-{t}" for s, t in trained)
-    writes = {t for _, t in trained}
-    if trained and tgt_lang not in writes:  # zero-shot or not: it would score another language
-        raise CommandError(f"{args.model} writes {', '.join(sorted(writes))} ({names}), not {tgt_lang}")
-    if trained and (src_lang, tgt_lang) not in trained and not getattr(args, "zero_shot", False):
-        anyway = " (--zero-shot to try it anyway)" if hasattr(args, "zero_shot") and len(trained) > 1 else ""
-        raise CommandError(f"{args.model} was trained for {names}, not {src_lang}-{tgt_lang}{anyway}")
+    directions = Directions(tuple(read_directions(args.model)))  # none for an imported model: nothing to go by
+    try:
+        directions.check_test_set(src_lang, tgt_lang, zero_shot=getattr(args, "zero_shot", None))
+    except ConfigError as err:
+        raise CommandError(f"{args.model} {err}") from None
 
 
 def target_of_test_set(args: argparse.Namespace, target_languages: list[str]) -> str | None:

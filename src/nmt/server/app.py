@@ -38,22 +38,22 @@ from .libretranslate_api import LibreTranslateApi
 from .metrics import StatusCounter
 from .nmt_api import NmtApi
 from .requests import ApiError, ServerLimits
-from .service import TranslationService, model_info
+from .service import ServedModel, TranslationService, model_info
 
 __all__ = ["create_app", "model_info"]
 
 
 def create_app(
-    translator: Any,
+    translator: ServedModel,
     limits: ServerLimits,
     *,
     info: dict[str, Any],
     batching: BatchingConfig | None = None,
     access: AccessPolicy | None = None,
-    more_models: Sequence[tuple[Any, dict[str, Any]]] = (),
+    more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
     admission: Admission | None = None,
 ) -> FastAPI:
-    """The ASGI app around a loaded translator (anything with Translator.translate_detailed).
+    """The ASGI app around a loaded translator (a Translator, or anything with what ServedModel lists).
 
     Its lifespan starts and stops the batching workers, so run it under uvicorn (serve, serve_in_thread)
     or `with TestClient(app, base_url="http://127.0.0.1")` (the Host must be allowed by `access`,

@@ -85,7 +85,7 @@ def language_name(code: str) -> str:
 
 
 @dataclass(frozen=True)
-class Directions:
+class ServedPairs:
     """The (source, target) pairs the server translates, from its models' languages."""
 
     pairs: tuple[tuple[str, str], ...]
@@ -355,7 +355,7 @@ def file_text(upload: tuple[str, bytes] | None) -> tuple[str, str]:
     return extension, text if extension in (".html", ".htm") else "\n".join(text.splitlines())
 
 
-def frontend_settings(directions: Directions, max_chars: int, keys: bool = False) -> dict[str, Any]:
+def frontend_settings(directions: ServedPairs, max_chars: int, keys: bool = False) -> dict[str, Any]:
     """GET /frontend/settings, as LibreTranslate's page reads it."""
     source = directions.sources[0]
     target = directions.targets(source)[0]

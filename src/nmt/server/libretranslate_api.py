@@ -30,9 +30,9 @@ from .libretranslate import (
     DOWNLOAD_NAME,
     FORM_TYPES,
     MEDIA_TYPES,
-    Directions,
     LanguageDetector,
     LibreTranslateError,
+    ServedPairs,
     alternatives_of,
     file_extension,
     file_text,
@@ -87,7 +87,7 @@ class LibreTranslateApi:
 
     def __init__(self, service: TranslationService):
         self.service, self.limits = service, service.limits
-        self.directions = Directions(tuple(service.routes))
+        self.directions = ServedPairs(tuple(service.routes))
         self.detector = LanguageDetector(self.directions.languages)
 
     def router(self) -> APIRouter:
@@ -152,10 +152,9 @@ class LibreTranslateApi:
     def check_texts(self, chosen: int, texts: list[str], target_lang: str | None) -> None:
         """A 400 for a text the model would refuse in the worker (a 500 there): a >>xx<< token of
         its own that the model lacks or that is not the request's target."""
-        check_languages = getattr(self.service.models[chosen][0], "check_languages", None)
-        if check_languages is not None and target_lang is not None:
+        if target_lang is not None:
             try:
-                check_languages(texts, target_lang)
+                self.service.models[chosen][0].check_languages(texts, target_lang)
             except ValueError as err:
                 raise LibreTranslateError(400, str(err)) from None
 

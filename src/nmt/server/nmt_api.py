@@ -138,9 +138,7 @@ class NmtApi:
                     f"this server's engine ({self.engine_name}) does not return the attention weights that "
                     f'{field} needs; leave out "{field}"',
                 )
-        check_languages = getattr(self.service.models[0][0], "check_languages", None)
-        if check_languages is not None:  # before the queue: in the worker it would be a 500
-            try:
-                check_languages(parsed.text, parsed.target_lang, parsed.source_lang)
-            except ValueError as err:
-                raise ApiError(422, "invalid_request", str(err)) from None
+        try:  # before the queue: in the worker it would be a 500
+            self.service.models[0][0].check_languages(parsed.text, parsed.target_lang, parsed.source_lang)
+        except ValueError as err:
+            raise ApiError(422, "invalid_request", str(err)) from None

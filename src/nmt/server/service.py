@@ -22,12 +22,13 @@ from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.types import Receive
 
+from ..directions import Directions
 from ..model_dir import read_directions, read_languages
 from ..search_settings import SearchRequest
 from ..translator import Translation, Translator
@@ -54,11 +55,42 @@ def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
         "src_lang": src_lang,
         "tgt_lang": tgt_lang,
         # a multi-target model: the languages of its >>xx<< tokens, each a direction of its own
-        "target_langs": list(getattr(translator, "target_languages", [])),
+        "target_langs": list(translator.target_languages),
         # the directions a multilingual model of nmt's own was trained for, as [source, target]
         "directions": [list(d) for d in read_directions(model_dir)],
         "device": str(translator.device),
     }
+
+
+class ServedModel(Protocol):
+    """What the server asks of a model: nmt.translator.Translator has it all; the tests serve stand-ins."""
+
+    decode: Any  # its nmt.config.DecodeConfig: the search of a request that names none
+    engine: Any  # its name, precision and capabilities (nmt.inference.contract.Engine)
+    text_form: Any  # its nmt.text_form.TextForm, or None for a model of running text
+
+    @property
+    def target_languages(self) -> list[str]: ...
+
+    def source_fits(self, text: str, *, pretokenized: bool = False, target_lang: str | None = None) -> bool: ...
+
+    def check_request(self, request: SearchRequest) -> SearchRequest: ...
+
+    def check_languages(
+        self, texts: Sequence[str] = (), target_lang: str | None = None, source_lang: str | None = None
+    ) -> None: ...
+
+    def translate_detailed(self, texts: Sequence[str], request: SearchRequest, **options: Any) -> Any: ...
+
+
+def info_directions(info: dict[str, Any]) -> Directions:
+    """What a served model reads and writes, from what /health says of it (model_info)."""
+    return Directions(
+        tuple(tuple(d) for d in info.get("directions") or ()),
+        tuple(info.get("target_langs") or ()),
+        source=info.get("src_lang"),
+        output=info.get("tgt_lang"),
+    )
 
 
 def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int, str | None]]:
@@ -68,15 +100,7 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
     Two models for one direction are refused: the server could not say which one answers."""
     routes: dict[tuple[str, str], tuple[int, str | None]] = {}
     for index, info in enumerate(infos):
-        several = info.get("target_langs") or []
-        if len(info.get("directions") or []) > 1:  # trained directions, each asked for by its target
-            pairs = [((src, tgt), tgt if several else None) for src, tgt in info["directions"]]
-        else:
-            targets = [(t, t) for t in several] if several else [(info.get("tgt_lang"), None)]
-            pairs = [((info.get("src_lang"), target), asked) for target, asked in targets]
-        for pair, asked in pairs:
-            if not all(pair):
-                continue
+        for pair, asked in info_directions(info).routes():
             if pair in routes:
                 raise ValueError(
                     f"{infos[routes[pair][0]]['model']} and {info['model']} both translate {pair[0]} -> "
@@ -87,7 +111,7 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
 
 
 class TranslationService:
-    """The models a server runs (anything with Translator.translate_detailed), each with its own
+    """The models a server runs (ServedModel: Translators, in the tests stand-ins), each with its own
     batching queue, and everything both APIs share; see the module's docstring.
 
     info: what /health reports about the first model (see model_info); more_models: further
@@ -97,12 +121,12 @@ class TranslationService:
 
     def __init__(
         self,
-        translator: Any,
+        translator: ServedModel,
         limits: ServerLimits,
         *,
         info: dict[str, Any],
         batching: BatchingConfig | None = None,
-        more_models: Sequence[tuple[Any, dict[str, Any]]] = (),
+        more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
         admission: Admission | None = None,
     ):
         self.limits = limits
