@@ -233,6 +233,17 @@ def zip_of(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes
     return out.getvalue()
 
 
+def test_a_web_page_is_a_document_like_the_others():
+    """Read through nmt.formats as every other format: markup kept on the translated words, the
+    byte-order mark dropped, a page that is not UTF-8 one error naming the file, line and byte."""
+    page = "\ufeff<!DOCTYPE html>\n<p>Ein <b>Mann</b> läuft.</p>\n<script>var x = 1;</script>"
+    for name in ("a.html", "b.HTM"):
+        out = translate_document(page.encode(), name, upper, lang="de").decode()
+        assert out == "<!DOCTYPE html>\n<p>EIN <b>MANN</b> LÄUFT.</p>\n<script>var x = 1;</script>"
+    with pytest.raises(DocumentError, match=r"^a\.html:2: not valid UTF-8 \(byte 11 of the file\)$"):
+        read_document(b"<p>Ja</p>\n\xff", "a.html", "de")
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [

@@ -167,11 +167,9 @@ def test_cdata_and_translate_no_in_any_case_are_left_as_they_are():
 
 
 def test_a_byte_order_mark_is_no_text_to_translate():
-    import io
+    from nmt.formats.text_files import decoded
 
-    from nmt.cli.translate import read_page
-
-    assert read_page(io.BytesIO("\ufeff<!DOCTYPE html><p>Ein Mann.</p>".encode()), "page.html").startswith("<!DOCTYPE")
+    assert decoded("\ufeff<!DOCTYPE html><p>Ein Mann.</p>".encode(), "page.html").startswith("<!DOCTYPE")
 
 
 def same(sentences: list[str]):

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import json
 import logging
 import sys
 from pathlib import Path
 
-from ..formats import DOCUMENT_FORMATS, REFUSED
+from ..formats import DOCUMENT_FORMATS, REFUSED, TEXT_FORMATS
 from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
 from ..search_settings import Sampling
 from .common import (
@@ -54,7 +53,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--format",
-        choices=("lines", "text", "html", *(f.lstrip(".") for f in DOCUMENT_FORMATS)),
+        choices=("lines", "text", *(f.lstrip(".") for f in DOCUMENT_FORMATS if f != ".htm")),
         default=None,
         help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
         "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
@@ -251,28 +250,27 @@ def sampling_option(args: argparse.Namespace):
     return Sampling(**given)
 
 
-def read_page(source, name: str) -> str:
-    """The whole of a web page, as UTF-8 text; an InputError naming the file where it is not UTF-8."""
-    from ..translation_io import InputError
-
-    data = source.read()
-    try:
-        return data.decode("utf-8-sig")  # a byte-order mark is no text to translate
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise InputError(f"{name}:{line}: not valid UTF-8 (byte {err.start + 1} of the file)") from None
-
-
 def input_format(args: argparse.Namespace) -> str:
     """--format, or the kind of document the --input's extension names (a web page's too), else lines."""
     if args.format is not None:
         return args.format
     extension = Path(args.input).suffix.lower() if args.input else ""
-    if extension in (".html", ".htm"):  # line by line, the markup would be translated as words
-        return "html"
     if extension in REFUSED:  # a document nmt does not write back: say what to do, not "not UTF-8"
         raise CommandError(f"{args.input}: {REFUSED[extension]} (or give --format lines to read it as text)")
     return extension.lstrip(".") if extension in DOCUMENT_FORMATS else "lines"
+
+
+def refuse_line_options(args: argparse.Namespace, kind: str) -> None:
+    """The options that act on each line, refused for a document or web page (`kind`) in the words
+    used for --format text."""
+    if args.scores or args.alignments:
+        raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
+    if args.n_best > 1:
+        raise CommandError("--n-best lists each sentence's translations: use it with --format lines, without --sample")
+    if args.glossary:
+        raise CommandError("--glossary applies to --format lines without --sample")
+    if args.split_sentences:
+        raise CommandError(f"--split-sentences is --format text; a {kind} is split into sentences anyway")
 
 
 def translate_document_file(args: argparse.Namespace, extension: str) -> int:
@@ -281,20 +279,22 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     from ..formats import read_document
     from ..translation_io import aligned_translations
 
-    if args.scores or args.alignments or args.n_best > 1 or args.glossary or args.split_sentences:
-        raise CommandError("--scores, --alignments, --n-best, --glossary and --split-sentences are for --format lines")
-    if not args.input:
+    refuse_line_options(args, "web page" if extension in (".html", ".htm") else "document")
+    if not args.input and extension not in TEXT_FORMATS:
         raise CommandError(f"a {extension} document is read from a file: give --input FILE")
-    binary = extension not in (".srt", ".vtt", ".md")
-    if binary and not args.output:
+    if extension not in TEXT_FORMATS and not args.output:
         raise CommandError(f"a {extension} document is written to a file: give --output FILE")
-    with open(args.input, "rb") as source:
-        content = source.read()
+    if args.input:
+        with open(args.input, "rb") as source:
+            content = source.read()
+    else:
+        content = sys.stdin.buffer.read()
     translator = load_translator(args)
     choose_direction(translator, args)
     request = translator.request(sampling=sampling_option(args))
-    document = read_document(content, args.input, translator.source_lang or "en", extension)
-    log.info("%s: %d sentences to translate", args.input, len(document.sentences))
+    name = args.input or "<stdin>"
+    document = read_document(content, name, translator.source_lang or "en", extension)
+    log.info("%s: %d sentences to translate", name, len(document.sentences))
     found = aligned_translations(translator, document.sentences, request) if document.sentences else []
     translated = document.rebuilt(found)
     if args.output:
@@ -306,11 +306,10 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
 
 def cmd_translate(args: argparse.Namespace) -> int:
     from ..files import staged_text_file
-    from ..markup import translate_html
-    from ..translation_io import aligned_translations, translate_stream
+    from ..translation_io import translate_stream
 
     args.format = input_format(args)
-    if args.pretokenized and (args.format == "html" or f".{args.format}" in DOCUMENT_FORMATS):
+    if args.pretokenized and f".{args.format}" in DOCUMENT_FORMATS:
         raise CommandError(f"--pretokenized is for lines of a tokenised corpus, not --format {args.format}")
     if f".{args.format}" in DOCUMENT_FORMATS:
         return translate_document_file(args, f".{args.format}")
@@ -318,16 +317,14 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)
     split = args.split_sentences or args.format == "text"
-    if (split or args.format == "html") and (args.scores or args.alignments):
+    if split and (args.scores or args.alignments):
         raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
     if args.n_best < 1:
         raise CommandError(f"--n-best must be at least 1, got {args.n_best}")
-    if args.n_best > 1 and (split or args.format == "html" or sampling is not None):
+    if args.n_best > 1 and (split or sampling is not None):
         raise CommandError("--n-best lists each sentence's translations: use it with --format lines, without --sample")
-    if args.format == "html" and args.split_sentences:
-        raise CommandError("--split-sentences is --format text; html splits sentences anyway")
     glossary = load_glossary(args)
-    if glossary is not None and (split or args.format == "html" or sampling is not None):
+    if glossary is not None and (split or sampling is not None):
         raise CommandError("--glossary applies to --format lines without --sample")
     with contextlib.ExitStack() as files:
         # A missing input fails before the model loads; the output is not emptied if loading fails,
@@ -338,18 +335,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         request = translator.request(n_best=args.n_best, sampling=sampling)  # the search options are the model's now
         if args.alignments:  # an old CTranslate2 export gives none: known once it is loaded
             translator.engine.capabilities.require(["alignment"], translator.engine.name)
-        if args.format == "html":
-            page = read_page(source, args.input or "<stdin>")  # before the output is opened: bad input writes none
-            translated = translate_html(
-                page,
-                functools.partial(aligned_translations, translator, request=request),
-                lang=translator.source_lang or "en",
-            )
         # The output file appears when the last line is written: an error part-way leaves none.
         target = files.enter_context(staged_text_file(args.output)) if args.output else sys.stdout
-        if args.format == "html":
-            target.write(translated)
-            return 0
         translate_stream(
             translator,
             source,

@@ -6,6 +6,7 @@
     .epub                              epub.py (chapters as web pages, the table of contents)
     .srt .vtt                          subtitles.py (cue text; numbering and timings kept)
     .md                                markdown.py (prose and headings; code and link targets kept)
+    .html .htm                         web_page.py (the page's text; its markup placed by alignment)
 
 `translate` takes a list of sentences and gives (translation, word alignment or None) for each, as
 for web pages (nmt.markup.translate_html; nmt.translation_io.aligned_translations builds one from a
@@ -20,16 +21,18 @@ uses, is AGPL); a corrupt, encrypted or oversized package (formats.packages); un
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import PurePath
 from typing import Protocol
 
 from .errors import DocumentError
+from .text_files import Results
 
 __all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "translate_document", "document_format"]
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
-DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md")
+DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm")
+TEXT_FORMATS = (".srt", ".vtt", ".md", ".html", ".htm")  # text files: read from stdin, written to stdout
 REFUSED = {
     ".docm": "a macro-enabled Word document: save it as .docx (nmt does not carry macros)",
     ".xlsm": "a macro-enabled Excel workbook: save it as .xlsx (nmt does not carry macros)",
@@ -40,8 +43,6 @@ REFUSED = {
     ".xls": "a pre-2007 Excel workbook: save it as .xlsx",
     ".ppt": "a pre-2007 presentation: save it as .pptx",
 }
-
-Results = Sequence[tuple[str, list[tuple[int, int]] | None]]
 
 
 class Document(Protocol):
@@ -71,6 +72,7 @@ def read_document(content: bytes, name: str, lang: str, extension: str | None = 
     from .markdown import MarkdownDocument  # noqa: PLC0415
     from .office import OfficeDocument  # noqa: PLC0415
     from .subtitles import Subtitles  # noqa: PLC0415
+    from .web_page import WebPage  # noqa: PLC0415
 
     extension = document_format(name if extension is None else f"x{extension}")
     if extension in OFFICE_FORMATS:
@@ -79,6 +81,8 @@ def read_document(content: bytes, name: str, lang: str, extension: str | None = 
         return EpubDocument(content, name, lang)
     if extension in (".srt", ".vtt"):
         return Subtitles(content, name, lang)
+    if extension in (".html", ".htm"):
+        return WebPage(content, name, lang)
     return MarkdownDocument(content, name, lang)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ..markup import HtmlPage
 from .errors import DocumentError
 from .packages import Package
+from .text_files import check_results
 from .xml_text import Slot, XmlBlocks, parse_xml, written_xml
 
 NCX = "{http://www.daisy.org/z3986/2005/ncx/}"
@@ -46,8 +47,7 @@ class EpubDocument:
 
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The e-book with its chapters and contents translated, all else as it was."""
-        if len(results) != len(self.sentences):
-            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        check_results(results, self.sentences)
         at = 0
         for part, page in self.pages.items():
             mine = results[at : at + len(page.sentences)]

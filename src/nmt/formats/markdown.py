@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from ..documents import Paragraph
 from ..markup import placed_texts
-from .errors import DocumentError
+from .text_files import UTF8_BOM, check_results, decoded
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +168,8 @@ class MarkdownDocument:
     """A Markdown file read for translation: `sentences`, then `rebuilt(results)`."""
 
     def __init__(self, content: bytes, name: str, lang: str):
-        try:
-            self.text = content.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            line = content[: err.start].count(b"\n") + 1
-            raise DocumentError(f"{name}:{line}: not valid UTF-8") from None
-        self.bom = content.startswith(b"\xef\xbb\xbf")
+        self.text = decoded(content, name)
+        self.bom = content.startswith(UTF8_BOM)
         self.lang = lang
         front = _FRONT_MATTER.match(self.text)
         # front matter is blanked for the parser, keeping its lines, so line numbers stay the file's
@@ -219,8 +215,7 @@ class MarkdownDocument:
 
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The file with its prose translated and all else as it was."""
-        if len(results) != len(self.sentences):
-            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        check_results(results, self.sentences)
         answers = iter(results)
         edits = []
         for inline in self.inlines:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from ..documents import Paragraph
 from ..markup import HtmlPage
 from .errors import DocumentError
+from .text_files import UTF8_BOM, check_results, decoded
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +67,8 @@ class Subtitles:
     """A .srt or .vtt file read for translation: `sentences`, then `rebuilt(results)`."""
 
     def __init__(self, content: bytes, name: str, lang: str):
-        try:
-            text = content.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            line = content[: err.start].count(b"\n") + 1
-            raise DocumentError(f"{name}:{line}: not valid UTF-8") from None
-        self.bom = content.startswith(b"\xef\xbb\xbf")
+        text = decoded(content, name)
+        self.bom = content.startswith(UTF8_BOM)
         self.lines = text.splitlines(keepends=True)
         if name.lower().endswith(".vtt") and not text.lstrip().startswith("WEBVTT"):
             raise DocumentError(f"{name}:1: a WebVTT file starts with 'WEBVTT'")
@@ -111,8 +108,7 @@ class Subtitles:
 
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The file with each cue's text translated, every other line as it was."""
-        if len(results) != len(self.sentences):
-            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        check_results(results, self.sentences)
         lines = list(self.lines)
         answers = iter(results)
         for cue in self.cues:

@@ -25,6 +25,7 @@ from lxml import etree
 from ..documents import Paragraph
 from ..markup import placed_texts
 from .errors import DocumentError
+from .text_files import check_results
 
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
@@ -93,8 +94,7 @@ class XmlBlocks:
 
     def put_back(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> None:
         """Each sentence replaced by its translation ((text, word alignment or None) per sentence)."""
-        if len(results) != len(self.sentences):
-            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        check_results(results, self.sentences)
         answers = iter(results)
         for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
             mine = [next(answers) for _ in paragraph.sentences]

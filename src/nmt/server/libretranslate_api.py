@@ -22,7 +22,8 @@ from fastapi.routing import APIRoute
 
 from ..documents import Paragraph
 from ..formats import DOCUMENT_FORMATS, DocumentError, read_document
-from ..markup import HtmlPage, page_text
+from ..formats.web_page import WebPage
+from ..markup import page_text
 from ..translation_io import CutSentences, cut_sentences, gives_alignments
 from ..translator import Translation
 from .batching_queue import Overloaded
@@ -220,7 +221,7 @@ class LibreTranslateApi:
 
         def prepare():  # parsing, sentence splitting and tokenising: off the event loop
             if html:
-                docs = [HtmlPage(text, source) for text in texts]
+                docs = [WebPage(text.encode("utf-8"), f"q[{i}]", source) for i, text in enumerate(texts)]
                 sentences = [[*page.sentences] for page in docs]
             else:
                 docs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
@@ -240,7 +241,7 @@ class LibreTranslateApi:
             for doc, doc_sentences in zip(docs, sentences, strict=True):
                 mine = [next(answers) for _ in doc_sentences]
                 if html:
-                    out.append(doc.rebuilt(mine))
+                    out.append(doc.rebuilt(mine).decode("utf-8"))
                 else:
                     texts_of = iter(text for text, _ in mine)
                     out.append("\n".join(p.rebuilt([next(texts_of) for _ in p.sentences]) for p in doc))
@@ -369,26 +370,23 @@ class LibreTranslateApi:
                 raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
         if (extension := file_extension(upload)) in DOCUMENT_FORMATS:
             return await self.translate_document_file(request, fields, upload, extension)
-        extension, text = file_text(upload)
-        html = extension in (".html", ".htm")
+        extension, text = file_text(upload)  # plain text: lines, as LibreTranslate reads a .txt
         for line in text.split("\n"):
-            if len(line) > self.limits.max_chars and not html:
+            if len(line) > self.limits.max_chars:
                 raise LibreTranslateError(
                     400, f"Invalid request: request ({len(line)}) exceeds text limit ({self.limits.max_chars})"
                 )
-        source, _ = self.resolve_source(
-            fields["source"].lower(), fields["target"].lower(), [(page_text(text) if html else text)[:5000]]
-        )
+        source, _ = self.resolve_source(fields["source"].lower(), fields["target"].lower(), [text[:5000]])
         source, target = self.served(source, fields["target"].lower())  # the served codes name the file
 
         def charge(sentences: int) -> None:
             self.admit(request, {"api_key": fields.get("api_key")}, sentences)
 
-        translated = await self.translate_documents(request, source, target, [text], html, charge=charge)
+        translated = await self.translate_documents(request, source, target, [text], False, charge=charge)
         if translated is None:
             return self.service.client_left(LEFT)
         name = f"{uuid.uuid4().hex}_{target}{extension}"
-        self.keep_download(name, (translated[0] if html else translated[0] + "\n").encode("utf-8"))
+        self.keep_download(name, (translated[0] + "\n").encode("utf-8"))
         return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
     def keep_download(self, name: str, content: bytes) -> None:

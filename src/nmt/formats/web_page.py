@@ -1,0 +1,19 @@
+"""Web pages (.html, .htm) as documents: the text of the page translated sentence by sentence, its
+markup placed back on the translated words by their word alignment (nmt.markup.HtmlPage), the
+rest of the file (scripts, styles, attributes, comments) kept as it was."""
+
+from __future__ import annotations
+
+from ..markup import HtmlPage
+from .text_files import Results, decoded
+
+
+class WebPage:
+    """A web page read for translation: `sentences`, then `rebuilt(results)` (UTF-8 bytes)."""
+
+    def __init__(self, content: bytes, name: str, lang: str):
+        self.page = HtmlPage(decoded(content, name), lang)
+        self.sentences = self.page.sentences
+
+    def rebuilt(self, results: Results) -> bytes:
+        return self.page.rebuilt(results).encode("utf-8")
