@@ -107,7 +107,7 @@ def length_penalty_options() -> argparse.ArgumentParser:
     return parent
 
 
-def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
+def engine_arguments() -> argparse.ArgumentParser:
     """The options that choose how a model translates (translate, evaluate, tune, serve): EngineOptions."""
     parent = Parser(add_help=False)
     g = parent.add_argument_group("engine")
@@ -130,8 +130,10 @@ def engine_arguments(server: bool = False) -> argparse.ArgumentParser:
         "does not run it well",
     )
     most = DEFAULT_POLICY.max_default_workers
-    ctranslate2 = "1" if server else "a core each"
-    workers_default = f"torch: a core each, at most {most}, one for a small batch; ctranslate2: {ctranslate2}"
+    # Both engines: one worker, every core its threads, for a model whose decoding step reads more
+    # weights than WorkerPolicy.max_parallel_step_mib (memory bandwidth, not cores, bounds it).
+    large = f"one for a model whose step reads over {DEFAULT_POLICY.max_parallel_step_mib} MiB of weights"
+    workers_default = f"torch: a core each, at most {most}, one for a small batch; ctranslate2: a core each; {large}"
     g.add_argument(
         "--workers",
         type=int,

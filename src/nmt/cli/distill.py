@@ -80,9 +80,8 @@ def add_distill(sub: argparse._SubParsersAction) -> None:
 
 def cmd_distill(args: argparse.Namespace) -> int:
     from ..config import load_config
-    from ..model_dir import holds_training_run, read_decode_config
-    from ..training.distill import DISTILLED, copy_teacher_tokenizer, n_best_lines, plan_distillation, translate_corpus
-    from ..translator import Translator
+    from ..model_dir import read_decode_config
+    from ..training.distill import DISTILLED, copy_teacher_tokenizer, plan_distillation
 
     require_model_dir(args.teacher, "--teacher")
     out = Path(args.out)
@@ -110,6 +109,44 @@ def cmd_distill(args: argparse.Namespace) -> int:
     copy_teacher_tokenizer(Path(args.teacher), out, config.data)  # the student's vocabulary is the teacher's
     for plan in distillation.plans:
         plan.write_source()
+    stages: dict[str, float] = {}  # seconds each step of this run took (for the budget a user plans)
+    started = time.perf_counter()
+    translate_with_teacher(args, distillation, beam)
+    stages["teacher's translation"] = time.perf_counter() - started
+    distillation.write_training_pairs()
+    if args.translate_only:
+        for plan in distillation.plans:
+            print(f"distilled corpus: {plan.distilled_source} -> {plan.distilled}", file=sys.stderr)
+        return 0
+    student_config = out.resolve() / DISTILLED / STUDENT_CONFIG
+    distillation.student_config().save(student_config)
+    run = student_run(args, out, student_config)
+    started = time.perf_counter()
+    status = cmd_train(run)
+    stages["student's training"] = time.perf_counter() - started
+    if status != 0:  # stopped by a signal (or failed): the shortlist and precision wait for a finished student
+        return status
+    started = time.perf_counter()
+    if args.shortlist:  # the student's own output vocabulary: the teacher's translations
+        if distillation.multilingual:  # every direction's, read through the student's data.pairs
+            path, summary = shortlist_from_corpus(out)
+        else:
+            (plan,) = distillation.plans
+            path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
+        print(f"shortlist written to {path}: {summary}", file=sys.stderr)
+    status = tune_after_training(out, distillation.student_config(), precision=args.choose_precision)
+    stages["shortlist and precision"] = time.perf_counter() - started
+    spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
+    print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
+    return status
+
+
+def translate_with_teacher(args: argparse.Namespace, distillation, beam: int) -> None:
+    """Every direction's source translated by the teacher into its distilled corpus (a run stopped
+    part-way goes on from where it stopped); the teacher is loaded only if a sentence is left."""
+    from ..training.distill import n_best_lines, translate_corpus
+    from ..translator import Translator
+
     n = args.hypotheses
     teacher: list[Translator] = []  # loaded only if a sentence is left to translate
 
@@ -132,23 +169,19 @@ def cmd_distill(args: argparse.Namespace) -> int:
 
         return translate
 
-    stages: dict[str, float] = {}  # seconds each step of this run took (for the budget a user plans)
-    started = time.perf_counter()
     for plan in distillation.plans:
         translate_corpus(
             translate_into(plan), plan.source, plan.distilled, chunk=args.chunk, progress=not args.quiet, per_sentence=n
         )
     for loaded in teacher:
         loaded.close()
-    stages["teacher's translation"] = time.perf_counter() - started
-    distillation.write_training_pairs()
-    if args.translate_only:
-        for plan in distillation.plans:
-            print(f"distilled corpus: {plan.distilled_source} -> {plan.distilled}", file=sys.stderr)
-        return 0
-    student_config = out.resolve() / DISTILLED / STUDENT_CONFIG
-    distillation.student_config().save(student_config)
-    run = argparse.Namespace(
+
+
+def student_run(args: argparse.Namespace, out: Path, student_config: Path) -> argparse.Namespace:
+    """The `nmt train` command line that trains (or resumes) the student in `out`."""
+    from ..model_dir import holds_training_run
+
+    return argparse.Namespace(
         config=str(student_config),
         out=str(out),
         set=None,
@@ -160,24 +193,6 @@ def cmd_distill(args: argparse.Namespace) -> int:
         continue_with="the same nmt distill command again",
         tune_decoding=False,  # chosen below, once the shortlist is there
     )
-    started = time.perf_counter()
-    status = cmd_train(run)
-    stages["student's training"] = time.perf_counter() - started
-    if status != 0:  # stopped by a signal (or failed): the shortlist and precision wait for a finished student
-        return status
-    started = time.perf_counter()
-    if args.shortlist:  # the student's own output vocabulary: the teacher's translations
-        if distillation.multilingual:  # every direction's, read through the student's data.pairs
-            path, summary = shortlist_from_corpus(out)
-        else:
-            (plan,) = distillation.plans
-            path, summary = shortlist_from_corpus(out, str(plan.distilled_source), str(plan.distilled))
-        print(f"shortlist written to {path}: {summary}", file=sys.stderr)
-    status = tune_after_training(out, distillation.student_config(), precision=args.choose_precision)
-    stages["shortlist and precision"] = time.perf_counter() - started
-    spent = ", ".join(f"{name} {seconds / 60:.1f}" for name, seconds in stages.items())
-    print(f"distill took {sum(stages.values()) / 60:.1f} min in this run ({spent})", file=sys.stderr)
-    return status
 
 
 TEACHER_RECORD = "teacher.json"  # in the distilled folder: whose translations these are, at which beam

@@ -34,13 +34,10 @@ def add_info(sub: argparse._SubParsersAction) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     import torch
 
-    from ..alignment import model_alignment
     from ..inference.engine_choice import choose_engine, export_status
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
     from ..inference.loading import model_precision, resolve_device
-    from ..inference.shortlist import SHORTLIST, LexicalShortlist, ShortlistError
     from ..model_dir import (
-        MODEL_CONFIG,
         WEIGHTS,
         read_decode_config,
         read_directions,
@@ -55,19 +52,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     require_model_dir(args.model, "MODEL_DIR")
     check_device(args.device)
     model_dir = Path(args.model)
-    info: dict[str, object] = {"directory": str(model_dir)}
-    try:
-        config = json.loads((model_dir / MODEL_CONFIG).read_text())
-        info["model"] = (
-            f"{config['encoder_layers']}+{config['decoder_layers']} layers, d_model {config['d_model']}, "
-            f"{config['num_heads']} heads, d_ff {config['d_ff']}, {config.get('norm_position', 'post')}-norm, "
-            f"{config.get('activation', 'relu')}"
-        )
-        info["vocabulary"] = f"{config['src_vocab_size']:,} source / {config['tgt_vocab_size']:,} target pieces"
-        layer, heads = config.get("alignment_layer", -1), config.get("alignment_heads", 0)
-        info["word alignments"] = model_alignment(layer, heads, config.get("alignment_shift", False)).describe()
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        info["model"] = f"{model_dir / MODEL_CONFIG} unreadable ({type(err).__name__}: {err})"
+    info: dict[str, object] = {"directory": str(model_dir), **model_lines(model_dir)}
     if (model_dir / WEIGHTS).is_file():
         weights = model_dir / WEIGHTS
         info["weights"] = f"{stored_parameter_count(weights):,} parameters stored, {mib(weights)}"
@@ -80,17 +65,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         info["languages"] = f"{src or '?'} -> {tgt or '?'}"
     decode = read_decode_config(model_dir)
     info["decoding"] = f"{describe_search(decode)}, min_len {decode.min_len}, {decode.precision or 'fp32'} on CPU"
-    if (model_dir / SHORTLIST).is_file():
-        try:
-            shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
-            info["shortlist"] = (
-                f"yes: up to {shortlist.table.size(1)} candidates per source piece, "
-                f"{shortlist.always.numel()} for every sentence"
-            )
-        except ShortlistError as err:
-            info["shortlist"] = f"unusable: {err}"
-    else:
-        info["shortlist"] = "none (`nmt shortlist` builds one)"
+    info["shortlist"] = shortlist_line(model_dir)
     try:
         records = read_metrics(model_dir)
         valid = [r for r in records if r.get("kind") == "valid" and r.get("bleu") is not None]
@@ -118,6 +93,39 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(f"{key:<{width}}  {value}")
     sys.stdout.flush()
     return 0
+
+
+def model_lines(model_dir: Path) -> dict[str, str]:
+    """The model's shape, vocabulary and word alignments, from its model.json (a line saying why not)."""
+    from ..alignment import model_alignment
+    from ..model_dir import MODEL_CONFIG
+
+    try:
+        config = json.loads((model_dir / MODEL_CONFIG).read_text())
+        layer, heads = config.get("alignment_layer", -1), config.get("alignment_heads", 0)
+        return {
+            "model": f"{config['encoder_layers']}+{config['decoder_layers']} layers, d_model {config['d_model']}, "
+            f"{config['num_heads']} heads, d_ff {config['d_ff']}, {config.get('norm_position', 'post')}-norm, "
+            f"{config.get('activation', 'relu')}",
+            "vocabulary": f"{config['src_vocab_size']:,} source / {config['tgt_vocab_size']:,} target pieces",
+            "word alignments": model_alignment(layer, heads, config.get("alignment_shift", False)).describe(),
+        }
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return {"model": f"{model_dir / MODEL_CONFIG} unreadable ({type(err).__name__}: {err})"}
+
+
+def shortlist_line(model_dir: Path) -> str:
+    """Whether the model has a lexical shortlist, and its size."""
+    from ..inference.shortlist import SHORTLIST, LexicalShortlist, ShortlistError
+
+    if not (model_dir / SHORTLIST).is_file():
+        return "none (`nmt shortlist` builds one)"
+    try:
+        shortlist = LexicalShortlist.load(model_dir / SHORTLIST)
+    except ShortlistError as err:
+        return f"unusable: {err}"
+    per_piece, always = shortlist.table.size(1), shortlist.always.numel()
+    return f"yes: up to {per_piece} candidates per source piece, {always} for every sentence"
 
 
 def mib(path: Path) -> str:

@@ -67,7 +67,7 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="HTTP translation server with a web page",
-        parents=[beam_options(), length_penalty_options(), engine_arguments(server=True), case_options()],
+        parents=[beam_options(), length_penalty_options(), engine_arguments(), case_options()],
         description="Serve POST /translate, GET /health, GET /metrics and a web page at /, and "
         "LibreTranslate's API (/translate, /detect, /languages, /frontend/settings). Every limit below "
         "is explained in docs/serving.md.",
