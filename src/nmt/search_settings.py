@@ -41,11 +41,14 @@ def search_field(
     choices: tuple[str, ...] | None = None,
     api: bool = False,
     transformers: str | None = None,
+    beam_only: bool = False,
 ) -> Any:
     """A SearchSettings field with what each edge shows of it: `help` for its command-line flag
     (`--beam` for `beam`), `api` whether nmt's JSON API takes it per request, `transformers` its
-    name in a Hugging Face generation_config.json (None: transformers has no such setting)."""
+    name in a Hugging Face generation_config.json (None: transformers has no such setting), and
+    `beam_only` whether it is a setting of beam search alone (else every search applies it)."""
     meta = {"help": help, "metavar": metavar, "choices": choices, "api": api, "transformers": transformers}
+    meta["beam_only"] = beam_only
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -57,7 +60,11 @@ class SearchSettings:
     `SearchRequest` both extend it, so a new search option is a field here."""
 
     beam: int = search_field(
-        5, "beam size (default: the model's decode.beam; 1 = greedy)", api=True, transformers="num_beams"
+        5,
+        "beam size (default: the model's decode.beam; 1 = greedy)",
+        api=True,
+        transformers="num_beams",
+        beam_only=True,
     )
     length_penalty: float = search_field(
         0.6,
@@ -66,6 +73,7 @@ class SearchSettings:
         "model's decode.length_penalty; choose it on a validation set with `nmt tune-length-penalty`)",
         metavar="ALPHA",
         transformers="length_penalty",
+        beam_only=True,
     )
     length_normalization: str = search_field(
         "gnmt",
@@ -73,6 +81,7 @@ class SearchSettings:
         "average, log-prob / length^alpha (transformers'; an imported Marian model's default) "
         "(default: the model's decode.length_normalization)",
         choices=LENGTH_NORMALIZATIONS,
+        beam_only=True,
     )
     early_stopping: bool = search_field(
         True,
@@ -80,6 +89,7 @@ class SearchSettings:
         "Marian); --no-early-stopping: transformers' default rule, which goes on while a live beam could "
         "still win, on nmt's engine only (--engine auto takes it; default: the model's decode.early_stopping)",
         transformers="early_stopping",
+        beam_only=True,
     )
     no_repeat_ngram_size: int = search_field(
         0,

@@ -46,7 +46,7 @@ class SearchState:
     output: Callable[[torch.Tensor], torch.Tensor] | None = None  # (rows, d_model) -> (rows, k)
     refused: torch.Tensor | None = None  # (sentences, k) bool: the columns each sentence may not emit
     end_column: int | None = None  # where the end token is among the k columns
-    limits: SearchLimits = SearchLimits()  # min_len and no_repeat_ngram_size become `rules`
+    limits: SearchLimits = SearchLimits()  # its minimum length and n-gram size become `rules`
     rules: tuple[LogitsRule, ...] = ()  # which tokens may come next (nmt.decoding.logits_rules)
 
     def __post_init__(self) -> None:
@@ -72,8 +72,8 @@ class SearchState:
         shortlist); the log-probs are then a distribution over those k tokens. allowed: (batch, k)
         bool, the columns of `vocabulary` each sentence may emit (its own shortlist within the
         batch's), so that a sentence's search does not depend on the others in its batch.
-        limits: the search's limits; `next_step` applies those on the next token (min_len: no row
-        may end before it holds this many tokens; no_repeat_ngram_size: no row repeats an n-gram).
+        limits: the search's limits; `next_step` applies the rules they ask for on the next token
+        (nmt.decoding.logits_rules: a minimum length, no repeated n-gram).
         """
         encoded = model.encode(src)
         cache = model.new_cache(encoded) if use_cache else None  # cross K/V projected once per sentence

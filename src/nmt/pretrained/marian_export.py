@@ -121,8 +121,8 @@ def generation_config(model: Transformer, max_positions: int, decode: SearchSett
     The model's own search (its decode settings, under transformers' names: nmt.search_settings) goes
     with it where transformers can run it: a model whose length penalty is transformers' (length **
     alpha, as an imported one's) keeps its beam, alpha, stopping rule and minimum length; under nmt's
-    GNMT penalty, which transformers lacks, greedy search stays the default (docs/pretrained.md). The
-    n-gram ban is the same rule in every search of both toolkits, so it goes either way."""
+    GNMT penalty, which transformers lacks, greedy search stays the default (docs/pretrained.md). A
+    rule of every search (the n-gram ban, the same in both toolkits) goes either way, where it is on."""
     c = model.config
     settings = {
         "max_length": max_positions,
@@ -134,12 +134,11 @@ def generation_config(model: Transformer, max_positions: int, decode: SearchSett
     }
     beam_search = decode.length_normalization == "average" and decode.beam > 1
     for name, value in decode.search_settings().items():
-        hf_name = SEARCH_FIELD_INFO[name]["transformers"]
-        if hf_name == "no_repeat_ngram_size":
-            if value > 0:
-                settings[hf_name] = value
-        elif hf_name is not None and beam_search:
-            settings[hf_name] = value
+        field = SEARCH_FIELD_INFO[name]
+        if field["transformers"] is None:
+            continue
+        if beam_search if field["beam_only"] else value != field["default"]:  # transformers' default is off
+            settings[field["transformers"]] = value
     if min_len > 0:
         settings["min_length"] = min_len + 1  # transformers counts the decoder's start token
     return settings
