@@ -275,7 +275,7 @@ SERVER = {
     "libretranslate": {"requests"},
     "service": {"batching_queue", "keys", "metrics", "requests", "settings"},
     "libretranslate_api": {"batching_queue", "libretranslate", "requests", "service"},
-    "nmt_api": {"batching_queue", "libretranslate", "libretranslate_api", "requests", "service"},
+    "nmt_api": {"batching_queue", "requests", "service"},  # the two API routers are peers
     "app": {
         "access",
         "batching_queue",

@@ -22,23 +22,24 @@ the letters: harmless (the model reads them as it would anywhere), but worth kno
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from .access import AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig
 from .connections import CloseWhenDraining
 from .keys import Admission
-from .libretranslate import LibreTranslateError
+from .libretranslate import LibreTranslateError, is_libretranslate_body, media_type, request_fields, sends_form
 from .libretranslate_api import LibreTranslateApi
 from .metrics import StatusCounter
-from .nmt_api import NmtApi
-from .requests import ApiError, ServerLimits
-from .service import ServedModel, TranslationService, model_info
+from .nmt_api import LEFT, NmtApi
+from .requests import ApiError, ServerLimits, check_json_content_type
+from .service import CLIENT_GONE, ServedModel, TranslationService, model_info
 
 __all__ = ["create_app", "model_info"]
 
@@ -75,10 +76,43 @@ def create_app(
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(LibreTranslateError, libretranslate_error)
     app.add_exception_handler(HTTPException, http_error)
-    libretranslate = LibreTranslateApi(service)
-    app.include_router(NmtApi(service, libretranslate).router())
+    nmt_api, libretranslate = NmtApi(service), LibreTranslateApi(service)
+    app.include_router(nmt_api.router())
     app.include_router(libretranslate.router())
+    app.add_api_route("/translate", TranslateRoute(service, nmt_api, libretranslate).translate, methods=["POST"])
     return app
+
+
+class TranslateRoute:
+    """POST /translate, the path both APIs share: each body goes to the router of its shape (a form,
+    or JSON with LibreTranslate's fields: its router; other JSON: nmt's), and both are timed as one."""
+
+    def __init__(self, service: TranslationService, nmt_api: NmtApi, libretranslate: LibreTranslateApi):
+        self.service, self.nmt_api, self.libretranslate = service, nmt_api, libretranslate
+
+    async def translate(self, request: Request) -> Response:
+        start, outcome = time.perf_counter(), "error"
+        try:
+            response = await self.routed(request)
+            outcome = {200: "ok", CLIENT_GONE: "disconnected"}.get(response.status_code, "error")
+            return response
+        except ApiError as err:
+            outcome = err.code if err.status >= 500 else "refused"
+            raise
+        finally:
+            self.service.metrics.latency.labels(outcome).observe(time.perf_counter() - start)
+
+    async def routed(self, request: Request) -> Response:
+        if sends_form(request):
+            return await self.libretranslate.translate_request(request)
+        check_json_content_type(request)
+        body = await self.service.body(request)
+        if body is None:
+            return self.service.client_left(LEFT, "body")
+        if is_libretranslate_body(media_type(request), body):
+            fields = request_fields(request.headers.get("content-type", ""), body)
+            return await self.libretranslate.translate(request, fields)
+        return await self.nmt_api.translate(request, body)
 
 
 async def api_error(request: Request, err: ApiError) -> JSONResponse:

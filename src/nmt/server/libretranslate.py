@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..formats import DOCUMENT_FORMATS
@@ -158,6 +159,19 @@ class LanguageDetector:
 
 
 # --- requests --------------------------------------------------------------------------------------
+
+
+def media_type(request: Request) -> str:
+    """The request's media type, lower-cased, without its parameters ("" for none)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
+def sends_form(request: Request) -> bool:
+    """A form body, or LibreTranslate's fields in the query string without one. (A form is what
+    LibreTranslate's clients send; the Origin check, access.py, still keeps other sites' pages out,
+    since a browser sends Origin with every cross-site POST.)"""
+    kind = media_type(request)
+    return kind in FORM_TYPES or (not kind and "q" in request.query_params)
 
 
 def is_libretranslate_body(media_type: str, body: bytes) -> bool:

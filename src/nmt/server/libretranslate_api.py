@@ -29,7 +29,6 @@ from ..translator import Translation
 from .batching_queue import Overloaded
 from .libretranslate import (
     DOWNLOAD_NAME,
-    FORM_TYPES,
     MEDIA_TYPES,
     LanguageDetector,
     LibreTranslateError,
@@ -39,9 +38,11 @@ from .libretranslate import (
     file_text,
     form_parts,
     frontend_settings,
+    media_type,
     parse_translate,
     query_fields,
     request_fields,
+    sends_form,
     translate_answer,
 )
 from .requests import ApiError, check_json_content_type
@@ -49,18 +50,6 @@ from .service import TranslationService
 
 MAX_DOWNLOADS = 100  # translated files waiting to be fetched, at most (the oldest make room)
 LEFT = {"error": "the client left"}  # the answer nobody reads, in LibreTranslate's shape
-
-
-def media_type(request: Request) -> str:
-    return request.headers.get("content-type", "").split(";")[0].strip().lower()
-
-
-def sends_form(request: Request) -> bool:
-    """A form body, or LibreTranslate's fields in the query string without one. (A form is what
-    LibreTranslate's clients send; the Origin check, access.py, still keeps other sites' pages out,
-    since a browser sends Origin with every cross-site POST.)"""
-    kind = media_type(request)
-    return kind in FORM_TYPES or (not kind and "q" in request.query_params)
 
 
 def in_its_shape(err: ApiError) -> LibreTranslateError:

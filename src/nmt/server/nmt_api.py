@@ -10,13 +10,12 @@ With `"attention": true` each translation also carries its cross-attention:
 per target piece (the last piece is "[END]" when the sentence ended), each row summing to 1.
 
 Errors are ApiError's JSON, `{"error": CODE, "message": TEXT}`, plus `"limit": NAME` when a limit was
-hit. POST /translate is LibreTranslate's path too: a body in its shape is handed to its router.
+hit. POST /translate is LibreTranslate's path too: app.py hands each body to the router of its shape.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from functools import partial
 from importlib.resources import files
 
@@ -24,10 +23,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from .batching_queue import Overloaded
-from .libretranslate import is_libretranslate_body, request_fields
-from .libretranslate_api import LibreTranslateApi, media_type, sends_form
-from .requests import ApiError, TranslateRequest, answer_body, check_json_content_type, parse_request
-from .service import CLIENT_GONE, TranslationService
+from .requests import ApiError, TranslateRequest, answer_body, parse_request
+from .service import TranslationService
 
 LEFT = {"error": "client_disconnected", "message": "the client left"}  # the answer nobody reads
 
@@ -38,10 +35,10 @@ def index_page() -> str:
 
 
 class NmtApi:
-    """nmt's endpoints over `service` (its first model); LibreTranslate's bodies go to `libretranslate`."""
+    """nmt's endpoints over `service` (its first model); POST /translate's JSON body: `translate`."""
 
-    def __init__(self, service: TranslationService, libretranslate: LibreTranslateApi):
-        self.service, self.libretranslate, self.limits = service, libretranslate, service.limits
+    def __init__(self, service: TranslationService):
+        self.service, self.limits = service, service.limits
         self.page = index_page()
         engine = service.models[0][0].engine
         self.available = {"attention": engine.capabilities.attention, "alignments": engine.capabilities.alignment}
@@ -52,7 +49,6 @@ class NmtApi:
         router.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse)
         router.add_api_route("/health", self.health, methods=["GET"])
         router.add_api_route("/metrics", self.metrics, methods=["GET"])
-        router.add_api_route("/translate", self.translate, methods=["POST"])
         return router
 
     async def index(self) -> HTMLResponse:
@@ -66,29 +62,8 @@ class NmtApi:
         content, content_type = self.service.metrics.exposition()
         return Response(content, media_type=content_type)
 
-    async def translate(self, request: Request) -> Response:
-        """POST /translate, both APIs' requests timed as one."""
-        start, outcome = time.perf_counter(), "error"
-        try:
-            response = await self.translate_request(request)
-            outcome = {200: "ok", CLIENT_GONE: "disconnected"}.get(response.status_code, "error")
-            return response
-        except ApiError as err:
-            outcome = err.code if err.status >= 500 else "refused"
-            raise
-        finally:
-            self.service.metrics.latency.labels(outcome).observe(time.perf_counter() - start)
-
-    async def translate_request(self, request: Request) -> Response:
-        if sends_form(request):
-            return await self.libretranslate.translate_request(request)
-        check_json_content_type(request)
-        body = await self.service.body(request)
-        if body is None:
-            return self.service.client_left(LEFT, "body")
-        if is_libretranslate_body(media_type(request), body):
-            fields = request_fields(request.headers.get("content-type", ""), body)
-            return await self.libretranslate.translate(request, fields)
+    async def translate(self, request: Request, body: bytes) -> Response:
+        """POST /translate with nmt's JSON `body` (read: requests.TranslateRequest)."""
         parsed = parse_request(body, self.limits)
         self.check(request, parsed)
         search = self.service.search(0, **parsed.search_settings(), return_attention=parsed.attention)
