@@ -1,9 +1,18 @@
-"""How well the confidence score ranks bad translations: its correlation with sentence-level chrF.
+"""How well the quality scores rank bad translations: their correlation with sentence-level chrF.
 
-Translates a test set with scores (Translator.translate_detailed(scores=True)), then compares each
-sentence's confidence (mean token log-probability) with its chrF against the reference: Pearson and
-Spearman correlation, and how many of the worst 10% of translations by chrF are among the 10% with
-the lowest confidence (chance: 10%). Sentence-level chrF is itself a noisy judge of one sentence.
+Translates a test set with scores (Translator.translate_detailed(scores=True)), then compares two
+sentence scores with each sentence's chrF against the reference: the confidence (mean token
+log-probability, the end token included) and the mean of the word scores (each word's mean piece
+log-probability: Bergamot's sentence score). For each: Pearson and Spearman correlation; how many
+of the worst 10% by chrF are among the 10% least sure (chance: 10%); and, as a reviewer would use
+a flag, how many of that worst tenth the least sure fifth holds (chance: 20%).
+
+Word level: a word of the output is "absent" when no word of the reference is the same after
+lower-casing and stripping punctuation (a crude label: a synonym or inflection counts as absent);
+a word is "doubtful" when its score is below ln 0.5 (Bergamot's threshold). Printed: the share of
+words doubtful, the precision (doubtful words that are absent) and recall (absent words that are
+doubtful), and the share of all words absent (the precision of flagging at random).
+Sentence-level chrF and this word label are themselves noisy judges.
 
     python benchmarks/confidence.py --model runs/ted_pt_en_q --test ted_hrlr:test:pt-en [--beam 5]
 """
@@ -12,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 
 import numpy as np
 import sacrebleu
@@ -27,6 +38,36 @@ def ranks(values: np.ndarray) -> np.ndarray:
         if tied.sum() > 1:
             out[tied] = out[tied].mean()
     return out
+
+
+def bare(word: str) -> str:
+    return re.sub(r"^\W+|\W+$", "", word.lower())
+
+
+def word_level(found, references: list[str]) -> dict:
+    """Doubtful words (score below ln 0.5) against words absent from the reference. The scores are
+    over the words the model wrote; where its text became another (a tokenised corpus's output made
+    running text), the words no longer match one to one and the sentence is left out."""
+    doubtful = absent = both = total = 0
+    for best, reference in zip(found, references, strict=True):
+        t = best[0]
+        words = t.text.split()
+        if len(words) != len(t.word_scores or []):  # the text was recased or detokenised: not comparable
+            continue
+        in_reference = {bare(w) for w in reference.split()}
+        for word, score in zip(words, t.word_scores, strict=True):
+            is_doubtful, is_absent = score < math.log(0.5), bare(word) not in in_reference
+            total += 1
+            doubtful += is_doubtful
+            absent += is_absent
+            both += is_doubtful and is_absent
+    return {
+        "words": total,
+        "doubtful_share": round(doubtful / max(total, 1), 3),
+        "precision": round(both / max(doubtful, 1), 3),
+        "recall": round(both / max(absent, 1), 3),
+        "absent_share": round(absent / max(total, 1), 3),
+    }
 
 
 def main() -> None:
@@ -48,23 +89,25 @@ def main() -> None:
     pretokenized = is_pretokenized(corpus)
     translator = Translator.load(args.model)
     found = translator.translate_detailed(sources, beam=args.beam, scores=True, pretokenized=pretokenized)
-    confidence = np.array([best[0].confidence for best in found])
     texts = [best[0].text for best in found]
     chrf = np.array([sacrebleu.sentence_chrf(t, [r]).score for t, r in zip(texts, references, strict=True)])
-    pearson = float(np.corrcoef(confidence, chrf)[0, 1])
-    spearman = float(np.corrcoef(ranks(confidence), ranks(chrf))[0, 1])
-    tenth = max(1, len(chrf) // 10)
+    tenth, fifth = max(1, len(chrf) // 10), max(1, len(chrf) // 5)
     worst = set(np.argsort(chrf, kind="stable")[:tenth].tolist())
-    least_sure = set(np.argsort(confidence, kind="stable")[:tenth].tolist())
-    result = {
-        "model": args.model,
-        "test": args.test,
-        "sentences": len(sources),
-        "pearson": round(pearson, 3),
-        "spearman": round(spearman, 3),
-        "worst_10pct_found_in_least_confident_10pct": round(len(worst & least_sure) / tenth, 3),
-        "corpus_chrf": round(sacrebleu.corpus_chrf(texts, [references]).score, 2),
+    scores = {
+        "confidence": np.array([best[0].confidence for best in found]),
+        "word_mean": np.array([np.mean(best[0].word_scores) if best[0].word_scores else 0.0 for best in found]),
     }
+    result: dict = {"model": args.model, "test": args.test, "sentences": len(sources)}
+    for name, score in scores.items():
+        order = np.argsort(score, kind="stable")
+        result[name] = {
+            "pearson": round(float(np.corrcoef(score, chrf)[0, 1]), 3),
+            "spearman": round(float(np.corrcoef(ranks(score), ranks(chrf))[0, 1]), 3),
+            "worst_10pct_in_least_sure_10pct": round(len(worst & set(order[:tenth].tolist())) / tenth, 3),
+            "worst_10pct_in_least_sure_20pct": round(len(worst & set(order[:fifth].tolist())) / tenth, 3),
+        }
+    result["words"] = word_level(found, references)
+    result["corpus_chrf"] = round(sacrebleu.corpus_chrf(texts, [references]).score, 2)
     print(json.dumps(result))
 
 

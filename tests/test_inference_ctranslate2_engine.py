@@ -143,6 +143,15 @@ def test_an_nmt_model_directory_is_converted_at_load(tiny_model_dir, sources):
     assert converted.translate(sources[:5], beam=1) == Translator.load(tiny_model_dir).translate(sources[:5], beam=1)
 
 
+def test_word_scores_agree_on_both_engines(tiny_model_dir, sources):
+    """A word's score (its pieces' mean log-probability) is the same number from either engine."""
+    by_torch = Translator.load(tiny_model_dir).translate_detailed(sources[:10], beam=1, scores=True)
+    by_ct2 = Translator.load(tiny_model_dir, engine="ctranslate2").translate_detailed(sources[:10], beam=1, scores=True)
+    for ours, theirs in zip(by_torch, by_ct2, strict=True):
+        assert ours[0].text == theirs[0].text and len(ours[0].word_scores) == len(ours[0].text.split())
+        assert theirs[0].word_scores == pytest.approx(ours[0].word_scores, abs=1e-3)
+
+
 def test_int8_weights_exported_or_quantised_at_load_translate_alike(tmp_path, tiny_model_dir, sources):
     export_ctranslate2(tiny_model_dir, tmp_path / "int8", quantization="int8")
     export_ctranslate2(tiny_model_dir, tmp_path / "fp32")

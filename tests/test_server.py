@@ -496,10 +496,11 @@ def test_scores_and_alignments_are_given_when_asked(client, translator):
     first, empty = body["translations"]
     assert first["confidence"] == pytest.approx(ours.confidence, abs=1e-4)
     assert first["token_probs"] == pytest.approx(ours.token_probs, abs=1e-4)
+    assert first["word_scores"] == pytest.approx(ours.word_scores, abs=1e-4) and len(first["word_scores"]) > 0
     assert first["alignment"] == " ".join(f"{i}-{j}" for i, j in ours.alignment)
     assert (empty["confidence"], empty["token_probs"], empty["alignment"]) == (0.0, [], "")
     plain = client.post("/translate", json={"text": ["Ein Hund rennt."]}).json()["translations"][0]
-    assert not {"confidence", "token_probs", "alignment"} & set(plain)  # only when asked
+    assert not {"confidence", "token_probs", "word_scores", "alignment"} & set(plain)  # only when asked
 
 
 def test_a_client_that_leaves_mid_body_is_counted_and_logs_no_error(capfd):

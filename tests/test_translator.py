@@ -178,6 +178,22 @@ def test_scores_are_the_search_s_own_log_probability_token_by_token(translator):
     assert translator.translate_detailed(SENTENCES[:1])[0][0].confidence is None  # only when asked
 
 
+def test_a_word_s_score_is_the_mean_log_probability_of_its_pieces(translator):
+    """Bergamot's word score: one per word of the output (as alignments count words), each the mean
+    log-probability of that word's pieces; the end token belongs to no word."""
+    found = translator.translate_detailed(SENTENCES + [""], beam=2, n_best=2, scores=True)
+    for best in found[:-1]:
+        for t in best:
+            assert len(t.word_scores) == len(t.text.split())
+            starts = [i for i, piece in enumerate(t.pieces) if piece.startswith("▁") or i == 0]
+            ends = [*starts[1:], len(t.pieces)]
+            for score, first, end in zip(t.word_scores, starts, ends, strict=True):
+                pieces = [math.log(p) for p in t.token_probs[first:end]]
+                assert score == pytest.approx(sum(pieces) / len(pieces), abs=1e-5)
+    assert found[-1][0].word_scores == []  # nothing in, nothing out
+    assert translator.translate_detailed(SENTENCES[:1])[0][0].word_scores is None  # only when asked
+
+
 def test_alignments_link_words_of_the_source_and_of_the_output(translator):
     found = translator.translate_detailed(SENTENCES, beam=2, n_best=2, alignments=True)
     for sentence, best in zip(SENTENCES, found, strict=True):

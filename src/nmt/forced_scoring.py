@@ -28,11 +28,14 @@ class ScoredOutput:
     token_probs: the probability of each output piece, then of the end token (where it ended).
     confidence: their mean log-probability (the length-normalised log-probability): 0 is certain.
     alignment: (source word, output word) pairs, 0-based, when asked for.
+    word_scores: each output word's mean piece log-probability (Bergamot's word score), with the
+    probabilities: a word the model was unsure of scores low even where the sentence does not.
     """
 
     token_probs: list[float]
     confidence: float
     alignment: list[tuple[int, int]] | None = None
+    word_scores: list[float] | None = None
 
 
 @dataclass
@@ -81,10 +84,21 @@ class ForcedScorer:
         for src, out, f in zip(src_ids, outputs, forced, strict=True):
             log_probs = f.token_log_probs
             pairs = self.word_pairs(src, out, f.cross_attention) if alignments else None
-            scored.append(
-                ScoredOutput([math.exp(lp) for lp in log_probs], sum(log_probs) / max(1, len(log_probs)), pairs)
-            )
+            confidence = sum(log_probs) / max(1, len(log_probs))
+            words = self.word_scores(out, log_probs) if probabilities else None
+            scored.append(ScoredOutput([math.exp(lp) for lp in log_probs], confidence, pairs, words))
         return scored
+
+    def word_scores(self, tgt_ids: Sequence[int], log_probs: Sequence[float]) -> list[float]:
+        """The mean log-probability of each output word's pieces, words counted as alignments count
+        them (the whitespace-separated words of the text the model wrote); the end token is no word."""
+        pieces = self.tgt_tokenizer.lookup(list(tgt_ids))
+        index = word_index(pieces, self.special_pieces(pieces), wordpiece=self.tgt_tokenizer.kind == "wordpiece")
+        per_word: dict[int, list[float]] = {}
+        for word, log_prob in zip(index, log_probs, strict=False):  # log_probs may end with the end token's
+            if word is not None:
+                per_word.setdefault(word, []).append(log_prob)
+        return [sum(values) / len(values) for _, values in sorted(per_word.items())]
 
     def align(
         self, src_ids: Sequence[Sequence[int]], tgt_ids: Sequence[Sequence[int]], method: AlignmentMethod | None = None

@@ -29,6 +29,9 @@ class Translation:
     # confidence is their mean log-probability (the length-normalised log-probability): 0 is certain.
     token_probs: list[float] | None = None
     confidence: float | None = None
+    # With scores=True: each word's mean piece log-probability, over the words of the text the model
+    # wrote (as alignments count them): the words it was least sure of score lowest.
+    word_scores: list[float] | None = None
     # With alignments=True: (source word, output word) pairs, 0-based, over the whitespace-separated
     # words of the text the model read and wrote (nmt.alignment).
     alignment: list[tuple[int, int]] | None = None
@@ -59,20 +62,20 @@ def fill_scores(
     alignments: bool,
     probabilities: bool = True,
 ) -> None:
-    """Fill token_probs and confidence (with `probabilities`) and the word alignment (with
-    `alignments`) of every Translation in `found` (n-best lists for the sources `src_ids`;
-    has_text[i]: source i is not blank) from one teacher-forced pass of `scorer`. An empty output of a real
-    sentence is scored too (its end token: how sure the model was that there is nothing to
+    """Fill token_probs, confidence and word_scores (with `probabilities`) and the word alignment
+    (with `alignments`) of every Translation in `found` (n-best lists for the sources `src_ids`;
+    has_text[i]: source i is not blank) from one teacher-forced pass of `scorer`. An empty output of
+    a real sentence is scored too (its end token: how sure the model was that there is nothing to
     say); that of a blank input is certain and aligns nothing."""
     rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if has_text[i]]
     sources, outputs = [src_ids[i] for i, _ in rows], [t.tokens for _, t in rows]
     scored = scorer.score(sources, outputs, alignments=alignments, probabilities=probabilities)
     for (_, t), one in zip(rows, scored, strict=True):
-        t.token_probs, t.confidence = one.token_probs, one.confidence
+        t.token_probs, t.confidence, t.word_scores = one.token_probs, one.confidence, one.word_scores
         if alignments:
             t.alignment = one.alignment
     for i, sentence in enumerate(found):
         for t in sentence:
             if not has_text[i]:
-                t.token_probs, t.confidence = [], 0.0
+                t.token_probs, t.confidence, t.word_scores = [], 0.0, []
                 t.alignment = [] if alignments else None

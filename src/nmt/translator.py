@@ -287,7 +287,7 @@ class Translator:
                     t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
         for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
             if not scores:
-                t.token_probs = t.confidence = None
+                t.token_probs = t.confidence = t.word_scores = None
             if not alignments:
                 t.alignment = None
 
