@@ -118,7 +118,7 @@ def engine_arguments() -> argparse.ArgumentParser:
         help="auto (the default): CTranslate2 on CPU where it is installed and can run the model (measured "
         "faster; its export is kept in MODEL_DIR/ctranslate2), nmt's engine otherwise and for "
         "--sample and --glossary; torch: nmt's own; ctranslate2: a directory from `nmt export --to "
-        "ctranslate2`, or a model directory converted at load (needs the ctranslate2 extra)",
+        "ctranslate2`, or a model directory converted at load",
     )
     g.add_argument(
         "--precision",

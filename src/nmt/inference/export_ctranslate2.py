@@ -73,8 +73,8 @@ def require_ctranslate2():
         import ctranslate2  # noqa: PLC0415 - an optional extra
     except ImportError:
         raise ImportError(
-            "the CTranslate2 engine is an optional extra: pip install -c constraints.txt "
-            "-e '.[ctranslate2]' (or pip install ctranslate2)"
+            "CTranslate2 is not installed (nmt installs it where CTranslate2 publishes wheels: Linux "
+            "x86_64/aarch64, macOS arm64, Windows x64); on another platform build it from source"
         ) from None
     return ctranslate2
 
