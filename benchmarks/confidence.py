@@ -12,7 +12,9 @@ lower-casing and stripping punctuation (a crude label: a synonym or inflection c
 a word is "doubtful" when its score is below ln 0.5 (Bergamot's threshold). Printed: the share of
 words doubtful, the precision (doubtful words that are absent) and recall (absent words that are
 doubtful), and the share of all words absent (the precision of flagging at random).
-Sentence-level chrF and this word label are themselves noisy judges.
+Sentence-level chrF and this word label are themselves noisy judges. Where the model has a quality
+calibration (`nmt calibrate`, fitted on other sentences), also: the share of the set its flag marks
+doubtful, and the share of the worst tenth by chrF among them.
 
     python benchmarks/confidence.py --model runs/ted_pt_en_q --test ted_hrlr:test:pt-en [--beam 5]
 """
@@ -105,6 +107,13 @@ def main() -> None:
             "spearman": round(float(np.corrcoef(ranks(score), ranks(chrf))[0, 1]), 3),
             "worst_10pct_in_least_sure_10pct": round(len(worst & set(order[:tenth].tolist())) / tenth, 3),
             "worst_10pct_in_least_sure_20pct": round(len(worst & set(order[:fifth].tolist())) / tenth, 3),
+        }
+    if translator.quality is not None:  # the model's calibration (nmt calibrate), fitted on other sentences
+        flags = np.array([bool(best[0].doubtful) for best in found])
+        result["flag"] = {
+            "fitted_on": translator.quality.fitted_on,
+            "flagged_share": round(float(flags.mean()), 3),
+            "worst_10pct_flagged": round(sum(flags[i] for i in worst) / tenth, 3),
         }
     result["words"] = word_level(found, references)
     result["corpus_chrf"] = round(sacrebleu.corpus_chrf(texts, [references]).score, 2)

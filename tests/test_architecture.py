@@ -25,6 +25,8 @@ ALLOWED = {
     "text_form": {"glossary", "truecaser"},
     # A translation, and what a teacher-forced pass adds to it (scores, word alignment).
     "translation": {"decoding", "forced_scoring", "tokenizer"},
+    # What a model's quality scores mean: a calibration kept in its directory.
+    "quality": {"files"},
     "truecaser": {"files"},
     "documents": set(),
     "markup": {"documents"},
@@ -64,6 +66,7 @@ ALLOWED = {
         "inference",
         "model",
         "model_dir",
+        "quality",
         "search_settings",
         "term_search",
         "text_form",
@@ -131,6 +134,7 @@ ALLOWED = {
         "model_dir",
         "plots",
         "pretrained",
+        "quality",
         "search_settings",
         "server",
         "training",

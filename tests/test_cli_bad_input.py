@@ -29,6 +29,7 @@ COMMANDS = (
     "shortlist",
     "truecaser",
     "info",
+    "calibrate",
     "translate",
     "evaluate",
     "tune-length-penalty",
@@ -254,6 +255,7 @@ OTHERS = [
     case("serve --model {model} --max-beam 0", 2, f"--max-beam must be between 1 and {MAX_BEAM}, got 0"),
     case("serve --model {model} --max-beam 1000", 2, f"--max-beam must be between 1 and {MAX_BEAM}, got 1000"),
     case("serve --model {model} --beam 9", 2, "--beam 9 is larger than --max-beam 8: the most a request may ask"),
+    case("calibrate --model {model} --src {src} --ref {ref}", 2, "a calibration needs at least 10"),
     case("serve --model {model} --workers 0", 2, "--workers must be >= 1, got 0"),
     case("serve --model {model} --device tpu", 2, "--device must be auto, cpu, cuda or cuda:N"),
     case(

@@ -32,6 +32,9 @@ class Translation:
     # With scores=True: each word's mean piece log-probability, over the words of the text the model
     # wrote (as alignments count them): the words it was least sure of score lowest.
     word_scores: list[float] | None = None
+    # With scores=True, on a model with a quality calibration (nmt.quality): whether the sentence is
+    # among those its model is least sure of (a reviewer reads these first).
+    doubtful: bool | None = None
     # With alignments=True: (source word, output word) pairs, 0-based, over the whitespace-separated
     # words of the text the model read and wrote (nmt.alignment).
     alignment: list[tuple[int, int]] | None = None

@@ -32,6 +32,7 @@ from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .model import Transformer
 from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
+from .quality import QualityCalibration, sentence_score
 from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
@@ -87,6 +88,7 @@ class Translator:
             tuple(directions), tuple(src_tokenizer.target_languages), source=source_lang, output=output_lang
         )
         self.glossary: Glossary | None = None  # used by every call that names none (nmt serve --glossary)
+        self.quality: QualityCalibration | None = None  # what its scores mean (nmt calibrate; Translator.load)
         self.terms = TermSearch(self.engine, tgt_tokenizer)  # a glossary's constrained search
 
     @property
@@ -152,7 +154,7 @@ class Translator:
         decode = dataclasses.replace(decode, **replaced)
         engine, src_tokenizer, tgt_tokenizer = load_engine(model_dir, options, decode)
         languages = read_languages(model_dir)
-        return cls(
+        translator = cls(
             engine,
             src_tokenizer,
             tgt_tokenizer,
@@ -162,6 +164,8 @@ class Translator:
             output_lang=languages[1],
             directions=read_directions(model_dir),
         )
+        translator.quality = QualityCalibration.load(model_dir)
+        return translator
 
     # --- the simple API ----------------------------------------------------------------------
     def translate(
@@ -286,6 +290,8 @@ class Translator:
                 for t in sentence:
                     t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
         for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
+            if scores and self.quality is not None:
+                t.doubtful = self.quality.doubtful(sentence_score(t.word_scores))
             if not scores:
                 t.token_probs = t.confidence = t.word_scores = None
             if not alignments:

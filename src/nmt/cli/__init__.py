@@ -7,6 +7,7 @@
     models.py     nmt export, average
     serve.py      nmt serve (its options generated from nmt.server.settings)
     pictures.py   nmt plot, attention, positions
+    quality.py    nmt calibrate (what a model's quality scores mean)
     main.py       the parser and `main`
 
 Every module imports torch only inside its commands, so `nmt --help` and argument errors are fast.

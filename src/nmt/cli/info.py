@@ -45,6 +45,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         read_metrics,
         stored_parameter_count,
     )
+    from ..quality import QualityCalibration
     from ..search_settings import describe_search
     from ..training.precision import training_precision
     from .common import check_device
@@ -66,6 +67,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     decode = read_decode_config(model_dir)
     info["decoding"] = f"{describe_search(decode)}, min_len {decode.min_len}, {decode.precision or 'fp32'} on CPU"
     info["shortlist"] = shortlist_line(model_dir)
+    quality = QualityCalibration.load(model_dir)
+    info["quality scores"] = quality.describe() if quality else "not calibrated (`nmt calibrate` fits them)"
     try:
         records = read_metrics(model_dir)
         valid = [r for r in records if r.get("kind") == "valid" and r.get("bleu") is not None]

@@ -14,6 +14,7 @@ from .distill import add_distill
 from .info import add_info
 from .models import add_model_commands
 from .pictures import add_picture_commands
+from .quality import add_calibrate
 from .serve import add_serve
 from .shortlist import add_shortlist
 from .train import add_train
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_shortlist(sub)
     add_truecaser(sub)
     add_info(sub)
+    add_calibrate(sub)
     add_serve(sub)
     add_picture_commands(sub)
     for command in sub.choices.values():  # to name an option in the words of a value's error (see describe_error)

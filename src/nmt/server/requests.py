@@ -220,6 +220,8 @@ def translation_json(translation: Translation, *, attention: bool) -> dict[str, 
         out["confidence"] = round(translation.confidence, 4)
         out["token_probs"] = [round(p, 4) for p in translation.token_probs or []]
         out["word_scores"] = [round(s, 4) for s in translation.word_scores or []]
+    if translation.doubtful is not None:  # the model has a quality calibration (nmt calibrate)
+        out["doubtful"] = translation.doubtful
     if translation.alignment is not None:
         out["alignment"] = pharaoh(translation.alignment)
     if attention:

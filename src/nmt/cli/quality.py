@@ -1,0 +1,59 @@
+"""nmt calibrate: what a model's quality scores mean, fitted on a set with references."""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import (
+    CommandError,
+    beam_options,
+    case_options,
+    engine_arguments,
+    load_translator,
+    model_options,
+    scored_set_options,
+)
+from .translate import read_test_set, target_lang_option, target_of_test_set
+
+
+def add_calibrate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="fit what a model's quality scores mean on a set with references",
+        parents=[
+            model_options(),
+            beam_options(),
+            engine_arguments(),
+            case_options(),
+            scored_set_options("multi30k:val:de-en"),
+        ],
+        description="Translate a set with references (a validation set: not the test set you report), score "
+        "each translation (the mean of its words' scores, each word's mean piece log-probability) and its "
+        "sentence chrF, and write MODEL_DIR/quality.json: the score below which a sentence is doubtful (the "
+        "least sure fifth of the set) and the chrF to expect at each score. Every interface then marks "
+        "doubtful sentences (nmt.quality).",
+    )
+    target_lang_option(p)
+    p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import sacrebleu
+
+    from ..quality import fit_calibration, sentence_score
+
+    src_path, sources, references, pretokenized = read_test_set(args)
+    if len(sources) < 10:
+        raise CommandError(
+            f"{src_path}: {len(sources)} sentences; a calibration needs at least 10 (a few hundred is better)"
+        )
+    translator = load_translator(args)
+    translator.choose_target_language(target_of_test_set(args, translator.target_languages))
+    found = translator.translate_detailed(sources, scores=True, pretokenized=pretokenized)
+    texts = [best[0].text for best in found]
+    chrfs = [sacrebleu.sentence_chrf(t, [r]).score for t, r in zip(texts, references, strict=True)]
+    scores = [sentence_score(best[0].word_scores) for best in found]
+    calibration = fit_calibration(scores, chrfs, fitted_on=args.test or str(src_path))
+    path = calibration.save(args.model)
+    print(f"wrote {path}: {calibration.describe()}")
+    return 0

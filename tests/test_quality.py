@@ -1,0 +1,61 @@
+"""What a model's quality scores mean: the calibration fitted on a set with references, kept in the
+model directory and read by every interface."""
+
+import json
+import shutil
+
+import pytest
+
+from nmt.cli import main
+from nmt.quality import BINS, QUALITY_FILE, QualityCalibration, fit_calibration, sentence_score
+
+from conftest import read_head
+
+
+def test_the_flag_marks_the_least_sure_fifth_and_the_bins_hold_each_tenth_s_chrf():
+    scores = [-i / 10 for i in range(100)]  # 0.0 (surest) down to -9.9
+    chrfs = [100 - i for i in range(100)]  # the less sure, the worse
+    calibration = fit_calibration(scores, chrfs, fitted_on="a set")
+    assert sum(calibration.doubtful(s) for s in scores) == 20
+    assert calibration.doubtful(-9.9) and not calibration.doubtful(-7.9)
+    assert calibration.caught == 1.0  # the worst tenth by chrF is the least sure tenth here
+    assert len(calibration.bin_chrf) == BINS and calibration.bin_chrf == sorted(calibration.bin_chrf)
+    assert calibration.expected_chrf(-9.5) == pytest.approx(5.5)  # the least sure tenth: chrF 1..10
+    assert calibration.expected_chrf(0.0) == pytest.approx(95.5)
+
+
+def test_a_calibration_round_trips_and_a_bad_file_is_named(tmp_path):
+    calibration = fit_calibration([float(i) for i in range(20)], [float(i) for i in range(20)], fitted_on="x")
+    calibration.save(tmp_path)
+    assert QualityCalibration.load(tmp_path) == calibration
+    assert QualityCalibration.load(tmp_path / "elsewhere") is None
+    (tmp_path / QUALITY_FILE).write_text('{"threshold": 1}')
+    with pytest.raises(ValueError, match=f"{QUALITY_FILE}: not a quality calibration"):
+        QualityCalibration.load(tmp_path)
+    with pytest.raises(ValueError, match="at least 10 sentences"):
+        fit_calibration([0.0] * 3, [1.0] * 3, fitted_on="x")
+
+
+def test_nmt_calibrate_writes_what_every_interface_reads(tiny_model_dir, multi30k_dir, tmp_path, capsys):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    raw = multi30k_dir / "data/task1/raw"
+    src, ref = tmp_path / "val.de", tmp_path / "val.en"
+    src.write_text("\n".join(read_head(raw / "val.de.gz", 40)) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(read_head(raw / "val.en.gz", 40)) + "\n", encoding="utf-8")
+    args = ["--model", str(model_dir), "--src", str(src), "--ref", str(ref), "--engine", "torch", "--beam", "1"]
+    assert main(["calibrate", *args]) == 0
+    assert f"wrote {model_dir / QUALITY_FILE}" in capsys.readouterr().out
+    calibration = QualityCalibration.load(model_dir)
+    assert calibration.sentences == 40 and calibration.fitted_on == str(src)
+
+    from nmt.translator import Translator
+
+    translator = Translator.load(model_dir)
+    found = translator.translate_detailed(read_head(raw / "val.de.gz", 40), beam=1, scores=True)
+    flagged = [best[0].doubtful for best in found]
+    assert sum(flagged) == 8  # the same set: its least sure fifth
+    assert all(calibration.doubtful(sentence_score(best[0].word_scores)) == best[0].doubtful for best in found)
+    assert translator.translate_detailed(["Ein Mann."], beam=1)[0][0].doubtful is None  # only with scores
+
+    assert main(["info", str(model_dir), "--device", "cpu", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quality scores"].startswith(f"fitted on {src} (40 sentences)")
