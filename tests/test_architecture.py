@@ -73,7 +73,7 @@ ALLOWED = {
         "tokenizer",
         "translation",
     },
-    "translation_io": {"alignment", "documents", "glossary", "inference", "search_settings", "translator"},
+    "translation_io": {"alignment", "documents", "glossary", "inference", "quality", "search_settings", "translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
     "tuning": {"config", "evaluation", "inference", "model_dir", "search_settings", "translator"},
     "plots": {"model", "model_dir", "search_settings", "tokenizer", "translator"},

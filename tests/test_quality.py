@@ -59,3 +59,26 @@ def test_nmt_calibrate_writes_what_every_interface_reads(tiny_model_dir, multi30
 
     assert main(["info", str(model_dir), "--device", "cpu", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["quality scores"].startswith(f"fitted on {src} (40 sentences)")
+
+
+def test_translate_qe_gives_each_line_its_score_flag_and_word_scores(tiny_model_dir, multi30k_dir, tmp_path, capsys):
+    from nmt.translator import Translator
+
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 12)
+    src = tmp_path / "in.de"
+    src.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    command = ["translate", "--model", str(model_dir), "--input", str(src), "--engine", "torch", "--beam", "1", "--qe"]
+    assert main(command) == 0
+    uncalibrated = capsys.readouterr().out.splitlines()
+    assert [line.split(" ||| ")[2] for line in uncalibrated] == ["-"] * 12  # no calibration: no flag
+    fit_calibration([float(i) for i in range(10)], [0.0] * 10, fitted_on="x").save(model_dir)  # line at 1.5
+    assert main(command) == 0
+    lines = capsys.readouterr().out.splitlines()
+    found = Translator.load(model_dir).translate_detailed(sources, beam=1, scores=True)
+    for line, best in zip(lines, found, strict=True):
+        text, score, flag, words = line.split(" ||| ")
+        t = best[0]
+        assert text == t.text and float(score) == pytest.approx(sentence_score(t.word_scores), abs=1e-4)
+        assert flag == "doubtful" and t.doubtful  # a log-probability is below 1.5
+        assert [float(w) for w in words.split()] == pytest.approx(t.word_scores, abs=1e-4)

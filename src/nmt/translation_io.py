@@ -19,6 +19,7 @@ from .alignment import pharaoh
 from .documents import DocumentStats, cut_to_fit, translate_paragraphs
 from .glossary import Glossary
 from .inference.choices import CHUNK_LINES
+from .quality import sentence_score
 from .search_settings import SearchRequest
 from .translator import Translation, Translator
 
@@ -55,13 +56,21 @@ def warn_missed_terms(name: str, numbers: Sequence[int], results: list[list[Tran
             log.warning("%s:%d: glossary terms not placed: %s", name, number, ", ".join(best[0].glossary_missed))
 
 
-def output_line(translation: Translation, *, scores: bool = False, alignments: bool = False) -> str:
+def output_line(
+    translation: Translation, *, scores: bool = False, quality: bool = False, alignments: bool = False
+) -> str:
     """A translation as one output line: its text; with scores, " ||| " + its confidence (mean token
-    log-probability) + " ||| " + each token's probability; with alignments, " ||| " + "0-0 1-2 ..."."""
+    log-probability) + " ||| " + each token's probability; with quality, " ||| " + its quality score
+    (the mean of its words') + " ||| " + "doubtful" or "ok" (by the model's calibration; "-" without
+    one) + " ||| " + each word's score; with alignments, " ||| " + "0-0 1-2 ..."."""
     fields = [translation.text.replace("\n", " ")]
     if scores:
         fields.append(f"{translation.confidence:.4f}")
         fields.append(" ".join(f"{p:.4f}" for p in translation.token_probs or []))
+    if quality:
+        fields.append(f"{sentence_score(translation.word_scores or []):.4f}")
+        fields.append({True: "doubtful", False: "ok", None: "-"}[translation.doubtful])
+        fields.append(" ".join(f"{s:.4f}" for s in translation.word_scores or []))
     if alignments:
         fields.append(pharaoh(translation.alignment or []))
     return " ||| ".join(fields)
@@ -141,6 +150,7 @@ def translate_stream(
     pretokenized: bool = False,
     split_sentences: bool = False,
     scores: bool = False,
+    quality: bool = False,
     alignments: bool = False,
     glossary: Glossary | None = None,
 ) -> int:
@@ -151,8 +161,9 @@ def translate_stream(
     split_sentences: each line is a paragraph of running text, translated sentence by sentence with
     its spacing kept, and sentences too long for the model cut and joined back (nmt.documents);
     else each line is one sentence, cut to the model's limit with a warning if it is longer.
-    scores / alignments (line mode): each output line is followed by " ||| " and the translation's
-    confidence and token probabilities, then " ||| " and its word alignment (see `output_line`).
+    scores / quality / alignments (line mode): each output line is followed by " ||| " and the
+    translation's confidence and token probabilities, its quality score, flag and word scores, and
+    its word alignment (see `output_line`).
     glossary: its target terms are required wherever its source terms occur (line mode); a line
     whose terms could not all be placed is named in a warning.
     request.n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
@@ -162,6 +173,7 @@ def translate_stream(
     chunks do not repeat one another's random stream and a rerun gives the same output.
     """
     request = request or translator.request()
+    columns = dict(scores=scores, quality=quality, alignments=alignments)
     sampling, n_best = request.sampling, request.n_best
     lines = decode_lines(source, name)
     written = 0
@@ -188,7 +200,12 @@ def translate_stream(
         else:
             more = {"glossary": glossary} if glossary is not None else {}
             results = translator.translate_detailed(
-                list(texts), chunk_request, pretokenized=pretokenized, scores=scores, alignments=alignments, **more
+                list(texts),
+                chunk_request,
+                pretokenized=pretokenized,
+                scores=scores or quality,
+                alignments=alignments,
+                **more,
             )
             warn_missed_terms(name, numbers, results)
             for number, best in zip(numbers, results, strict=True):
@@ -201,10 +218,10 @@ def translate_stream(
                         translator.max_source_tokens,
                     )
                 if n_best == 1:
-                    target.write(output_line(best[0], scores=scores, alignments=alignments) + "\n")
+                    target.write(output_line(best[0], **columns) + "\n")
                     continue
                 for t in best:
-                    line = output_line(t, scores=scores, alignments=alignments)
+                    line = output_line(t, **columns)
                     target.write(f"{number - 1} ||| {line} ||| {t.score:.4f}\n")
         target.flush()
         written += len(chunk)

@@ -71,6 +71,13 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "' ||| ' and each output token's probability, the end token's last (line format)",
     )
     p.add_argument(
+        "--qe",
+        action="store_true",
+        help="after each translation: ' ||| ' and its quality score (the mean of its words' scores, each "
+        "word's mean piece log-probability), ' ||| ' doubtful or ok (by the model's calibration, `nmt "
+        "calibrate`; - without one) and ' ||| ' each word's score (line format)",
+    )
+    p.add_argument(
         "--alignments",
         action="store_true",
         help="after each translation: ' ||| ' and its word alignment, source-target pairs of 0-based word "
@@ -263,8 +270,8 @@ def input_format(args: argparse.Namespace) -> str:
 def refuse_line_options(args: argparse.Namespace, kind: str) -> None:
     """The options that act on each line, refused for a document or web page (`kind`) in the words
     used for --format text."""
-    if args.scores or args.alignments:
-        raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
+    if args.scores or args.qe or args.alignments:
+        raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
     if args.n_best > 1:
         raise CommandError("--n-best lists each sentence's translations: use it with --format lines, without --sample")
     if args.glossary:
@@ -317,8 +324,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)
     split = args.split_sentences or args.format == "text"
-    if split and (args.scores or args.alignments):
-        raise CommandError("--scores and --alignments are per sentence: use them with --format lines")
+    if split and (args.scores or args.qe or args.alignments):
+        raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
     if args.n_best < 1:
         raise CommandError(f"--n-best must be at least 1, got {args.n_best}")
     if args.n_best > 1 and (split or sampling is not None):
@@ -347,6 +354,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
             pretokenized=args.pretokenized,
             split_sentences=split,
             scores=args.scores,
+            quality=args.qe,
             alignments=args.alignments,
             glossary=glossary,
         )
