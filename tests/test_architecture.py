@@ -75,7 +75,7 @@ ALLOWED = {
     },
     "translation_io": {"alignment", "documents", "glossary", "inference", "quality", "search_settings", "translator"},
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
-    "tuning": {"config", "evaluation", "inference", "model_dir", "search_settings", "translator"},
+    "tuning": {"config", "evaluation", "inference", "model_dir", "quality", "search_settings", "translator"},
     "plots": {"model", "model_dir", "search_settings", "tokenizer", "translator"},
     # Models of other toolkits, read into (and written from) nmt's model and tokenizers.
     "pretrained": {

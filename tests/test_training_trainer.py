@@ -176,6 +176,11 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
     assert said and precision, resumed.stderr
     decode = read_decode_config(model_dir)
     assert decode.length_penalty == float(said[1]) and (decode.precision or "fp32") == precision[1]
+    # and what its quality scores mean, fitted last, under the settings chosen (nmt.quality)
+    from nmt.quality import QualityCalibration
+
+    assert "quality scores: fitted on validation (" in resumed.stderr
+    assert QualityCalibration.load(model_dir).fitted_on == "validation"
 
 
 def test_cli_refuses_to_overwrite_a_run_without_resume(overrides, tmp_path):

@@ -30,6 +30,12 @@ class Scores:
         return asdict(self)
 
 
+def sentence_chrf(hypotheses: list[str], references: list[str]) -> list[float]:
+    """Each hypothesis's chrF against its reference (sacrebleu's sentence_chrf): a noisy judge of one
+    sentence, the yardstick a quality score is calibrated by (nmt.quality)."""
+    return [sacrebleu.sentence_chrf(h, [r]).score for h, r in zip(hypotheses, references, strict=True)]
+
+
 def score_translations(hypotheses: list[str], references: list[str], *, pretokenized: bool = False) -> Scores:
     """BLEU (cased and lower-cased) and chrF of hypotheses against one reference each.
 

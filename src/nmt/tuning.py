@@ -27,10 +27,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .evaluation import Scores, score_translations
+from .evaluation import Scores, score_translations, sentence_chrf
 from .inference.choices import INT8_TOLERANCE, LENGTH_PENALTIES
 from .inference.precision import cpu_flags
 from .model_dir import write_decode_settings
+from .quality import BINS, QualityCalibration, fit_calibration, sentence_score
 from .search_settings import SearchRequest, check_length_penalty
 from .translator import Translator
 
@@ -192,6 +193,7 @@ class DecodingChoice:
     precisions: list[PrecisionTrial]
     length_penalty: float | None  # None: not chosen (greedy)
     precision: str | None  # None: not chosen
+    quality: QualityCalibration | None = None  # what its quality scores mean, fitted last
 
     def report(self, before: float | None, on: str) -> list[str]:
         """One line per choice, with the validation BLEU of each candidate (`before`: the alpha the
@@ -206,6 +208,8 @@ class DecodingChoice:
                 f"{t.precision} BLEU {t.scores.bleu:.2f} in {t.seconds:.2f} s" for t in self.precisions
             )
             lines.append(f"precision: {self.precision} on CPU ({measured} on {on})")
+        if self.quality is not None:
+            lines.append(f"quality scores: {self.quality.describe()}")
         return lines
 
 
@@ -235,8 +239,43 @@ def choose_decoding(
     if alpha is not None:
         write_length_penalty(model_dir, alpha)
     if not precision:
-        return DecodingChoice(penalties, [], alpha, None)
+        return DecodingChoice(penalties, [], alpha, None, calibrated(model_dir, sources, references, pretokenized))
     precisions = try_precisions(model_dir, sources, references, pretokenized=pretokenized)
     chosen = chosen_precision(precisions)
     write_precision(model_dir, chosen)
-    return DecodingChoice(penalties, precisions, alpha, chosen)
+    quality = calibrated(model_dir, sources, references, pretokenized)
+    return DecodingChoice(penalties, precisions, alpha, chosen, quality)
+
+
+def calibrated(
+    model_dir: str | Path, sources: Sequence[str], references: Sequence[str], pretokenized: bool
+) -> QualityCalibration | None:
+    """The model's quality calibration on the held-out set, under the settings just chosen, written
+    into its directory (None, and nothing written, on a set too small to fit one)."""
+    if len(sources) < BINS:
+        return None
+    translator = Translator.load(model_dir, engine="auto")
+    try:
+        calibration = calibrate_quality(
+            translator, sources, references, fitted_on="validation", pretokenized=pretokenized
+        )
+    finally:
+        translator.close()
+    calibration.save(model_dir)
+    return calibration
+
+
+def calibrate_quality(
+    translator: Translator,
+    sources: Sequence[str],
+    references: Sequence[str],
+    *,
+    fitted_on: str,
+    pretokenized: bool = False,
+) -> QualityCalibration:
+    """What `translator`'s quality scores mean on a set with references (nmt.quality): each
+    translation's score (the mean of its word scores) against its sentence chrF."""
+    found = translator.translate_detailed(list(sources), scores=True, pretokenized=pretokenized)
+    chrfs = sentence_chrf([best[0].text for best in found], list(references))
+    scores = [sentence_score(best[0].word_scores or []) for best in found]
+    return fit_calibration(scores, chrfs, fitted_on=fitted_on)

@@ -38,9 +38,7 @@ def add_calibrate(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    import sacrebleu
-
-    from ..quality import fit_calibration, sentence_score
+    from ..tuning import calibrate_quality
 
     src_path, sources, references, pretokenized = read_test_set(args)
     if len(sources) < 10:
@@ -49,11 +47,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
     translator = load_translator(args)
     translator.choose_target_language(target_of_test_set(args, translator.target_languages))
-    found = translator.translate_detailed(sources, scores=True, pretokenized=pretokenized)
-    texts = [best[0].text for best in found]
-    chrfs = [sacrebleu.sentence_chrf(t, [r]).score for t, r in zip(texts, references, strict=True)]
-    scores = [sentence_score(best[0].word_scores) for best in found]
-    calibration = fit_calibration(scores, chrfs, fitted_on=args.test or str(src_path))
+    fitted_on = args.test or str(src_path)
+    calibration = calibrate_quality(translator, sources, references, fitted_on=fitted_on, pretokenized=pretokenized)
     path = calibration.save(args.model)
     print(f"wrote {path}: {calibration.describe()}")
     return 0
