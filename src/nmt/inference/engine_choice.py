@@ -83,7 +83,7 @@ def choose_engine(
     if precision == "bf16":
         return EngineChoice("torch", "bf16 runs on nmt's engine only")
     if not ctranslate2_installed():
-        return EngineChoice("torch", "ctranslate2 is not installed (no wheel for this platform): nmt's engine runs")
+        return EngineChoice("torch", "ctranslate2 is not installed; pip install ctranslate2 for the faster engine")
     problem = unexportable(model_dir)
     if problem:
         return EngineChoice("torch", f"CTranslate2 cannot run this model: {problem}")

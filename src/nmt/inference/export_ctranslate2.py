@@ -73,8 +73,8 @@ def require_ctranslate2():
         import ctranslate2  # noqa: PLC0415 - an optional extra
     except ImportError:
         raise ImportError(
-            "CTranslate2 is not installed (nmt installs it where CTranslate2 publishes wheels: Linux "
-            "x86_64/aarch64, macOS arm64, Windows x64); on another platform build it from source"
+            "CTranslate2 is not installed (nmt brings it where CTranslate2 publishes wheels: Linux "
+            "x86_64/aarch64, macOS arm64, Windows x64): pip install ctranslate2, or build it from source"
         ) from None
     return ctranslate2
 
