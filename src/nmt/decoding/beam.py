@@ -11,6 +11,8 @@ when a hypothesis finishes, where lengths differ.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from nmt.model import Transformer
@@ -103,7 +105,7 @@ def beam_search(
     distinct; the vocabulary needs at least 2 * beam_size tokens.
     limits, use_cache, return_attention, vocabulary and allowed as in `greedy_search`. An empty batch gives [].
 
-    Long (about 120 lines) on purpose: one function, read top to bottom as one step of the search.
+    Long (about 105 lines) on purpose: one function, read top to bottom as one step of the search.
     The per-sentence tensors (scores, rows, room, max_len, best_finished) change together at every
     step and shrink together when sentences finish; split into helpers, each step would pass them
     all back and forth. The steps that stand alone (beam_step, ended_candidates, live_positions,
@@ -141,40 +143,23 @@ def beam_search(
         cand_rows = cand_beams + beams * torch.arange(sentence.numel(), device=src.device).unsqueeze(1)
         is_eos = cand_tokens == state.eos_id
 
+        # this step's hypotheses that end: into `finished`, ranked under the length penalty
+        collect = functools.partial(
+            _collect, finished, state, now, sentence, alpha=length_penalty, normalization=length_normalization
+        )
+
         if early_stopping:
             ended = ended_candidates(is_eos[:, :k], cand_scores[:, :k], room)  # (active, k)
             room = room - ended.sum(dim=1)
         else:  # every reachable EOS among the top k ends; at the limit every top-k candidate does
             ended = (is_eos[:, :k] | (max_len <= step).unsqueeze(1)) & cand_scores[:, :k].isfinite()
-        _collect(
-            finished,
-            state,
-            now,
-            sentence,
-            ended,
-            cand_rows[:, :k],
-            cand_tokens[:, :k],
-            cand_scores[:, :k],
-            alpha=length_penalty,
-            normalization=length_normalization,
-        )
+        collect(ended, cand_rows[:, :k], cand_tokens[:, :k], cand_scores[:, :k])
 
         live = live_positions(is_eos, k)  # (active, k)
         scores, rows, tokens = cand_scores.gather(1, live), cand_rows.gather(1, live), cand_tokens.gather(1, live)
         if early_stopping:
             capped = (max_len <= step) & (room > 0)  # at the limit and still short of hypotheses: take the live beams
-            _collect(
-                finished,
-                state,
-                now,
-                sentence,
-                capped.unsqueeze(1) & scores.isfinite(),
-                rows,
-                tokens,
-                scores,
-                alpha=length_penalty,
-                normalization=length_normalization,
-            )
+            collect(capped.unsqueeze(1) & scores.isfinite(), rows, tokens, scores)
             done = (room <= 0) | (max_len <= step)  # (active,)
         else:
             penalty = penalties.length_penalty(step, length_penalty, length_normalization)  # each has `step` tokens
