@@ -17,7 +17,6 @@ refused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config_checks import ConfigError
@@ -94,20 +93,13 @@ class Directions:
             if asked is not None and written.group(1) != asked:
                 raise target_lang_error(f"is {asked!r}, but the text asks for >>{written.group(1)}<<: {text[:40]!r}")
             asked = written.group(1)
-        self.check_target(asked)  # None raises, naming the languages
-        self.check_pair(source, asked)
+        self.check_into(asked, source)  # None raises, naming the languages
         return asked
 
-    def check(self, texts: Sequence[str] = (), target: str | None = None, source: str | None = None) -> None:
-        """Refuse before any search what a call would be refused part-way (a ConfigError): a source or
-        target language the model lacks, a pairing it was not trained for, a text whose >>xx<< token
-        it lacks or which contradicts `target`, or no target for a text on a multi-target model.
-        `source`, `target`: the call's, or those chosen for the translator."""
-        if target is not None or not texts:
-            self.check_target(target)
-            self.check_pair(source, target)
-        for text in texts:
-            self.target_of(text, target, source)
+    def check_into(self, target: str | None, source: str | None) -> None:
+        """ConfigError unless the model writes `target` (check_target), from `source` (check_pair)."""
+        self.check_target(target)
+        self.check_pair(source, target)
 
     def routes(self) -> list[tuple[tuple[str, str], str | None]]:
         """The pairs a server can send to this model, each with the target to ask it for (a

@@ -220,8 +220,7 @@ class Translator:
         if alignments:
             self.scorer.check_aligns()
         if target_lang is not None:
-            self.directions.check_target(target_lang)
-            self.directions.check_pair(self.source_lang, target_lang)
+            self.directions.check_into(target_lang, self.source_lang)
         glossary = self.glossary if glossary is None else glossary
         form = None if pretokenized else self.text_form
         typed = list(texts)
@@ -369,8 +368,7 @@ class Translator:
         A ConfigError (key target_lang) names the valid languages for none or one this model lacks,
         on a multi-target model; a model with a single target takes only that one (or none).
         """
-        self.directions.check_target(language)
-        self.directions.check_pair(self.source_lang, language)
+        self.directions.check_into(language, self.source_lang)
         self.target_lang = language
 
     def choose_source_language(self, language: str) -> None:
@@ -392,8 +390,7 @@ class Translator:
             self.directions.check_source(source_lang)
         source = source_lang or self.source_lang
         if target_lang is not None or not texts:
-            self.directions.check_target(target_lang)
-            self.directions.check_pair(source, target_lang)
+            self.directions.check_into(target_lang, source)
         for text in texts:
             self.directions.target_of(text, target_lang or self.target_lang, source)
 
