@@ -471,6 +471,27 @@ def test_a_word_document_comes_back_as_a_word_document_with_its_bold_run(echo):
     assert translated.text == "Ein Hund läuft.|0" and any(r.bold and "Hund" in r.text for r in translated.runs)
 
 
+def test_a_gettext_catalog_comes_back_for_the_target_with_its_placeholders(echo):
+    polib = pytest.importorskip("polib")
+    header = 'msgid ""\nmsgstr ""\n"Language: de\\n"\n\n'
+    catalog = header + '#, c-format\nmsgid "Lösche %d Dateien aus {ordner}?"\nmsgstr ""\n'
+    _, client = echo
+    sent = client.post(
+        "/translate_file",
+        data={"source": "de", "target": "en"},
+        files={"file": ("de.po", catalog.encode(), "application/octet-stream")},
+    )
+    assert sent.status_code == 200, sent.json()
+    fetched = client.get(sent.json()["translatedFileUrl"].removeprefix("http://127.0.0.1"))
+    assert fetched.headers["content-type"] == "text/x-gettext-translation; charset=utf-8"
+    out = polib.pofile(fetched.content.decode())
+    assert out.metadata["Language"] == "en"
+    entry = out[0]
+    assert entry.flags == ["fuzzy", "c-format"]
+    # the echo model gives back what it read ("Lösche  Dateien aus ?|0"); the codes go back around it
+    assert entry.msgstr.count("%d") == 1 and entry.msgstr.count("{ordner}") == 1 and "|0" in entry.msgstr
+
+
 def test_a_bad_or_oversized_document_gets_400_or_413_naming_the_file(echo):
     import io
     import zipfile

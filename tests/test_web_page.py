@@ -118,6 +118,10 @@ def test_a_refused_request_shows_the_servers_message(browser, url):
     status = browser.find_element(By.ID, "status")
     WebDriverWait(browser, 30).until(lambda b: "error" in status.get_attribute("class"))
     assert "422" in status.text and "1000" in status.text
+    # the file input takes what the server's /translate_file takes, from its own list
+    from nmt.server.libretranslate import FILE_FORMATS
+
+    assert browser.find_element(By.ID, "file").get_attribute("accept") == ",".join(FILE_FORMATS)
 
 
 def test_a_busy_server_shows_when_to_try_again(browser, url, translator):

@@ -44,8 +44,8 @@ BOOLEAN_ATTRIBUTES = {
 }  # fmt: skip
 _SELF_CLOSED = re.compile(r"<[A-Za-z][^<>]*/>")  # <br/>, <meta ... />: the XHTML way of closing
 _WORD = re.compile(r"\S+")
-# a word's body, up to its last letter or digit, and the punctuation after it: "snow." -> "snow", "."
-_MARK = re.compile(r"(.*?[^\W_])?([^\w\s]*)$", re.DOTALL)
+# a word's body, up to its last letter, digit or underscore, and the punctuation after it: "snow." -> "snow", "."
+_MARK = re.compile(r"(.*?\w)?([^\w\s]*)$", re.DOTALL)
 inf = float("inf")
 AWAY = 1e6  # the cost of a piece of a split word away from its own node: never, unless nothing else fits
 _SPECIAL_STRINGS = PreformattedString  # comments, CDATA, doctypes, declarations: no text a reader sees

@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..formats import DOCUMENT_FORMATS, REFUSED, TEXT_FORMATS
+from ..formats import DOCUMENT_FORMATS, LOCALISATION_FORMATS, REFUSED, TEXT_FORMATS
 from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
 from ..search_settings import Sampling
 from .common import (
@@ -63,6 +63,12 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "its layout and formatting kept (the default for an --input with that extension; docs/real-text.md)",
     )
     p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
+    p.add_argument(
+        "--retranslate",
+        action="store_true",
+        help="po, pot: translate the messages that have a translation too (default: only the untranslated "
+        "ones; either way each one filled is marked fuzzy for a translator to check)",
+    )
     glossary_option(p)
     p.add_argument(
         "--scores",
@@ -300,7 +306,11 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     choose_direction(translator, args)
     request = translator.request(sampling=sampling_option(args))
     name = args.input or "<stdin>"
-    document = read_document(content, name, translator.source_lang or "en", extension)
+    if args.retranslate and extension not in LOCALISATION_FORMATS:
+        raise CommandError(f"--retranslate is for {', '.join(LOCALISATION_FORMATS)} files, not {extension}")
+    target = translator.target_lang or translator.directions.output
+    lang = translator.source_lang or "en"
+    document = read_document(content, name, lang, extension, target=target, retranslate=args.retranslate)
     log.info("%s: %d sentences to translate", name, len(document.sentences))
     found = aligned_translations(translator, document.sentences, request) if document.sentences else []
     translated = document.rebuilt(found)
@@ -320,6 +330,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
         raise CommandError(f"--pretokenized is for lines of a tokenised corpus, not --format {args.format}")
     if f".{args.format}" in DOCUMENT_FORMATS:
         return translate_document_file(args, f".{args.format}")
+    if args.retranslate:
+        raise CommandError(f"--retranslate is for {', '.join(LOCALISATION_FORMATS)} files, not --format {args.format}")
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)

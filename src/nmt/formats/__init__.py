@@ -7,6 +7,7 @@
     .srt .vtt                          subtitles.py (cue text; numbering and timings kept)
     .md                                markdown.py (prose and headings; code and link targets kept)
     .html .htm                         web_page.py (the page's text; its markup placed by alignment)
+    .po .pot                           gettext.py (each msgid into its msgstr, placeholders kept, fuzzy)
 
 `translate` takes a list of sentences and gives (translation, word alignment or None) for each, as
 for web pages (nmt.markup.translate_html; nmt.translation_io.aligned_translations builds one from a
@@ -31,8 +32,10 @@ from .text_files import Results
 __all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "translate_document", "document_format"]
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
-DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm")
-TEXT_FORMATS = (".srt", ".vtt", ".md", ".html", ".htm")  # text files: read from stdin, written to stdout
+LOCALISATION_FORMATS = (".po", ".pot")  # software's strings: target written, existing translations kept
+DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
+# text files: read from stdin, written to stdout
+TEXT_FORMATS = (".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
 REFUSED = {
     ".docm": "a macro-enabled Word document: save it as .docx (nmt does not carry macros)",
     ".xlsm": "a macro-enabled Excel workbook: save it as .xlsx (nmt does not carry macros)",
@@ -64,11 +67,23 @@ def document_format(name: str) -> str:
     return extension
 
 
-def read_document(content: bytes, name: str, lang: str, extension: str | None = None) -> Document:
+def read_document(
+    content: bytes,
+    name: str,
+    lang: str,
+    extension: str | None = None,
+    *,
+    target: str | None = None,
+    retranslate: bool = False,
+) -> Document:
     """The document in `content`, read for translation (`sentences`, then `rebuilt(results)`); its
-    format from `extension` or from the name's. lang: the source language (sentence splitting)."""
+    format from `extension` or from the name's. lang: the source language (sentence splitting);
+    target: the language it is translated into, written where the file names its language (None:
+    unknown, left as it is); retranslate: a localisation file's existing translations are
+    translated again (else they are kept)."""
     # The readers load lxml and markdown-it: only when a document is read, not with the CLI's parser.
     from .epub import EpubDocument  # noqa: PLC0415
+    from .gettext import GettextCatalog  # noqa: PLC0415
     from .markdown import MarkdownDocument  # noqa: PLC0415
     from .office import OfficeDocument  # noqa: PLC0415
     from .subtitles import Subtitles  # noqa: PLC0415
@@ -83,12 +98,22 @@ def read_document(content: bytes, name: str, lang: str, extension: str | None = 
         return Subtitles(content, name, lang)
     if extension in (".html", ".htm"):
         return WebPage(content, name, lang)
+    if extension in (".po", ".pot"):
+        return GettextCatalog(content, name, lang, target=target, retranslate=retranslate)
     return MarkdownDocument(content, name, lang)
 
 
 def translate_document(
-    content: bytes, name: str, translate: Callable[[list[str]], Results], *, lang: str, extension: str | None = None
+    content: bytes,
+    name: str,
+    translate: Callable[[list[str]], Results],
+    *,
+    lang: str,
+    extension: str | None = None,
+    target: str | None = None,
+    retranslate: bool = False,
 ) -> bytes:
-    """The document translated, as bytes of the same format (see the module's docstring)."""
-    document = read_document(content, name, lang, extension)
+    """The document translated, as bytes of the same format (see the module's docstring and
+    `read_document`)."""
+    document = read_document(content, name, lang, extension, target=target, retranslate=retranslate)
     return document.rebuilt(translate(document.sentences) if document.sentences else [])

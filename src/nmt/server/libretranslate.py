@@ -318,6 +318,8 @@ MEDIA_TYPES = {  # a download's Content-Type, by extension
     ".srt": "application/x-subrip; charset=utf-8",
     ".vtt": "text/vtt; charset=utf-8",
     ".md": "text/markdown; charset=utf-8",
+    ".po": "text/x-gettext-translation; charset=utf-8",
+    ".pot": "text/x-gettext-translation; charset=utf-8",
 }
 
 

@@ -272,7 +272,7 @@ class LibreTranslateApi:
 
         def read(lang: str):  # unzipping and parsing: off the event loop
             try:
-                return read_document(content, name, lang, extension)
+                return read_document(content, name, lang, extension, target=fields["target"].lower())
             except DocumentError as err:
                 raise LibreTranslateError(413 if err.too_large else 400, f"Invalid request: {err}") from None
 

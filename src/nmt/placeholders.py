@@ -1,0 +1,181 @@
+"""Placeholders: the parts of a software string that are code, not language, kept exactly.
+
+A string from a program holds code among its words: printf conversions (%s, %1$d, %(name)s),
+brace fields ({0}, {name}, {{count}}, ${var}), inline markup (<b>, </a>, &amp;) and escapes (\\n,
+%%). The model never sees them. A string is cut at each one into the text around it, which reads
+as one paragraph; its translation is put back into those pieces by word alignment, exactly as a web
+page's text goes back around its tags (nmt.markup.placed_texts), and the codes go back between the
+pieces as they were written:
+
+    "Delete %d files from {folder}?"  ->  the model reads "Delete files from ?"
+                                      ->  "%d Dateien aus {folder} löschen?" (by alignment)
+
+So each placeholder comes out once and unaltered, in the order the source has them, and none is
+invented: anything in the model's output that reads as a placeholder is removed.
+
+ICU MessageFormat ("{count, plural, one {# file} other {# files}}") keeps its structure; each
+message inside it is a string of its own, translated on its own ("#" is a placeholder there).
+A line break in a string ends a paragraph: each line is translated on its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from .documents import Paragraph
+from .markup import placed_texts
+
+Result = tuple[str, list[tuple[int, int]] | None]  # (translation, word alignment or None)
+
+# printf conversions: C, Python's %(name)s, POSIX's positional %1$s, Objective-C's %@. The space
+# flag is left out: "100% sure" would read as the conversion "% s".
+PRINTF = r"%(?:\(\w+\)|\d+\$)?[-+0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
+CODE = re.compile(
+    r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"  # inline markup
+    r"|&(?:[A-Za-z][A-Za-z0-9]*|#\d+|#x[0-9A-Fa-f]+);"  # character references
+    r"|%%|\\[nrt\"'\\]"  # escapes written into the string
+    rf"|{PRINTF}"
+    r"|\{\{[^{}]*\}\}"  # {{count}} (i18next, Handlebars, Jinja)
+    r"|\$\{[^{}]*\}"  # ${var}
+    r"|\{[\w.\[\]]*(?:[!:][^{}]*)?\}"  # {0}, {name}, {0:.2f}, {name!r}
+    r"|\{\s*\w+\s*,\s*(?:number|date|time|spellout|ordinal|duration)[^{}]*\}"  # ICU simple arguments
+)
+_ICU_START = re.compile(r"\{\s*\w+\s*,\s*(plural|selectordinal|select)\s*,")
+_ICU_SELECTOR = re.compile(r"\s*(?:offset:\d+\s*)?(=?[\w-]+)\s*\{")
+
+
+@dataclass
+class Code:
+    """Something kept as written: a placeholder or tag (one part), or an ICU construct (the written
+    parts alternating with the messages inside it, each a `MaskedText`)."""
+
+    parts: list[str | MaskedText]
+
+
+@dataclass
+class Line:
+    """One line of a string: the text pieces between its codes (len(codes) + 1 of them), read together."""
+
+    pieces: list[str]
+    codes: list[Code]
+    paragraph: Paragraph
+
+
+class MaskedText:
+    """A string read for translation with its placeholders kept: `sentences`, then `rebuilt(results)`.
+
+    in_plural: the string is a message of an ICU plural, where "#" stands for the number."""
+
+    def __init__(self, text: str, lang: str, *, in_plural: bool = False):
+        self.text = text
+        self.lines: list[Line | str] = []  # a Line, or a line break kept as written
+        for k, line in enumerate(re.split(r"(\r\n|\n|\r)", text)):
+            if k % 2:
+                self.lines.append(line)
+                continue
+            pieces, codes = _cut(line, lang, in_plural)
+            self.lines.append(Line(pieces, codes, Paragraph.parse("".join(pieces), lang)))
+        self.sentences = [s for unit in self._units() for s in unit.sentences]
+
+    def _units(self) -> Iterator[Paragraph | MaskedText]:
+        """Everything translated, in order: each line's paragraph, then the messages in its codes."""
+        for line in self.lines:
+            if isinstance(line, Line):
+                yield line.paragraph
+                for code in line.codes:
+                    yield from (part for part in code.parts if isinstance(part, MaskedText))
+
+    @property
+    def codes(self) -> list[str]:
+        """The placeholders and tags of the string, as written, in order (an ICU construct's own
+        parts included); a translation keeps exactly these."""
+        found = []
+        for line in self.lines:
+            for code in line.codes if isinstance(line, Line) else ():
+                for part in code.parts:
+                    found += part.codes if isinstance(part, MaskedText) else [part]
+        return found
+
+    def rebuilt(self, results: Sequence[Result]) -> str:
+        """The string with each sentence translated (results: one per sentence) and every code kept."""
+        if len(results) != len(self.sentences):
+            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        answers = iter(results)
+        out = []
+        for line in self.lines:
+            if not isinstance(line, Line):
+                out.append(line)
+                continue
+            mine = [next(answers) for _ in line.paragraph.sentences]
+            pieces = placed_texts(line.pieces, line.paragraph, mine) if mine else line.pieces
+            for k, piece in enumerate(pieces):
+                out.append(piece if piece == line.pieces[k] else without_codes(piece))
+                if k < len(line.codes):
+                    for part in line.codes[k].parts:
+                        if isinstance(part, MaskedText):
+                            part = part.rebuilt([next(answers) for _ in part.sentences])
+                        out.append(part)
+        return "".join(out)
+
+
+def without_codes(text: str) -> str:
+    """`text` (a model's output) with anything that reads as a placeholder removed: none is invented."""
+    if not CODE.search(text):
+        return text
+    return re.sub(r"  +", " ", CODE.sub("", text))
+
+
+def codes_of(text: str, *, in_plural: bool = False) -> list[str]:
+    """The placeholders and tags of `text`, as written, in order (MaskedText.codes without a language)."""
+    return MaskedText(text, "en", in_plural=in_plural).codes
+
+
+def _cut(line: str, lang: str, in_plural: bool) -> tuple[list[str], list[Code]]:
+    """The text pieces of `line` and the codes between them."""
+    pieces, codes, at, start = [], [], 0, 0
+    while at < len(line):
+        icu = _ICU_START.match(line, at) if line[at] == "{" else None
+        construct = _icu(line, at, lang) if icu else None
+        match = None if construct else CODE.match(line, at)
+        if construct is None and match is None and not (in_plural and line[at] == "#"):
+            at += 1
+            continue
+        pieces.append(line[start:at])
+        if construct is not None:
+            code, at = construct
+        else:
+            end = match.end() if match else at + 1
+            code, at = Code([line[at:end]]), end
+        codes.append(code)
+        start = at
+    pieces.append(line[start:])
+    return pieces, codes
+
+
+def _icu(line: str, at: int, lang: str) -> tuple[Code, int] | None:
+    """The ICU plural or select construct starting at `at` and where it ends; None where the braces
+    do not balance as one (then "{" is text)."""
+    head = _ICU_START.match(line, at)
+    plural = head.group(1) != "select"  # "#" is the number in a plural's messages
+    parts: list[str | MaskedText] = []
+    written, i = head.group(0), head.end()
+    while True:
+        selector = _ICU_SELECTOR.match(line, i)
+        if selector is None:
+            rest = re.match(r"\s*\}", line[i:])
+            if rest is None or not parts:
+                return None
+            parts.append(written + rest.group(0))
+            return Code(parts), i + rest.end()
+        written += selector.group(0)
+        i = selector.end()
+        depth, j = 1, i
+        while j < len(line) and depth:  # the message runs to its matching brace
+            depth += {"{": 1, "}": -1}.get(line[j], 0)
+            j += 1
+        if depth:
+            return None
+        parts += [written, MaskedText(line[i : j - 1], lang, in_plural=plural)]
+        written, i = "}", j

@@ -1,0 +1,93 @@
+"""Placeholders kept exactly once, in order, none invented (nmt.placeholders)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from nmt.placeholders import MaskedText, codes_of, without_codes
+
+
+def upper(sentences):
+    """A translation that keeps the word order: each word upper-cased, aligned to itself."""
+    return [(s.upper(), [(i, i) for i in range(len(s.split()))]) for s in sentences]
+
+
+def reversed_words(sentences):
+    """A translation that reverses the words (aligned crosswise): placeholders must still come out once."""
+    out = []
+    for s in sentences:
+        words = s.split()
+        n = len(words)
+        out.append((" ".join(reversed(words)), [(n - 1 - j, j) for j in range(n)]))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("text", "codes"),
+    [
+        ("Delete %d files from {folder}?", ["%d", "{folder}"]),
+        ("%1$s of %2$s, %(name)s and %-5.2f", ["%1$s", "%2$s", "%(name)s", "%-5.2f"]),
+        ("Hello {{user}}, ${count} new <b>messages</b> &amp; more", ["{{user}}", "${count}", "<b>", "</b>", "&amp;"]),
+        ("Line one\\n%%done", ["\\n", "%%"]),
+        ("{0:.2f} and {name!r} at {when, time, short}", ["{0:.2f}", "{name!r}", "{when, time, short}"]),
+        ("100% sure, {this is prose}", []),  # neither a conversion nor a field
+    ],
+)
+def test_each_kind_of_placeholder_is_found_as_written(text, codes):
+    assert codes_of(text) == codes
+
+
+def test_the_model_reads_the_text_around_the_placeholders():
+    masked = MaskedText("Delete %d files from {folder}?", "en")
+    assert [s.split() for s in masked.sentences] == [["Delete", "files", "from", "?"]]
+    assert masked.rebuilt(upper(masked.sentences)) == "DELETE %d FILES FROM {folder}?"
+
+
+def test_an_icu_plural_keeps_its_structure_and_translates_each_message():
+    text = "You have {count, plural, =0 {no files} one {# file} other {# files}} in ${dir}."
+    masked = MaskedText(text, "en")
+    assert masked.sentences[1:] == ["no files", "file", "files"]
+    assert masked.rebuilt(upper(masked.sentences)) == (
+        "YOU HAVE {count, plural, =0 {NO FILES} one {# FILE} other {# FILES}} IN ${dir}."
+    )
+    select = MaskedText("{gender, select, female {She} other {They}} replied", "en")
+    assert select.rebuilt(upper(select.sentences)) == "{gender, select, female {SHE} other {THEY}} REPLIED"
+
+
+def test_unbalanced_braces_are_text_not_a_construct():
+    masked = MaskedText("{count, plural, one {# file", "en")
+    assert masked.codes == []
+
+
+def test_each_line_is_translated_on_its_own_and_line_breaks_stay():
+    masked = MaskedText("First line %s\r\nsecond line\n", "en")
+    assert masked.sentences == ["First line", "second line"]
+    assert masked.rebuilt(upper(masked.sentences)) == "FIRST LINE %s\r\nSECOND LINE\n"
+
+
+def test_a_word_ending_in_an_underscore_before_a_final_mark_is_placed():
+    masked = MaskedText("Replace %s with underscores (`_`).", "en")
+    assert masked.rebuilt(reversed_words(masked.sentences)).count("%s") == 1
+
+
+def test_a_placeholder_the_model_writes_is_removed():
+    masked = MaskedText("Save %s now", "en")
+    invented = [("Speichern {0} %d jetzt", [(0, 0), (1, 2), (2, 3)])]
+    out = masked.rebuilt(invented)
+    assert codes_of(out) == ["%s"]
+    assert without_codes("a %d b {x}") == "a b "
+
+
+@pytest.mark.parametrize("translate", [upper, reversed_words])
+def test_random_strings_keep_every_placeholder_once_and_in_order(translate):
+    rng = random.Random(0)
+    words = ["open", "the", "file", "now", "please", "error", "saved", "Ünïcode"]
+    codes = ["%s", "%1$d", "%(n)s", "{0}", "{name}", "{{count}}", "${v}", "<b>", "</b>", "&lt;", "\\n", "%%"]
+    for _ in range(300):
+        parts = [rng.choice(words + codes) for _ in range(rng.randint(1, 12))]
+        text = " ".join(parts) + rng.choice(["", ".", "?"])
+        masked = MaskedText(text, "en")
+        out = masked.rebuilt(translate(masked.sentences))
+        assert codes_of(out) == masked.codes == [p for p in parts if p in codes], (text, out)
