@@ -9,6 +9,7 @@ import sys
 
 import polib
 import pytest
+from scripted import reversed_words, upper
 
 from nmt.formats import DocumentError, read_document, translate_document
 from nmt.placeholders import codes_of
@@ -51,18 +52,6 @@ msgstr ""
 #~ msgstr "Alt"
 """
 needs_msgfmt = pytest.mark.skipif(shutil.which("msgfmt") is None, reason="gettext's msgfmt is not installed")
-
-
-def upper(sentences):
-    return [(s.upper(), [(i, i) for i in range(len(s.split()))]) for s in sentences]
-
-
-def reversed_words(sentences):
-    out = []
-    for s in sentences:
-        n = len(s.split())
-        out.append((" ".join(reversed(s.split())), [(n - 1 - j, j) for j in range(n)]))
-    return out
 
 
 def translated(text: str, target: str | None = "cs", translate=upper, **options) -> polib.POFile:

@@ -5,23 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
+from scripted import reversed_words, upper
 
 from nmt.placeholders import MaskedText, codes_of, without_codes
-
-
-def upper(sentences):
-    """A translation that keeps the word order: each word upper-cased, aligned to itself."""
-    return [(s.upper(), [(i, i) for i in range(len(s.split()))]) for s in sentences]
-
-
-def reversed_words(sentences):
-    """A translation that reverses the words (aligned crosswise): placeholders must still come out once."""
-    out = []
-    for s in sentences:
-        words = s.split()
-        n = len(words)
-        out.append((" ".join(reversed(words)), [(n - 1 - j, j) for j in range(n)]))
-    return out
 
 
 @pytest.mark.parametrize(

@@ -471,6 +471,12 @@ def test_a_word_document_comes_back_as_a_word_document_with_its_bold_run(echo):
     assert translated.text == "Ein Hund läuft.|0" and any(r.bold and "Hund" in r.text for r in translated.runs)
 
 
+def test_every_file_format_taken_has_a_media_type_for_its_download():
+    from nmt.server.libretranslate import FILE_FORMATS, MEDIA_TYPES
+
+    assert set(FILE_FORMATS) == set(MEDIA_TYPES)
+
+
 def test_a_gettext_catalog_comes_back_for_the_target_with_its_placeholders(echo):
     polib = pytest.importorskip("polib")
     header = 'msgid ""\nmsgstr ""\n"Language: de\\n"\n\n'

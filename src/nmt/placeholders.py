@@ -1,7 +1,7 @@
 """Placeholders: the parts of a software string that are code, not language, kept exactly.
 
 A string from a program holds code among its words: printf conversions (%s, %1$d, %(name)s),
-brace fields ({0}, {name}, {{count}}, ${var}), inline markup (<b>, </a>, &amp;) and escapes (\\n,
+brace fields ({0}, {name}, {{count}}, ${var}, %{name}, $t(key)), inline markup (<b>, </a>, &amp;) and escapes (\\n,
 %%). The model never sees them. A string is cut at each one into the text around it, which reads
 as one paragraph; its translation is put back into those pieces by word alignment, exactly as a web
 page's text goes back around its tags (nmt.markup.placed_texts), and the codes go back between the
@@ -35,7 +35,9 @@ PRINTF = r"%(?:\(\w+\)|\d+\$)?[-+0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L
 CODE = re.compile(
     r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"  # inline markup
     r"|&(?:[A-Za-z][A-Za-z0-9]*|#\d+|#x[0-9A-Fa-f]+);"  # character references
-    r"|%%|\\[nrt\"'\\]"  # escapes written into the string
+    r"|%%|\\u[0-9A-Fa-f]{4}|\\[nrt\"'\\@?]"  # escapes written into the string (\@ \? are Android's)
+    r"|%\{\w+\}"  # %{name} (Rails, Ruby)
+    r"|\$t\([^()]*\)"  # $t(key): i18next's nesting of another string
     rf"|{PRINTF}"
     r"|\{\{[^{}]*\}\}"  # {{count}} (i18next, Handlebars, Jinja)
     r"|\$\{[^{}]*\}"  # ${var}

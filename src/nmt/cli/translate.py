@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ..formats import DOCUMENT_FORMATS, LOCALISATION_FORMATS, REFUSED, TEXT_FORMATS
+from ..formats import BILINGUAL_FORMATS, DOCUMENT_FORMATS, REFUSED, TEXT_FORMATS
 from ..inference.choices import CHUNK_LINES, INT8_TOLERANCE, LENGTH_PENALTIES
 from ..search_settings import Sampling
 from .common import (
@@ -306,8 +306,8 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     choose_direction(translator, args)
     request = translator.request(sampling=sampling_option(args))
     name = args.input or "<stdin>"
-    if args.retranslate and extension not in LOCALISATION_FORMATS:
-        raise CommandError(f"--retranslate is for {', '.join(LOCALISATION_FORMATS)} files, not {extension}")
+    if args.retranslate and extension not in BILINGUAL_FORMATS:
+        raise CommandError(f"--retranslate is for {', '.join(BILINGUAL_FORMATS)} files, not {extension}")
     target = translator.target_lang or translator.directions.output
     lang = translator.source_lang or "en"
     document = read_document(content, name, lang, extension, target=target, retranslate=args.retranslate)
@@ -331,7 +331,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
     if f".{args.format}" in DOCUMENT_FORMATS:
         return translate_document_file(args, f".{args.format}")
     if args.retranslate:
-        raise CommandError(f"--retranslate is for {', '.join(LOCALISATION_FORMATS)} files, not --format {args.format}")
+        raise CommandError(f"--retranslate is for {', '.join(BILINGUAL_FORMATS)} files, not --format {args.format}")
     if args.chunk < 1:
         raise CommandError(f"--chunk must be at least 1, got {args.chunk}")
     sampling = sampling_option(args)

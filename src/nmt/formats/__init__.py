@@ -8,6 +8,7 @@
     .md                                markdown.py (prose and headings; code and link targets kept)
     .html .htm                         web_page.py (the page's text; its markup placed by alignment)
     .po .pot                           gettext.py (each msgid into its msgstr, placeholders kept, fuzzy)
+    .json .arb .yml .yaml              resource_files.py (every string value; keys, order, comments kept)
 
 `translate` takes a list of sentences and gives (translation, word alignment or None) for each, as
 for web pages (nmt.markup.translate_html; nmt.translation_io.aligned_translations builds one from a
@@ -32,7 +33,9 @@ from .text_files import Results
 __all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "translate_document", "document_format"]
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
-LOCALISATION_FORMATS = (".po", ".pot")  # software's strings: target written, existing translations kept
+# software's strings: placeholders kept, the target language written
+LOCALISATION_FORMATS = (".po", ".pot", ".json", ".arb", ".yml", ".yaml")
+BILINGUAL_FORMATS = (".po", ".pot")  # a source and its translation side by side: existing ones kept
 DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
 # text files: read from stdin, written to stdout
 TEXT_FORMATS = (".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
@@ -86,6 +89,7 @@ def read_document(
     from .gettext import GettextCatalog  # noqa: PLC0415
     from .markdown import MarkdownDocument  # noqa: PLC0415
     from .office import OfficeDocument  # noqa: PLC0415
+    from .resource_files import JsonResources, YamlResources  # noqa: PLC0415
     from .subtitles import Subtitles  # noqa: PLC0415
     from .web_page import WebPage  # noqa: PLC0415
 
@@ -100,6 +104,10 @@ def read_document(
         return WebPage(content, name, lang)
     if extension in (".po", ".pot"):
         return GettextCatalog(content, name, lang, target=target, retranslate=retranslate)
+    if extension in (".json", ".arb"):
+        return JsonResources(content, name, lang, target=target)
+    if extension in (".yml", ".yaml"):
+        return YamlResources(content, name, lang, target=target)
     return MarkdownDocument(content, name, lang)
 
 

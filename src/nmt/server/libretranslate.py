@@ -320,6 +320,10 @@ MEDIA_TYPES = {  # a download's Content-Type, by extension
     ".md": "text/markdown; charset=utf-8",
     ".po": "text/x-gettext-translation; charset=utf-8",
     ".pot": "text/x-gettext-translation; charset=utf-8",
+    ".json": "application/json",
+    ".arb": "application/json",
+    ".yml": "application/yaml; charset=utf-8",
+    ".yaml": "application/yaml; charset=utf-8",
 }
 
 
