@@ -21,7 +21,7 @@ A line break in a string ends a paragraph: each line is translated on its own.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .documents import Paragraph
@@ -100,8 +100,9 @@ class MaskedText:
                     found += part.codes if isinstance(part, MaskedText) else [part]
         return found
 
-    def rebuilt(self, results: Sequence[Result]) -> str:
-        """The string with each sentence translated (results: one per sentence) and every code kept."""
+    def rebuilt(self, results: Sequence[Result], *, escape: Callable[[str], str] | None = None) -> str:
+        """The string with each sentence translated (results: one per sentence) and every code kept.
+        escape: applied to the model's words (a string of XML: `html.escape`, as its codes are written)."""
         if len(results) != len(self.sentences):
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
         answers = iter(results)
@@ -113,11 +114,13 @@ class MaskedText:
             mine = [next(answers) for _ in line.paragraph.sentences]
             pieces = placed_texts(line.pieces, line.paragraph, mine) if mine else line.pieces
             for k, piece in enumerate(pieces):
-                out.append(piece if piece == line.pieces[k] else without_codes(piece))
+                if piece != line.pieces[k]:
+                    piece = without_codes(piece) if escape is None else escape(without_codes(piece))
+                out.append(piece)
                 if k < len(line.codes):
                     for part in line.codes[k].parts:
                         if isinstance(part, MaskedText):
-                            part = part.rebuilt([next(answers) for _ in part.sentences])
+                            part = part.rebuilt([next(answers) for _ in part.sentences], escape=escape)
                         out.append(part)
         return "".join(out)
 

@@ -9,6 +9,7 @@
     .html .htm                         web_page.py (the page's text; its markup placed by alignment)
     .po .pot                           gettext.py (each msgid into its msgstr, placeholders kept, fuzzy)
     .json .arb .yml .yaml              resource_files.py (every string value; keys, order, comments kept)
+    .xml                               android.py (an Android strings.xml: strings, plurals, arrays)
 
 `translate` takes a list of sentences and gives (translation, word alignment or None) for each, as
 for web pages (nmt.markup.translate_html; nmt.translation_io.aligned_translations builds one from a
@@ -34,7 +35,7 @@ __all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "tra
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
 # software's strings: placeholders kept, the target language written
-LOCALISATION_FORMATS = (".po", ".pot", ".json", ".arb", ".yml", ".yaml")
+LOCALISATION_FORMATS = (".po", ".pot", ".json", ".arb", ".yml", ".yaml", ".xml")
 BILINGUAL_FORMATS = (".po", ".pot")  # a source and its translation side by side: existing ones kept
 DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
 # text files: read from stdin, written to stdout
@@ -85,6 +86,7 @@ def read_document(
     unknown, left as it is); retranslate: a localisation file's existing translations are
     translated again (else they are kept)."""
     # The readers load lxml and markdown-it: only when a document is read, not with the CLI's parser.
+    from .android import AndroidStrings  # noqa: PLC0415
     from .epub import EpubDocument  # noqa: PLC0415
     from .gettext import GettextCatalog  # noqa: PLC0415
     from .markdown import MarkdownDocument  # noqa: PLC0415
@@ -108,6 +110,8 @@ def read_document(
         return JsonResources(content, name, lang, target=target)
     if extension in (".yml", ".yaml"):
         return YamlResources(content, name, lang, target=target)
+    if extension == ".xml":
+        return AndroidStrings(content, name, lang, target=target)
     return MarkdownDocument(content, name, lang)
 
 

@@ -324,6 +324,7 @@ MEDIA_TYPES = {  # a download's Content-Type, by extension
     ".arb": "application/json",
     ".yml": "application/yaml; charset=utf-8",
     ".yaml": "application/yaml; charset=utf-8",
+    ".xml": "application/xml",
 }
 
 
