@@ -30,8 +30,9 @@ ALLOWED = {
     "truecaser": {"files"},
     "documents": set(),
     "markup": {"documents"},
+    "placeholders": {"documents", "markup"},
     # Document files: their text read and written back through documents and markup.
-    "formats": {"documents", "formats", "markup"},
+    "formats": {"documents", "formats", "markup", "placeholders"},
     "glossary": set(),
     "alignment": set(),
     "checkpoint": {"model", "files", "model_dir"},
@@ -108,6 +109,7 @@ ALLOWED = {
         "directions",
         "documents",
         "formats",
+        "placeholders",
         "glossary",
         "inference",
         "markup",

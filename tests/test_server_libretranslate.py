@@ -471,6 +471,18 @@ def test_a_word_document_comes_back_as_a_word_document_with_its_bold_run(echo):
     assert translated.text == "Ein Hund läuft.|0" and any(r.bold and "Hund" in r.text for r in translated.runs)
 
 
+def test_placeholders_in_a_text_come_back_once_each_as_weblate_sends_them(echo):
+    stub, client = echo
+    texts = ["Lösche [X7X] Dateien?", "Hallo %s, {name}!", "Kein Code"]
+    answer = client.post("/translate", json={"q": texts, "source": "de", "target": "en"})
+    assert answer.status_code == 200, answer.json()
+    out = answer.json()["translatedText"]
+    # the model never read a placeholder, and each is back in its text once
+    assert stub.calls[-1][0] == ["Lösche  Dateien?", "Hallo , !", "Kein Code"]
+    assert out[0].count("[X7X]") == 1 and out[1].count("%s") == 1 and out[1].count("{name}") == 1
+    assert out[2] == "Kein Code|0"
+
+
 def test_every_file_format_taken_has_a_media_type_for_its_download():
     from nmt.server.libretranslate import FILE_FORMATS, MEDIA_TYPES
 

@@ -38,6 +38,7 @@ CODE = re.compile(
     r"|%%|\\u[0-9A-Fa-f]{4}|\\[nrt\"'\\@?]"  # escapes written into the string (\@ \? are Android's)
     r"|%\{\w+\}"  # %{name} (Rails, Ruby)
     r"|\$t\([^()]*\)"  # $t(key): i18next's nesting of another string
+    r"|\[X\d+X\]"  # [X12X]: how Weblate masks a placeholder before it asks a machine translation service
     rf"|{PRINTF}"
     r"|\{\{[^{}]*\}\}"  # {{count}} (i18next, Handlebars, Jinja)
     r"|\$\{[^{}]*\}"  # ${var}
@@ -112,6 +113,10 @@ class MaskedText:
                 out.append(line)
                 continue
             mine = [next(answers) for _ in line.paragraph.sentences]
+            if not line.codes:  # nothing to place: the spacing between sentences kept exactly
+                words = without_codes(line.paragraph.rebuilt([text for text, _ in mine]))
+                out.append(words if escape is None else escape(words))
+                continue
             pieces = placed_texts(line.pieces, line.paragraph, mine) if mine else line.pieces
             for k, piece in enumerate(pieces):
                 if piece != line.pieces[k]:

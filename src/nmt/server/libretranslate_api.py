@@ -20,10 +20,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 
-from ..documents import Paragraph
 from ..formats import DOCUMENT_FORMATS, DocumentError, read_document
 from ..formats.web_page import WebPage
 from ..markup import page_text
+from ..placeholders import MaskedText
 from ..translation_io import CutSentences, cut_sentences, gives_alignments
 from ..translator import Translation
 from .batching_queue import Overloaded
@@ -212,14 +212,15 @@ class LibreTranslateApi:
             if html:
                 docs = [WebPage(text.encode("utf-8"), f"q[{i}]", source) for i, text in enumerate(texts)]
                 sentences = [[*page.sentences] for page in docs]
-            else:
-                docs = [[Paragraph.parse(line, source) for line in text.split("\n")] for text in texts]
-                sentences = [[s for p in doc for s in p.sentences] for doc in docs]
+            else:  # lines of paragraphs; placeholders (%s, {name}, [X12X]) kept exactly (nmt.placeholders)
+                docs = [MaskedText(text, source) for text in texts]
+                sentences = [doc.sentences for doc in docs]
             self.check_texts(chosen, [s for doc in sentences for s in doc], target_lang)
             return docs, sentences, cut_sentences(translator, [s for doc in sentences for s in doc], target_lang)
 
         docs, sentences, cut = await asyncio.to_thread(prepare)
-        aligned = html and gives_alignments(translator)
+        placed = html or any(doc.codes for doc in docs)  # markup or placeholders to put back among the words
+        aligned = placed and gives_alignments(translator)
         found = await self.translate_cut(request, source, target, cut, aligned, deadline, charge)
         if found is None:
             return None
@@ -229,11 +230,7 @@ class LibreTranslateApi:
             out = []
             for doc, doc_sentences in zip(docs, sentences, strict=True):
                 mine = [next(answers) for _ in doc_sentences]
-                if html:
-                    out.append(doc.rebuilt(mine).decode("utf-8"))
-                else:
-                    texts_of = iter(text for text, _ in mine)
-                    out.append("\n".join(p.rebuilt([next(texts_of) for _ in p.sentences]) for p in doc))
+                out.append(doc.rebuilt(mine).decode("utf-8") if html else doc.rebuilt(mine))
             return out
 
         return await asyncio.to_thread(rebuild)
