@@ -188,4 +188,4 @@ def test_translate_a_catalog_from_the_command_line(tiny_model_dir, tmp_path):
     run = subprocess.run([*command, "--input", str(source), "--retranslate"], capture_output=True, text=True)
     assert run.returncode == 0 and "Already done" in run.stdout  # a .pot is text: written to stdout
     run = subprocess.run([*command, "--retranslate"], input="Hallo\n", capture_output=True, text=True)
-    assert run.returncode == 2 and "--retranslate is for .po, .pot files" in run.stderr
+    assert run.returncode == 2 and "--retranslate is for .po, .pot, .xlf, .xliff files" in run.stderr

@@ -66,8 +66,9 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--retranslate",
         action="store_true",
-        help="po, pot: translate the messages that have a translation too (default: only the untranslated "
-        "ones; either way each one filled is marked fuzzy for a translator to check)",
+        help="po, pot, xlf, xliff: translate the messages that have a translation too (default: only the "
+        "untranslated ones; either way each one filled is marked for a translator to check: fuzzy, "
+        "needs-review-translation)",
     )
     glossary_option(p)
     p.add_argument(

@@ -8,6 +8,7 @@
     .md                                markdown.py (prose and headings; code and link targets kept)
     .html .htm                         web_page.py (the page's text; its markup placed by alignment)
     .po .pot                           gettext.py (each msgid into its msgstr, placeholders kept, fuzzy)
+    .xlf .xliff                        xliff.py (XLIFF 1.2 and 2.x: each unit's source into its target)
     .json .arb .yml .yaml              resource_files.py (every string value; keys, order, comments kept)
     .xml                               android.py (an Android strings.xml: strings, plurals, arrays)
 
@@ -35,8 +36,8 @@ __all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "tra
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
 # software's strings: placeholders kept, the target language written
-LOCALISATION_FORMATS = (".po", ".pot", ".json", ".arb", ".yml", ".yaml", ".xml")
-BILINGUAL_FORMATS = (".po", ".pot")  # a source and its translation side by side: existing ones kept
+LOCALISATION_FORMATS = (".po", ".pot", ".xlf", ".xliff", ".json", ".arb", ".yml", ".yaml", ".xml")
+BILINGUAL_FORMATS = (".po", ".pot", ".xlf", ".xliff")  # a source and its translation side by side: existing ones kept
 DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
 # text files: read from stdin, written to stdout
 TEXT_FORMATS = (".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
@@ -94,6 +95,7 @@ def read_document(
     from .resource_files import JsonResources, YamlResources  # noqa: PLC0415
     from .subtitles import Subtitles  # noqa: PLC0415
     from .web_page import WebPage  # noqa: PLC0415
+    from .xliff import XliffDocument  # noqa: PLC0415
 
     extension = document_format(name if extension is None else f"x{extension}")
     if extension in OFFICE_FORMATS:
@@ -106,6 +108,8 @@ def read_document(
         return WebPage(content, name, lang)
     if extension in (".po", ".pot"):
         return GettextCatalog(content, name, lang, target=target, retranslate=retranslate)
+    if extension in (".xlf", ".xliff"):
+        return XliffDocument(content, name, lang, target=target, retranslate=retranslate)
     if extension in (".json", ".arb"):
         return JsonResources(content, name, lang, target=target)
     if extension in (".yml", ".yaml"):

@@ -325,6 +325,8 @@ MEDIA_TYPES = {  # a download's Content-Type, by extension
     ".yml": "application/yaml; charset=utf-8",
     ".yaml": "application/yaml; charset=utf-8",
     ".xml": "application/xml",
+    ".xlf": "application/xliff+xml",
+    ".xliff": "application/xliff+xml",
 }
 
 
