@@ -63,9 +63,17 @@ def test_strings_plurals_and_arrays_keep_their_codes_and_escapes(translate):
     for element in strings["welcome"], strings["count"], *strings["planets"], *strings["files"]:
         assert aapt_would_accept(element), etree.tostring(element)
     assert "<!-- shown on the start screen -->" in out.decode()
+
     if translate is upper:
         assert "".join(strings["welcome"].itertext()) == "WELCOME TO %1$s, DON\\'T WAIT!"
         assert [i.text for i in strings["planets"]] == ["MERCURY", "VENUS"]
+
+
+def test_the_files_byte_order_mark_prolog_and_line_breaks_are_kept():
+    source = b'\xef\xbb\xbf<?xml version="1.0" encoding="utf-8"?>\n<!-- App -->\n<resources>\n'
+    source += b'  <string name="a">Hello</string>\n</resources>\n<!-- end -->\n'
+    out = translate_document(source, "strings.xml", upper, lang="en")
+    assert out == source.replace(b">Hello<", b">HELLO<")
 
 
 @pytest.mark.parametrize(

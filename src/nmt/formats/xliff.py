@@ -85,9 +85,7 @@ class XliffDocument:
                     file.set("target-language", self.target)
             else:
                 root.set("trgLang", self.target)
-        written = written_xml(self.tree, self.content)
-        # lxml drops the line break after the root element: a file that ended in one still does
-        return written + b"\n" if self.content.endswith(b"\n") and not written.endswith(b"\n") else written
+        return written_xml(self.tree, self.content)
 
     def _units_12(self, root: etree._Element, retranslate: bool) -> Iterator[tuple[list, Callable]]:
         """Each 1.2 unit to translate: the elements whose content is translated (the source, or the

@@ -17,6 +17,7 @@ entity can reach a file or a host.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ from lxml import etree
 from ..documents import Paragraph
 from ..markup import placed_texts
 from .errors import DocumentError
-from .text_files import check_results
+from .text_files import UTF8_BOM, check_results
 
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
@@ -44,17 +45,25 @@ def parse_xml(content: bytes, name: str) -> etree._ElementTree:
     return tree
 
 
+_PROLOG_ITEM = re.compile(rb"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>]*>)", re.DOTALL)
+
+
 def written_xml(tree: etree._ElementTree, original: bytes) -> bytes:
-    """The tree as bytes, with the XML declaration and the whitespace after it as the part had them."""
+    """The tree as bytes, with everything before the root element (a byte-order mark, the XML
+    declaration, comments, a doctype, the line breaks between them) and the whitespace at the end
+    as the part had them: lxml writes neither the breaks nor the mark."""
     encoding = (tree.docinfo.encoding or "UTF-8").upper()
     if encoding not in ("UTF-8", "UTF8"):  # rare in these formats: let lxml write its own declaration
         return etree.tostring(tree, encoding=encoding, xml_declaration=True)
-    body = etree.tostring(tree, encoding="UTF-8", xml_declaration=False)
-    if not original.startswith(b"<?xml"):
-        return body
-    end = original.index(b"?>") + 2
-    after = len(original[end:]) - len(original[end:].lstrip())
-    return original[: end + after] + body
+    root = tree.getroot()
+    prolog_end = len(UTF8_BOM) if original.startswith(UTF8_BOM) else 0
+    while item := _PROLOG_ITEM.match(original, prolog_end):
+        prolog_end = item.end()
+    rest = original[prolog_end:]
+    prolog = original[:prolog_end] + rest[: len(rest) - len(rest.lstrip())]
+    after = b"".join(b"\n" + etree.tostring(node) for node in root.itersiblings())  # comments after the root
+    end = original[len(original.rstrip()) :]
+    return prolog + etree.tostring(root, encoding="UTF-8", xml_declaration=False) + after + end
 
 
 @dataclass
