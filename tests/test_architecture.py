@@ -31,6 +31,9 @@ ALLOWED = {
     "documents": set(),
     "markup": {"documents"},
     "placeholders": {"documents", "markup"},
+    # A translation memory: segments looked up by their text (placeholders read as one mark).
+    "memory": {"memory_files", "placeholders"},
+    "memory_files": {"formats"},
     # Document files: their text read and written back through documents and markup.
     "formats": {"documents", "formats", "markup", "placeholders"},
     "glossary": set(),
@@ -74,7 +77,16 @@ ALLOWED = {
         "tokenizer",
         "translation",
     },
-    "translation_io": {"alignment", "documents", "glossary", "inference", "quality", "search_settings", "translator"},
+    "translation_io": {
+        "alignment",
+        "documents",
+        "glossary",
+        "inference",
+        "memory",
+        "quality",
+        "search_settings",
+        "translator",
+    },
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
     "tuning": {"config", "evaluation", "inference", "model_dir", "quality", "search_settings", "translator"},
     "plots": {"model", "model_dir", "search_settings", "tokenizer", "translator"},
@@ -124,6 +136,7 @@ ALLOWED = {
         "alignment",
         "checkpoint",
         "config",
+        "memory",
         "config_checks",
         "data",
         "directions",

@@ -19,6 +19,7 @@ from .alignment import pharaoh
 from .documents import DocumentStats, cut_to_fit, translate_paragraphs
 from .glossary import Glossary
 from .inference.choices import CHUNK_LINES
+from .memory import MemoryMatch, TranslationMemory, memory_first, memory_summary
 from .quality import sentence_score
 from .search_settings import SearchRequest
 from .translator import Translation, Translator
@@ -153,6 +154,8 @@ def translate_stream(
     quality: bool = False,
     alignments: bool = False,
     glossary: Glossary | None = None,
+    memory: TranslationMemory | None = None,
+    memory_update: TextIO | None = None,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of input lines translated.
 
@@ -168,6 +171,9 @@ def translate_stream(
     whose terms could not all be placed is named in a warning.
     request.n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
     them: "LINE ||| translation [||| scores ||| alignment] ||| score", LINE counted from 0.
+    memory: a line (a sentence, with split_sentences) it holds exactly is translated as it says, not
+    searched (nmt.memory); memory_update: each line the model translated is written to it as
+    "source TAB translation", for the memory's next use.
 
     With a seeded `request.sampling`, each chunk draws from its own seed (seed + chunk index), so
     chunks do not repeat one another's random stream and a rerun gives the same output.
@@ -176,6 +182,7 @@ def translate_stream(
     columns = dict(scores=scores, quality=quality, alignments=alignments)
     sampling, n_best = request.sampling, request.n_best
     lines = decode_lines(source, name)
+    matches: list[MemoryMatch | None] = []  # each sentence's memory match, for the summary
     written = 0
     stats = DocumentStats()
     for index in itertools.count():
@@ -189,9 +196,10 @@ def translate_stream(
                 request, sampling=dataclasses.replace(sampling, seed=sampling.seed + index)
             )
         if split_sentences:
+            searched = functools.partial(best_texts, translator, request=chunk_request, pretokenized=pretokenized)
             for text in translate_paragraphs(
                 texts,
-                functools.partial(best_texts, translator, request=chunk_request, pretokenized=pretokenized),
+                functools.partial(_remembered, memory, searched, lambda match: match.target, matches, memory_update),
                 lang=translator.source_lang or "en",
                 fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
                 stats=stats,
@@ -199,14 +207,15 @@ def translate_stream(
                 target.write(text + "\n")
         else:
             more = {"glossary": glossary} if glossary is not None else {}
-            results = translator.translate_detailed(
-                list(texts),
-                chunk_request,
+            searched = functools.partial(
+                translator.translate_detailed,
+                request=chunk_request,
                 pretokenized=pretokenized,
                 scores=scores or quality,
                 alignments=alignments,
                 **more,
             )
+            results = _remembered(memory, searched, _memory_translation, matches, memory_update, list(texts))
             warn_missed_terms(name, numbers, results)
             for number, best in zip(numbers, results, strict=True):
                 if best[0].truncated:
@@ -235,7 +244,27 @@ def translate_stream(
             stats.cut,
             translator.max_source_tokens,
         )
+    if memory is not None:
+        log.info("%s: %s", name, memory_summary(matches, memory.threshold))
     return written
+
+
+def _memory_translation(match: MemoryMatch) -> list[Translation]:
+    """A memory's exact match as a search's one-item n-best list (no scores: it was not searched)."""
+    return [Translation(match.target, 0.0, 0.0, [], [])]
+
+
+def _remembered(memory, translate, from_memory, matches: list, update: TextIO | None, texts: list[str]) -> list:
+    """translate(texts), the memory's exact matches taken first (memory_first); each text's match
+    added to `matches`; each text the model translated written to `update` as source TAB translation."""
+    results, found = memory_first(memory, texts, translate, from_memory)
+    matches += found
+    if update is not None:
+        for text, result, match in zip(texts, results, found, strict=True):
+            if match is None or not match.exact:
+                best = result if isinstance(result, str) else result[0].text
+                update.write(f"{' '.join(text.split())}\t{' '.join(best.split())}\n")
+    return results
 
 
 def translate_sentences(

@@ -22,6 +22,7 @@ from .common import (
     model_options,
     scored_set_options,
 )
+from .memory import memory_options, open_memory
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "needs-review-translation)",
     )
     glossary_option(p)
+    memory_options(p)
     p.add_argument(
         "--scores",
         action="store_true",
@@ -290,8 +292,6 @@ def refuse_line_options(args: argparse.Namespace, kind: str) -> None:
 def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     """--input DOCUMENT --output DOCUMENT: nothing is written unless the whole document translated."""
     from ..files import atomic_write
-    from ..formats import read_document
-    from ..translation_io import aligned_translations
 
     refuse_line_options(args, "web page" if extension in (".html", ".htm") else "document")
     if not args.input and extension not in TEXT_FORMATS:
@@ -306,6 +306,22 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     translator = load_translator(args)
     choose_direction(translator, args)
     request = translator.request(sampling=sampling_option(args))
+    with contextlib.ExitStack() as files:
+        memory, memory_update = open_memory(args, translator, files)
+        translated = translated_document(args, translator, request, content, extension, memory, memory_update)
+    if args.output:
+        atomic_write(args.output, lambda tmp: Path(tmp).write_bytes(translated))
+    else:
+        sys.stdout.buffer.write(translated)
+    return 0
+
+
+def translated_document(args, translator, request, content: bytes, extension: str, memory, memory_update) -> bytes:
+    """The document's bytes translated: the memory's exact matches first, the model for the rest."""
+    from ..formats import read_document
+    from ..memory import memory_first, memory_summary
+    from ..translation_io import aligned_translations
+
     name = args.input or "<stdin>"
     if args.retranslate and extension not in BILINGUAL_FORMATS:
         raise CommandError(f"--retranslate is for {', '.join(BILINGUAL_FORMATS)} files, not {extension}")
@@ -313,13 +329,19 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
     lang = translator.source_lang or "en"
     document = read_document(content, name, lang, extension, target=target, retranslate=args.retranslate)
     log.info("%s: %d sentences to translate", name, len(document.sentences))
-    found = aligned_translations(translator, document.sentences, request) if document.sentences else []
-    translated = document.rebuilt(found)
-    if args.output:
-        atomic_write(args.output, lambda tmp: Path(tmp).write_bytes(translated))
-    else:
-        sys.stdout.buffer.write(translated)
-    return 0
+    found, matches = memory_first(
+        memory,
+        document.sentences,
+        lambda rest: aligned_translations(translator, rest, request),
+        lambda match: (match.target, None),
+    )
+    if memory is not None:
+        log.info("%s: %s", name, memory_summary(matches, memory.threshold))
+    if memory_update is not None:
+        for sentence, (text, _), match in zip(document.sentences, found, matches, strict=True):
+            if match is None or not match.exact:
+                memory_update.write(f"{' '.join(sentence.split())}\t{' '.join(text.split())}\n")
+    return document.rebuilt(found)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -352,6 +374,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         source = files.enter_context(open(args.input, "rb")) if args.input else sys.stdin.buffer
         translator = load_translator(args)
         choose_direction(translator, args)
+        memory, memory_update = open_memory(args, translator, files)
         request = translator.request(n_best=args.n_best, sampling=sampling)  # the search options are the model's now
         if args.alignments:  # an old CTranslate2 export gives none: known once it is loaded
             translator.engine.capabilities.require(["alignment"], translator.engine.name)
@@ -370,6 +393,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             quality=args.qe,
             alignments=args.alignments,
             glossary=glossary,
+            memory=memory,
+            memory_update=memory_update,
         )
     return 0
 

@@ -40,9 +40,20 @@ def parse_xml(content: bytes, name: str) -> etree._ElementTree:
         tree = etree.ElementTree(etree.fromstring(content, parser))
     except etree.XMLSyntaxError as err:
         raise DocumentError(f"{name}: not well-formed XML ({err})") from None
-    if tree.docinfo.internalDTD is not None or tree.docinfo.doctype and "[" in tree.docinfo.doctype:
+    if declares_own_dtd(tree.docinfo):
         raise DocumentError(f"{name}: declares a DTD of its own (entities): refused")
     return tree
+
+
+def declares_own_dtd(docinfo: etree.DocInfo) -> bool:
+    """Whether a document declares entities or elements in a DTD of its own (an internal subset):
+    the way to the billion laughs and to external entities. A doctype that only names an outside
+    DTD (a TMX file's `<!DOCTYPE tmx SYSTEM "tmx14.dtd">`) declares nothing: it is never loaded."""
+    dtd = docinfo.internalDTD
+    if dtd is None:
+        return False
+    names_only_outside = docinfo.system_url is not None or docinfo.public_id is not None
+    return not names_only_outside or any(True for _ in dtd.iterentities()) or any(True for _ in dtd.iterelements())
 
 
 _PROLOG_ITEM = re.compile(rb"\s*(?:<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>]*>)", re.DOTALL)
