@@ -13,13 +13,16 @@ import docx
 import openpyxl
 import pptx
 import pytest
+from lxml import etree
 from odf import teletype
 from odf.opendocument import OpenDocumentSpreadsheet, OpenDocumentText, load
 from odf.style import Style, TextProperties
 from odf.table import Table, TableCell, TableRow
 from odf.text import P, Span
+from pptx.enum.lang import MSO_LANGUAGE_ID
 
 from nmt.formats import DocumentError, document_format, read_document, translate_document
+from nmt.formats.language_tags import LanguageTag
 from nmt.formats.packages import MAX_RATIO, Package
 from nmt.formats.subtitles import wrapped
 
@@ -244,6 +247,190 @@ def test_a_web_page_is_a_document_like_the_others():
         read_document(b"<p>Ja</p>\n\xff", "a.html", "de")
 
 
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def part_xml(content: bytes, part: str) -> etree._Element:
+    return etree.fromstring(zipfile.ZipFile(io.BytesIO(content)).read(part))
+
+
+def word_languages(content: bytes, part: str) -> list[dict[str, str]]:
+    """Each <w:lang> of a .docx part, its attributes without the namespace (python-docx reads none)."""
+    return [{k.removeprefix(W): v for k, v in el.attrib.items()} for el in part_xml(content, part).iter(W + "lang")]
+
+
+def german_word_document() -> bytes:
+    d = docx.Document()  # python-docx's template: styles' defaults say val=en-US, eastAsia=en-US, bidi=ar-SA
+    run = d.add_paragraph().add_run("Ein Mann fährt Rad.")
+    run._r.get_or_add_rPr().append(etree.fromstring(f'<w:lang xmlns:w="{W[1:-1]}" w:val="de-DE"/>'))
+    d.sections[0].header.paragraphs[0].text = "Kopfzeile"
+    return saved(d)
+
+
+@pytest.mark.parametrize(
+    ("target", "run", "defaults"),
+    [
+        ("en", {"val": "en"}, {"val": "en", "eastAsia": "en-US", "bidi": "ar-SA"}),
+        ("pt-br", {"val": "pt-BR"}, {"val": "pt-BR", "eastAsia": "en-US", "bidi": "ar-SA"}),  # as the API sends it
+        ("ja", {"val": "de-DE", "eastAsia": "ja"}, {"val": "en-US", "eastAsia": "ja", "bidi": "ar-SA"}),
+        ("ar", {"val": "de-DE", "bidi": "ar"}, {"val": "en-US", "eastAsia": "en-US", "bidi": "ar"}),
+    ],
+)
+def test_a_word_document_names_the_target_language_for_its_kind_of_script(target, run, defaults):
+    before = german_word_document()
+    after = translate_document(before, "a.docx", upper, lang="de", target=target)
+    assert word_languages(after, "word/document.xml") == [run]
+    assert word_languages(after, "word/styles.xml") == [defaults]  # the docDefaults' (the styles name none)
+    assert docx.Document(io.BytesIO(after)).paragraphs[0].text == "EIN MANN FÄHRT RAD."
+    old, new = zipfile.ZipFile(io.BytesIO(before)), zipfile.ZipFile(io.BytesIO(after))
+    changed = {n for n in old.namelist() if old.read(n) != new.read(n)}
+    assert changed == {"word/document.xml", "word/header1.xml", "word/styles.xml", "word/stylesWithEffects.xml"}
+
+
+def test_a_word_document_without_a_target_keeps_its_languages_and_its_styles_bytes():
+    before = german_word_document()
+    after = translate_document(before, "a.docx", upper, lang="de", target=None)
+    assert word_languages(after, "word/document.xml") == [{"val": "de-DE"}]
+    old, new = zipfile.ZipFile(io.BytesIO(before)), zipfile.ZipFile(io.BytesIO(after))
+    assert {n for n in old.namelist() if old.read(n) != new.read(n)} == {"word/document.xml", "word/header1.xml"}
+
+
+def test_a_presentation_names_the_target_language_on_its_runs():
+    deck = pptx.Presentation()
+    slide = deck.slides.add_slide(deck.slide_layouts[1])
+    slide.shapes.title.text = "Guten Tag"
+    slide.shapes.title.text_frame.paragraphs[0].runs[0].font.language_id = MSO_LANGUAGE_ID.GERMAN
+    slide.notes_slide.notes_text_frame.text = "Notizen."
+    slide.notes_slide.notes_text_frame.paragraphs[0].runs[0].font.language_id = MSO_LANGUAGE_ID.GERMAN
+    before = saved(deck)
+
+    def languages(content: bytes, part: str) -> list[str]:
+        return [el.get("lang") for el in part_xml(content, part).iter() if el.get("lang") is not None]
+
+    after = translate_document(before, "a.pptx", upper, lang="de", target="en")
+    assert languages(after, "ppt/slides/slide1.xml") == ["en"]
+    assert languages(after, "ppt/notesSlides/notesSlide1.xml") == ["en"]
+    assert set(languages(after, "ppt/presentation.xml")) == {"en"}  # the default text style: en-US before
+    out = pptx.Presentation(io.BytesIO(after)).slides[0]
+    assert out.shapes.title.text == "GUTEN TAG" and out.notes_slide.notes_text_frame.text == "NOTIZEN."
+
+    unnamed = translate_document(before, "a.pptx", upper, lang="de")
+    assert languages(unnamed, "ppt/slides/slide1.xml") == ["de-DE"]
+    assert zipfile.ZipFile(io.BytesIO(unnamed)).read("ppt/presentation.xml") == zipfile.ZipFile(
+        io.BytesIO(before)
+    ).read("ppt/presentation.xml")
+
+
+def german_opendocument_text() -> OpenDocumentText:
+    text = OpenDocumentText()
+    standard = Style(name="Standard", family="paragraph")  # in styles.xml
+    standard.addElement(TextProperties(language="de", country="DE", languageasian="ja", countryasian="JP"))
+    text.styles.addElement(standard)
+    emphasis = Style(name="E", family="text")  # an automatic style, in content.xml
+    emphasis.addElement(TextProperties(fontweight="bold", language="de", country="AT"))
+    text.automaticstyles.addElement(emphasis)
+    bold = Style(name="B", family="text")  # names no language: it inherits one
+    bold.addElement(TextProperties(fontweight="bold"))
+    text.automaticstyles.addElement(bold)
+    p = P(stylename=standard, text="Ein Mann fährt ")
+    p.addElement(Span(stylename=emphasis, text="Rad"))
+    p.addText(" und ")
+    p.addElement(Span(stylename=bold, text="lacht"))
+    p.addText(".")
+    text.text.addElement(p)
+    return text
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("en", {"Standard": ("en", "none", "ja", "JP"), "E": ("en", "none", "", ""), "B": ("", "", "", "")}),
+        ("pt_BR", {"Standard": ("pt", "BR", "ja", "JP"), "E": ("pt", "BR", "", ""), "B": ("", "", "", "")}),
+        ("zh", {"Standard": ("de", "DE", "zh", "none"), "E": ("de", "AT", "", ""), "B": ("", "", "", "")}),
+        (None, {"Standard": ("de", "DE", "ja", "JP"), "E": ("de", "AT", "", ""), "B": ("", "", "", "")}),
+    ],
+)
+def test_an_opendocument_text_names_the_target_language_in_its_styles(target, expected):
+    out = load(
+        io.BytesIO(translate_document(saved(german_opendocument_text()), "a.odt", upper, lang="de", target=target))
+    )
+    assert teletype.extractText(out.getElementsByType(P)[0]) == "EIN MANN FÄHRT RAD UND LACHT."
+    found = {}
+    for style in out.getElementsByType(Style):
+        for properties in style.getElementsByType(TextProperties):
+            found[style.getAttribute("name")] = tuple(
+                properties.getAttribute(a) or "" for a in ("language", "country", "languageasian", "countryasian")
+            )
+    assert found == expected  # LibreOffice writes fo:country="none" for a language without one
+
+
+def test_an_ebook_names_the_target_language_in_its_package_chapters_and_contents():
+    chapter = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" lang="de" xml:lang="de">'
+        '<body><p>Er sagte <i lang="fr">bon appétit</i> zu mir.</p></body></html>'
+    )
+    cover = '<html xmlns="http://www.w3.org/1999/xhtml" lang="de"><body><img src="c.png" alt=""/></body></html>'
+    opf = (
+        '<package xmlns="http://www.idpf.org/2007/opf" xml:lang="de"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/">'
+        "<dc:title>Titel</dc:title><dc:language>de</dc:language></metadata></package>"
+    )
+    ncx = (
+        '<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" xml:lang="de"><navMap><navPoint>'
+        "<navLabel><text>Kapitel</text></navLabel></navPoint></navMap></ncx>"
+    )
+    before = zip_of(
+        {
+            "mimetype": b"application/epub+zip",
+            "META-INF/container.xml": b'<?xml version="1.0"?><container version="1.0"/>',
+            "OEBPS/content.opf": opf.encode(),
+            "OEBPS/cover.xhtml": cover.encode(),
+            "OEBPS/ch1.xhtml": chapter.encode(),
+            "OEBPS/toc.ncx": ncx.encode(),
+        }
+    )
+    out = zipfile.ZipFile(io.BytesIO(translate_document(before, "b.epub", upper, lang="de", target="en")))
+    package = etree.fromstring(out.read("OEBPS/content.opf"))
+    assert [el.text for el in package.iter("{http://purl.org/dc/elements/1.1/}language")] == ["en"]
+    assert package.get("{http://www.w3.org/XML/1998/namespace}lang") == "de"  # the metadata's own, untranslated
+    assert out.read("OEBPS/ch1.xhtml").decode() == chapter.replace(
+        'lang="de" xml:lang="de"', 'lang="en" xml:lang="en"'
+    ).replace("Er sagte", "ER SAGTE").replace(
+        "bon appétit</i> zu mir", "BON APPÉTIT</i> ZU MIR"
+    )  # the quoted French keeps its lang
+    assert out.read("OEBPS/cover.xhtml").decode() == cover.replace('lang="de"', 'lang="en"')  # no text, but named
+    assert out.read("OEBPS/toc.ncx").decode() == ncx.replace('xml:lang="de"', 'xml:lang="en"').replace(
+        "Kapitel", "KAPITEL"
+    )
+
+    kept = zipfile.ZipFile(io.BytesIO(translate_document(before, "b.epub", upper, lang="de")))
+    assert kept.read("OEBPS/content.opf") == opf.encode() and kept.read("OEBPS/cover.xhtml") == cover.encode()
+    assert 'lang="de" xml:lang="de"' in kept.read("OEBPS/ch1.xhtml").decode()
+
+
+def test_a_web_page_names_the_target_language_on_its_root_only():
+    page = '<!DOCTYPE html>\n<html lang="de-AT" xml:lang="de-AT"><p>Er sagte <q lang="fr">merci</q>.</p></html>'
+    out = translate_document(page.encode(), "a.html", upper, lang="de", target="en").decode()
+    assert out == '<!DOCTYPE html>\n<html lang="en" xml:lang="en"><p>ER SAGTE <q lang="fr">MERCI</q>.</p></html>'
+    kept = translate_document(page.encode(), "a.html", upper, lang="de").decode()
+    assert kept == page.replace("Er sagte", "ER SAGTE").replace("merci", "MERCI")
+    bare = "<p>Ohne Wurzel.</p>"  # a page that names no language is given none
+    assert translate_document(bare.encode(), "a.html", upper, lang="de", target="en") == b"<p>OHNE WURZEL.</p>"
+
+
+@pytest.mark.parametrize(
+    ("given", "written", "kind"),
+    [
+        ("en", "en", "latin"),
+        ("pt_br", "pt-BR", "latin"),
+        ("zh-hans-cn", "zh-Hans-CN", "asian"),
+        ("he", "he", "complex"),
+    ],
+)
+def test_a_target_is_written_in_bcp47s_case(given, written, kind):
+    tag = LanguageTag.parse(given)
+    assert (str(tag), tag.kind) == (written, kind)
+
+
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
@@ -292,6 +479,7 @@ def test_the_format_comes_from_the_extension_in_any_case():
 def test_translate_a_word_document_from_the_command_line(tiny_model_dir, tmp_path):
     d = docx.Document()
     d.add_paragraph("Ein Mann fährt ").add_run("Fahrrad").bold = True
+    d.styles["Normal"].element.get_or_add_rPr().append(etree.fromstring(f'<w:lang xmlns:w="{W[1:-1]}" w:val="de-DE"/>'))
     source, target = tmp_path / "in.docx", tmp_path / "out.docx"
     source.write_bytes(saved(d))
     command = [sys.executable, "-m", "nmt", "translate", "--model", str(tiny_model_dir), "--beam", "1"]
@@ -303,6 +491,7 @@ def test_translate_a_word_document_from_the_command_line(tiny_model_dir, tmp_pat
         and out.paragraphs[0].text.strip()
         and out.paragraphs[0].text != "Ein Mann fährt Fahrrad"
     )
+    assert {"val": "en"} in word_languages(target.read_bytes(), "word/styles.xml")  # the model's target, de-DE before
     bad = tmp_path / "bad.docx"
     bad.write_bytes(b"not a zip")
     run = subprocess.run(

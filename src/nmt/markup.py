@@ -302,6 +302,18 @@ class HtmlPage:
         self.paragraphs = [Paragraph.parse(block.text, lang) for block in self.blocks]
         self.sentences = [s for p in self.paragraphs for s in p.sentences]
 
+    def name_language(self, tag: str) -> bool:
+        """The root <html>'s lang (and xml:lang, an XHTML page's) set to `tag` where the page names
+        its language there; an element's own lang inside is kept (a quoted phrase keeps its
+        language). Whether anything changed."""
+        root = next((node for node in self.soup.contents if isinstance(node, Tag) and node.name == "html"), None)
+        changed = False
+        for attribute in ("lang", "xml:lang"):
+            if root is not None and root.get(attribute) not in (None, tag):
+                root[attribute] = tag
+                changed = True
+        return changed
+
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> str:
         """The page with each sentence replaced by its translation and the markup as it was."""
         if len(results) != len(self.sentences):

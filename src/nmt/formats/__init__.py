@@ -12,6 +12,12 @@
     .json .arb .yml .yaml              resource_files.py (every string value; keys, order, comments kept)
     .xml                               android.py (an Android strings.xml: strings, plurals, arrays)
 
+Where the language translated into is known (`target`), a file that names its text's language names
+the target instead (formats.language_tags): Word's w:lang, a slide's lang, ODF's fo:language and
+fo:country, EPUB's dc:language, a page's <html lang>, XLIFF's target language, a catalog's Language,
+an ARB's @@locale, a Rails file's root key.
+An .xlsx, Markdown and subtitles (WebVTT's header included) have no such place.
+
 `translate` takes a list of sentences and gives (translation, word alignment or None) for each, as
 for web pages (nmt.markup.translate_html; nmt.translation_io.aligned_translations builds one from a
 Translator). Every sentence of a document goes in one call, so they are batched by length.
@@ -99,13 +105,13 @@ def read_document(
 
     extension = document_format(name if extension is None else f"x{extension}")
     if extension in OFFICE_FORMATS:
-        return OfficeDocument(content, name, extension, lang)
+        return OfficeDocument(content, name, extension, lang, target=target)
     if extension == ".epub":
-        return EpubDocument(content, name, lang)
+        return EpubDocument(content, name, lang, target=target)
     if extension in (".srt", ".vtt"):
         return Subtitles(content, name, lang)
     if extension in (".html", ".htm"):
-        return WebPage(content, name, lang)
+        return WebPage(content, name, lang, target=target)
     if extension in (".po", ".pot"):
         return GettextCatalog(content, name, lang, target=target, retranslate=retranslate)
     if extension in (".xlf", ".xliff"):
