@@ -112,6 +112,10 @@ def test_the_catalogs_own_plural_rule_for_the_target_is_kept_and_a_broken_one_re
             translated(own.replace("nplurals=3; plural=(n==1) ? 0 : (n>=2 && n<=4) ? 1 : 2;", broken))
 
 
+def test_the_language_header_is_written_as_gettext_names_locales():
+    assert translated(CATALOG, "pt-br").metadata["Language"] == "pt_BR"  # as the LibreTranslate API sends it
+
+
 def test_retranslate_fills_translated_messages_too():
     entry = next(e for e in translated(CATALOG, retranslate=True) if e.msgid == "Already done")
     assert entry.msgstr == "ALREADY DONE" and "fuzzy" in entry.flags

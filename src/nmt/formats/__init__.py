@@ -36,6 +36,7 @@ from pathlib import PurePath
 from typing import Protocol
 
 from .errors import DocumentError
+from .language_tags import target_tag
 from .text_files import Results
 
 __all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "translate_document", "document_format"]
@@ -104,6 +105,18 @@ def read_document(
     from .xliff import XliffDocument  # noqa: PLC0415
 
     extension = document_format(name if extension is None else f"x{extension}")
+    tag = target_tag(target)
+    written = str(tag) if tag else None  # BCP 47's case ("pt-BR"), whichever way the caller wrote it
+    if extension in (".po", ".pot"):
+        return GettextCatalog(content, name, lang, target=written, retranslate=retranslate)
+    if extension in (".xlf", ".xliff"):
+        return XliffDocument(content, name, lang, target=written, retranslate=retranslate)
+    if extension in (".json", ".arb"):
+        return JsonResources(content, name, lang, target=written)
+    if extension in (".yml", ".yaml"):
+        return YamlResources(content, name, lang, target=written)
+    if extension == ".xml":
+        return AndroidStrings(content, name, lang, target=written)
     if extension in OFFICE_FORMATS:
         return OfficeDocument(content, name, extension, lang, target=target)
     if extension == ".epub":
@@ -112,16 +125,6 @@ def read_document(
         return Subtitles(content, name, lang)
     if extension in (".html", ".htm"):
         return WebPage(content, name, lang, target=target)
-    if extension in (".po", ".pot"):
-        return GettextCatalog(content, name, lang, target=target, retranslate=retranslate)
-    if extension in (".xlf", ".xliff"):
-        return XliffDocument(content, name, lang, target=target, retranslate=retranslate)
-    if extension in (".json", ".arb"):
-        return JsonResources(content, name, lang, target=target)
-    if extension in (".yml", ".yaml"):
-        return YamlResources(content, name, lang, target=target)
-    if extension == ".xml":
-        return AndroidStrings(content, name, lang, target=target)
     return MarkdownDocument(content, name, lang)
 
 

@@ -160,7 +160,7 @@ class GettextCatalog:
     def _set_header(self) -> None:
         metadata = self.catalog.metadata
         if self.target:
-            metadata["Language"] = self.target
+            metadata["Language"] = self.target.replace("-", "_")  # gettext names locales as POSIX does: pt_BR
         content_type = metadata.get("Content-Type", "text/plain; charset=UTF-8")
         metadata["Content-Type"] = re.sub(r"charset=[\w.:-]+", "charset=UTF-8", content_type, flags=re.IGNORECASE)
         if "charset=" not in metadata["Content-Type"].lower():
