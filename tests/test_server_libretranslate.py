@@ -525,3 +525,29 @@ def test_a_bad_or_oversized_document_gets_400_or_413_naming_the_file(echo):
     assert refused.status_code == 413 and "possible zip bomb" in refused.json()["error"]
     macros = client.post("/translate_file", data=form, files={"file": ("c.docm", b"PK", "x/y")})
     assert macros.status_code == 400
+
+
+def test_a_memory_answers_what_it_holds_without_a_search_in_both_apis():
+    from nmt.memory import TranslationMemory
+
+    stub = NBestEcho()
+    memory = TranslationMemory(
+        [("Hallo Welt", "Hello world"), ("Ein Mann fährt ein rotes Rad.", "A man rides a red bike.")]
+    )
+    app = create_app(stub, ServerLimits(max_chars=40), info=INFO, memory=memory)
+    with TestClient(app, base_url=LOCAL) as client:
+        texts = ["Hallo  Welt", "Ein Mann fährt ein blaues Rad.", "Etwas anderes"]
+        own = client.post("/translate", json={"text": texts})
+        assert own.status_code == 200, own.json()
+        exact, fuzzy, none = own.json()["translations"]
+        assert (exact["text"], exact["origin"], exact["memory"]["score"]) == ("Hello world", "memory", 100.0)
+        assert fuzzy["origin"] == "model" and fuzzy["text"] == "Ein Mann fährt ein blaues Rad.|0"
+        assert fuzzy["memory"]["target"] == "A man rides a red bike." and 75 <= fuzzy["memory"]["score"] < 100
+        assert none["origin"] == "model" and "memory" not in none
+        assert [texts for texts, _, _ in stub.calls] == [["Ein Mann fährt ein blaues Rad.", "Etwas anderes"]]
+        libre = client.post("/translate", json={"q": ["Hallo Welt", "Neu"], "source": "de", "target": "en"})
+        assert libre.json()["translatedText"] == ["Hello world", "Neu|0"]
+        assert stub.calls[-1][0] == ["Neu"]
+        metrics = client.get("/metrics").text
+        assert 'nmt_memory_lookups_total{result="exact"} 2.0' in metrics
+        assert 'nmt_memory_lookups_total{result="fuzzy"} 1.0' in metrics

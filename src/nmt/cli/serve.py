@@ -22,6 +22,7 @@ from .common import (
     length_penalty_options,
     search_options,
 )
+from .memory import memory_options
 
 SETTINGS = (
     (ServerLimits, "what one request may ask for, and how long it may take (more: 4xx or 503 naming the limit)"),
@@ -117,7 +118,22 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="source term<TAB>required target term per line, for every request to the first model "
         "(docs/real-text.md; the torch engine)",
     )
+    memory_options(p, update=False)
     p.set_defaults(func=cmd_serve)
+
+
+def load_served_memory(args: argparse.Namespace):
+    """--memory for the first model's direction (its languages from its directory), or None."""
+    from ..memory import TranslationMemory
+    from ..model_dir import read_languages
+
+    if args.memory is None:
+        return None
+    source, target = read_languages(args.model[0])
+    try:
+        return TranslationMemory.load(args.memory, source=source, target=target, threshold=args.memory_threshold)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -134,6 +150,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CommandError(f"--req-limit must be >= 0, got {args.req_limit}")
     keys = server.ApiKeys.load(args.api_keys) if args.api_keys else None  # a bad file fails before models load
     glossary = load_glossary(args)
+    memory = load_served_memory(args)  # a bad file fails before the models load
     admission = server.Admission(keys, per_address=args.req_limit)
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
@@ -155,6 +172,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         connections=connections,
         admission=admission,
         glossary=glossary,
+        memory=memory,
         source_case=args.source_case,
         truecase=args.truecase,
     )

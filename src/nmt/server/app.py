@@ -30,6 +30,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
+from ..memory import TranslationMemory
 from .access import AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig
 from .connections import CloseWhenDraining
@@ -53,6 +54,7 @@ def create_app(
     access: AccessPolicy | None = None,
     more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
     admission: Admission | None = None,
+    memory: TranslationMemory | None = None,
 ) -> FastAPI:
     """The ASGI app around a loaded translator (a Translator, or anything with what ServedModel lists).
 
@@ -62,9 +64,11 @@ def create_app(
     more_models: further (translator, info) pairs, each with a batching queue of its own, reached
     through LibreTranslate's API by their languages; nmt's own API and the web page use the first.
     admission: API keys and rate limits for the translation requests (keys.py); none by default.
+    memory: a translation memory for the first model's direction (nmt.memory): its exact matches are
+    answered without a search, its fuzzy ones offered beside the model's translation.
     """
     service = TranslationService(
-        translator, limits, info=info, batching=batching, more_models=more_models, admission=admission
+        translator, limits, info=info, batching=batching, more_models=more_models, admission=admission, memory=memory
     )
     app = FastAPI(title="nmt", lifespan=service.lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     # for running.py, the tests and anyone embedding the app

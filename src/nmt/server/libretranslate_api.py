@@ -46,7 +46,7 @@ from .libretranslate import (
     translate_answer,
 )
 from .requests import ApiError, check_json_content_type
-from .service import TranslationService
+from .service import TranslationService, remembered
 
 MAX_DOWNLOADS = 100  # translated files waiting to be fetched, at most (the oldest make room)
 LEFT = {"error": "the client left"}  # the answer nobody reads, in LibreTranslate's shape
@@ -247,19 +247,24 @@ class LibreTranslateApi:
     ) -> list[tuple[str, list[tuple[int, int]] | None]] | None:
         """(translation, word alignment or None) of each cut sentence, through the route's queue in
         requests of max_sentences (None: the client left); `aligned`: ask for word alignments (markup
-        to place, and a model that gives them)."""
+        to place, and a model that gives them). A sentence the server's memory holds exactly is
+        answered from it, not searched."""
         if charge is not None:
             charge(len(cut.pieces))
+        chosen, target_lang = self.service.routes[self.served(source, target)]
+        matches = self.service.remembered(chosen, cut.pieces, target_lang)
+        searched = [piece for piece, match in zip(cut.pieces, matches, strict=True) if not (match and match.exact)]
         best, step = [], self.limits.max_sentences
-        for start in range(0, len(cut.pieces), step):  # the queue's request size, one after another
-            part = cut.pieces[start : start + step]
+        for start in range(0, len(searched), step):  # the queue's request size, one after another
+            part = searched[start : start + step]
             results = await self.translate_via_route(
                 request, source, target, part, alignments=aligned, deadline=deadline
             )
             if results is None:
                 return None
             best += [found[0] for found in results]
-        return cut.joined(best)
+        answers = iter(best)
+        return cut.joined([remembered(m)[0] if m and m.exact else next(answers) for m in matches])
 
     async def translate_document_file(
         self, request: Request, fields: dict[str, str], upload: tuple[str, bytes], extension: str

@@ -93,6 +93,13 @@ class ServerMetrics:
             ["stage"],
             registry=self.registry,
         )
+        self.memory_lookups = Counter(
+            "nmt_memory_lookups",
+            "Sentences looked up in the translation memory, by result: exact (served without a search), fuzzy "
+            "(offered beside the model's translation) or none",
+            ["result"],
+            registry=self.registry,
+        )
         self.batch_sentences = Histogram(
             "nmt_batch_sentences", "Sentences per model call", buckets=BATCH_BUCKETS, registry=self.registry
         )

@@ -24,7 +24,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from .batching_queue import Overloaded
 from .requests import ApiError, TranslateRequest, answer_body, parse_request
-from .service import TranslationService
+from .service import TranslationService, remembered
 
 LEFT = {"error": "client_disconnected", "message": "the client left"}  # the answer nobody reads
 
@@ -70,15 +70,21 @@ class NmtApi:
         beam = search.beam
         if not parsed.text:  # nothing to translate: no need to queue
             return JSONResponse({"beam": beam, "translations": []})
+        matches = self.service.remembered(0, parsed.text, parsed.target_lang)
+        searched = [text for text, match in zip(parsed.text, matches, strict=True) if match is None or not match.exact]
         try:
-            results = await self.service.translate(
-                request,
-                0,
-                parsed.text,
-                search,
-                target_lang=parsed.target_lang,
-                scores=parsed.scores,
-                alignments=parsed.alignments,
+            found = (
+                await self.service.translate(
+                    request,
+                    0,
+                    searched,
+                    search,
+                    target_lang=parsed.target_lang,
+                    scores=parsed.scores,
+                    alignments=parsed.alignments,
+                )
+                if searched
+                else []
             )
         except Overloaded as err:
             raise ApiError(
@@ -88,10 +94,17 @@ class NmtApi:
                 limit=err.limit,
                 retry_after_s=err.retry_after_s,
             ) from None
-        if results is None:
+        if found is None:
             return self.service.client_left(LEFT)
+        answers = iter(found)
+        results = [next(answers) if match is None or not match.exact else remembered(match) for match in matches]
         build = partial(
-            answer_body, beam, results, attention=parsed.attention, max_cells=self.limits.max_attention_cells
+            answer_body,
+            beam,
+            results,
+            attention=parsed.attention,
+            max_cells=self.limits.max_attention_cells,
+            matches=matches if self.service.memory is not None else None,
         )
         # Attention is megabytes of JSON for long sentences: built in a thread, the loop stays free.
         body = await asyncio.to_thread(build) if parsed.attention else build()

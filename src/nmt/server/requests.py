@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import typing
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import Request
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.requests import ClientDisconnect
 
 from ..alignment import pharaoh
+from ..memory import MemoryMatch
 from ..search_settings import API_SEARCH_FIELDS, SEARCH_FIELD_INFO
 from ..tokenizer import EOS
 from ..translator import Translation
@@ -238,8 +240,17 @@ def translation_json(translation: Translation, *, attention: bool) -> dict[str, 
     return out
 
 
-def answer_body(beam: int, results: list[list[Translation]], *, attention: bool, max_cells: int) -> bytes:
+def answer_body(
+    beam: int,
+    results: list[list[Translation]],
+    *,
+    attention: bool,
+    max_cells: int,
+    matches: Sequence[MemoryMatch | None] | None = None,
+) -> bytes:
     """The JSON answer as bytes; 422 (max_attention_cells) if its attention would be too large.
+    matches: each text's translation memory match, where the server has a memory: each translation
+    says where it came from ("origin": "memory" or "model") and carries a fuzzy match offered beside it.
 
     Run it in a thread when attention is on: for a long sentence this is megabytes of JSON, and on
     the event loop it would stall every other request (and /health) meanwhile.
@@ -254,5 +265,10 @@ def answer_body(beam: int, results: list[list[Translation]], *, attention: bool,
                 f"{max_cells} per answer: ask for fewer or shorter sentences",
                 limit="max_attention_cells",
             )
-    body = {"beam": beam, "translations": [translation_json(best[0], attention=attention) for best in results]}
+    translations = [translation_json(best[0], attention=attention) for best in results]
+    for out, match in zip(translations, matches or (), strict=False):
+        out["origin"] = "memory" if match is not None and match.exact else "model"
+        if match is not None:
+            out["memory"] = {"source": match.source, "target": match.target, "score": round(match.score, 2)}
+    body = {"beam": beam, "translations": translations}
     return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")

@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from ..glossary import Glossary
+from ..memory import TranslationMemory
 from ..model_dir import read_directions, read_languages
 from ..translator import EngineOptions, Translator
 from .access import LOOPBACK_NAMES, AccessPolicy
@@ -62,6 +63,7 @@ def serve(
     connections: ConnectionOptions | None = None,
     admission: Admission | None = None,
     glossary: Glossary | None = None,
+    memory: TranslationMemory | None = None,
     source_case: bool = True,
     truecase: bool = True,
 ) -> None:
@@ -71,7 +73,8 @@ def serve(
     first, LibreTranslate's API routes by language). engine: how the models run (EngineOptions);
     decode: each model's decode settings replaced by name for every request (`{"length_penalty":
     1.0, "min_len": 0}`: any DecodeConfig field, as Translator.load takes them; None keeps the
-    model's). glossary: terms every translation of the first model must use (nmt.glossary).
+    model's). glossary: terms every translation of the first model must use (nmt.glossary);
+    memory: a translation memory for the first model's direction (nmt.memory).
     source_case, truecase: how a lower-cased model's output is cased, as Translator.load takes them.
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
@@ -88,6 +91,7 @@ def serve(
             connections=connections,
             admission=admission,
             glossary=glossary,
+            memory=memory,
             source_case=source_case,
             truecase=truecase,
         )
@@ -108,6 +112,7 @@ def serve_on(
     connections: ConnectionOptions | None,
     admission: Admission | None = None,
     glossary: Glossary | None = None,
+    memory: TranslationMemory | None = None,
     source_case: bool = True,
     truecase: bool = True,
 ) -> None:
@@ -154,6 +159,7 @@ def serve_on(
         access=access,
         more_models=more_models,
         admission=admission,
+        memory=memory,
     )
     run_app(app, connections or ConnectionOptions(), host=host, port=port, sockets=[sock])
 

@@ -29,6 +29,7 @@ from fastapi.responses import JSONResponse
 from starlette.types import Receive
 
 from ..directions import Directions
+from ..memory import MemoryMatch, TranslationMemory
 from ..model_dir import read_directions, read_languages
 from ..search_settings import SearchRequest
 from ..translator import Translation, Translator
@@ -110,6 +111,11 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
     return routes
 
 
+def remembered(match: MemoryMatch) -> list[Translation]:
+    """A memory's exact match as a one-item n-best list: its text; no scores, for it was not searched."""
+    return [Translation(match.target, 0.0, 0.0, [], [])]
+
+
 class TranslationService:
     """The models a server runs (ServedModel: Translators, in the tests stand-ins), each with its own
     batching queue, and everything both APIs share; see the module's docstring.
@@ -128,15 +134,29 @@ class TranslationService:
         batching: BatchingConfig | None = None,
         more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
         admission: Admission | None = None,
+        memory: TranslationMemory | None = None,
     ):
         self.limits = limits
         self.admission = admission or Admission()
+        self.memory = memory  # the first model's, for its own direction (as a glossary is)
         self.metrics = ServerMetrics()
         self.models = [(translator, info), *more_models]
         self.queues = [BatchingQueue(t, batching, on_batch=self.metrics.batch) for t, _ in self.models]
         self.metrics.watch(self.queues)
         self.routes = model_routes([i for _, i in self.models])  # (source, target) -> index into models
         self.downloads = Path(tempfile.mkdtemp(prefix="nmt-files-"))  # translated files until fetched
+
+    def remembered(self, index: int, texts: Sequence[str], target_lang: str | None = None) -> list[MemoryMatch | None]:
+        """Each text's translation memory match (exact, fuzzy or None), counted in the metrics; all
+        None where there is no memory for model `index` into `target_lang`."""
+        memory_target = self.models[0][1].get("tgt_lang")
+        if self.memory is None or index != 0 or target_lang not in (None, memory_target):
+            return [None] * len(texts)
+        matches = [self.memory.lookup(text) for text in texts]
+        for match in matches:
+            result = "none" if match is None else "exact" if match.exact else "fuzzy"
+            self.metrics.memory_lookups.labels(result).inc()
+        return matches
 
     def default_beam(self, index: int = 0) -> int:
         """Model `index`'s own beam, within the server's limit."""
