@@ -13,6 +13,7 @@ shards) is placement.py's.
 
 from __future__ import annotations
 
+import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +26,26 @@ import torch.distributed as dist
 RENDEZVOUS_FILE = "NMT_RENDEZVOUS_FILE"  # the FileStore the workers meet through: no port to choose or collide
 SHARED_BATCH = "NMT_WORKERS_SHARE_BATCH"  # "1": each rank takes batch_tokens / world_size
 VALIDATION_THREADS = "NMT_VALIDATION_THREADS"  # rank 0 validates alone while the others wait: on every core
+# Set by the user (seconds): how long a rank waits in a collective for the others before it fails.
+# torch's 30 minutes by default, because the other ranks wait at a barrier while rank 0 alone
+# downloads, encodes and validates; a cluster that knows its slowest such step can set less, so
+# that the survivors of a lost host stop in seconds (docs/distributed.md, "Two machines, tested").
+COLLECTIVE_TIMEOUT = "NMT_COLLECTIVE_TIMEOUT"
+DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+
+
+def collective_timeout() -> timedelta:
+    """The wait NMT_COLLECTIVE_TIMEOUT asks for (seconds), or torch's 30 minutes."""
+    text = os.environ.get(COLLECTIVE_TIMEOUT, "").strip()
+    if not text:
+        return timedelta(seconds=DEFAULT_COLLECTIVE_TIMEOUT)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"{COLLECTIVE_TIMEOUT}={text!r}: give a number of seconds above 0")
+    return timedelta(seconds=seconds)
 
 
 def wants_cuda(device: str) -> bool:
@@ -82,7 +103,7 @@ class Distributed:
         if not dist.is_initialized():  # device_id: NCCL binds this rank to its GPU now, not by guessing
             dist.init_process_group(
                 "nccl" if use_cuda else "gloo",
-                timeout=timedelta(minutes=30),
+                timeout=collective_timeout(),
                 device_id=target if use_cuda else None,
                 **meet,
             )
