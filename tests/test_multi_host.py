@@ -8,6 +8,7 @@ Skipped where network namespaces are not allowed (not root).
 import json
 import shutil
 import subprocess
+import time
 from itertools import count
 
 import pytest
@@ -16,7 +17,7 @@ from nmt.config import load_config
 from nmt.training.run import train
 
 from multi_host import Host, host_environment, namespaces_allowed, torchrun_command, two_hosts, wait_all
-from test_training_distributed import QUIET, assert_trained_alike
+from test_training_distributed import QUIET, assert_trained_alike, weights
 
 RUN_TIMEOUT = 120  # seconds for a whole two-host run: far above its ~15 s, far below a hang's
 COLLECTIVE_TIMEOUT = 5  # NMT_COLLECTIVE_TIMEOUT for the fault tests: seconds, not torch's 30 minutes
@@ -86,3 +87,37 @@ def test_two_hosts_train_what_one_process_trains(hosts, overrides, tmp_path):
     first, _ = finish(*start(hosts, double, sets + ["train.accumulate=1"], tmp_path))
     assert "all 2 processes hold identical parameters" in first
     assert_trained_alike(single, double, steps=3)
+
+
+def test_a_killed_host_stops_the_survivor_and_resume_continues(hosts, overrides, tmp_path):
+    """SIGKILL of host 2's torchrun and worker: host 1 exits within seconds, naming what it lost;
+    --resume on both hosts continues from the last checkpoint to the model an unbroken run trains."""
+    sets = overrides + QUIET + ["model.dropout=0.0", "train.valid_every=5"]
+    double = tmp_path / "double"
+    env = {"NMT_COLLECTIVE_TIMEOUT": str(COLLECTIVE_TIMEOUT)}
+    procs, logs = start(hosts, double, sets + ["train.max_steps=100000"], tmp_path, env=env)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while logged_steps(double) < 7 and time.monotonic() < deadline and procs[0].poll() is None:
+            time.sleep(0.05)
+        assert logged_steps(double) >= 7, logs[0].read_text()[-3000:]
+        hosts[1].kill()
+        killed = time.monotonic()
+        (status,) = wait_all(procs[:1], 60)
+        took = time.monotonic() - killed
+    finally:
+        for host in hosts:
+            host.kill()
+    message = logs[0].read_text()
+    assert status not in (0, None), message[-3000:]
+    assert took < COLLECTIVE_TIMEOUT + 10, f"{took:.1f} s"
+    assert "rank 0 of 2 lost contact with host 10.83.0.2 (rank 1)" in message
+    saved = int(weights(double)[0].split("_")[1].split(".")[0])
+    assert saved >= 5
+    end = saved + 3
+    finish(*start(hosts, double, [f"train.max_steps={end}"], tmp_path, resume=True, env=env))
+    single = tmp_path / "single"
+    single.mkdir()
+    shutil.copy(double / "tokenizer.json", single / "tokenizer.json")
+    train(load_config(None, sets + ["train.accumulate=2", f"train.max_steps={end}"]), single, progress_bar=False)
+    assert_trained_alike(single, double, steps=end)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -46,6 +47,30 @@ def collective_timeout() -> timedelta:
     if not (seconds > 0 and math.isfinite(seconds)):
         raise ValueError(f"{COLLECTIVE_TIMEOUT}={text!r}: give a number of seconds above 0")
     return timedelta(seconds=seconds)
+
+
+class LostContact(RuntimeError):
+    """A collective failed: its peer closed the connection, or did not answer within the collective timeout."""
+
+
+def lost_contact(err: BaseException, rank: int, world_size: int) -> LostContact | None:
+    """One line naming what was lost, for a collective's failure (None for any other error).
+
+    gloo names the peer's address ("Connection closed by peer [10.0.0.2]:41234") when its socket
+    closed, and only the wait when the peer went silent ("Timed out waiting 5000ms for recv").
+    """
+    text = " ".join(str(err).split())
+    if not (isinstance(err, dist.DistError) or "gloo" in text or "Connection closed by peer" in text):
+        return None
+    peer = re.search(r"\[([0-9a-fA-F.:]+)\]:\d+", text)
+    who = f"host {peer.group(1)}" if peer else "another host"
+    if world_size == 2:
+        who += f" (rank {1 - rank})"
+    reason = re.sub(r"\[[^\]]*/[^\]]*\] ?", "", text).split(". ")[0]  # gloo's source path and advice left out
+    return LostContact(
+        f"rank {rank} of {world_size} lost contact with {who}: {reason}; when every host has stopped, "
+        "start them all again with --resume to continue from the last checkpoint"
+    )
 
 
 def wants_cuda(device: str) -> bool:
