@@ -65,6 +65,25 @@ def train_losses(model_dir):
     return [r["loss"] for r in records if r["kind"] == "train"]
 
 
+def assert_trained_alike(single, double, *, steps):
+    """`double` (N processes) trained the model `single` (1 process, N times the accumulation) did:
+    the same parameters to float tolerance and the same logged losses, after `steps` steps."""
+    name_a, a = weights(single)
+    name_b, b = weights(double)
+    assert name_a == name_b == f"step_{steps:08d}.safetensors"
+    for key in a:
+        x, y = a[key], b[key]
+        if key.endswith("in_proj.bias"):
+            # The key bias adds q.b_k to every score of a row, which the softmax cancels: its
+            # gradient is zero up to rounding, and Adam turns that rounding noise into +-lr
+            # steps that depend on the order of the reduction. Compare the query and value biases.
+            d = x.numel() // 3
+            x, y = torch.cat([x[:d], x[2 * d :]]), torch.cat([y[:d], y[2 * d :]])
+        assert torch.allclose(x, y, rtol=1e-4, atol=1e-6), key
+    assert len(train_losses(single)) == steps
+    assert train_losses(single) == pytest.approx(train_losses(double), rel=1e-5)
+
+
 @pytest.mark.parametrize("mode", ["ddp", "fsdp"])
 def test_two_processes_equal_one_process_with_accumulation(overrides, tmp_path, mode):
     """Same parameters, and the same logged loss: normalised by the global batch's tokens."""
@@ -77,20 +96,7 @@ def test_two_processes_equal_one_process_with_accumulation(overrides, tmp_path, 
     result = torchrun(double, sets + ["train.accumulate=1"])
     if mode == "ddp":
         assert "all 2 processes hold identical parameters" in result.stderr
-    name_a, a = weights(single)
-    name_b, b = weights(double)
-    assert name_a == name_b == "step_00000003.safetensors"
-    for key in a:
-        x, y = a[key], b[key]
-        if key.endswith("in_proj.bias"):
-            # The key bias adds q.b_k to every score of a row, which the softmax cancels: its
-            # gradient is zero up to rounding, and Adam turns that rounding noise into +-lr
-            # steps that depend on the order of the reduction. Compare the query and value biases.
-            d = x.numel() // 3
-            x, y = torch.cat([x[:d], x[2 * d :]]), torch.cat([y[:d], y[2 * d :]])
-        assert torch.allclose(x, y, rtol=1e-4, atol=1e-6), key
-    assert len(train_losses(single)) == 3
-    assert train_losses(single) == pytest.approx(train_losses(double), rel=1e-5)
+    assert_trained_alike(single, double, steps=3)
 
 
 def test_torchrun_run_stopped_by_sigterm_resumes(overrides, tmp_path):

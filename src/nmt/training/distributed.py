@@ -13,7 +13,9 @@ shards) is placement.py's.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,6 +27,50 @@ import torch.distributed as dist
 RENDEZVOUS_FILE = "NMT_RENDEZVOUS_FILE"  # the FileStore the workers meet through: no port to choose or collide
 SHARED_BATCH = "NMT_WORKERS_SHARE_BATCH"  # "1": each rank takes batch_tokens / world_size
 VALIDATION_THREADS = "NMT_VALIDATION_THREADS"  # rank 0 validates alone while the others wait: on every core
+# Set by the user (seconds): how long a rank waits in a collective for the others before it fails.
+# torch's 30 minutes by default, because the other ranks wait at a barrier while rank 0 alone
+# downloads, encodes and validates; a cluster that knows its slowest such step can set less, so
+# that the survivors of a lost host stop in seconds (docs/distributed.md, "Two machines, tested").
+COLLECTIVE_TIMEOUT = "NMT_COLLECTIVE_TIMEOUT"
+DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+
+
+def collective_timeout() -> timedelta:
+    """The wait NMT_COLLECTIVE_TIMEOUT asks for (seconds), or torch's 30 minutes."""
+    text = os.environ.get(COLLECTIVE_TIMEOUT, "").strip()
+    if not text:
+        return timedelta(seconds=DEFAULT_COLLECTIVE_TIMEOUT)
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"{COLLECTIVE_TIMEOUT}={text!r}: give a number of seconds above 0")
+    return timedelta(seconds=seconds)
+
+
+class LostContact(RuntimeError):
+    """A collective failed: its peer closed the connection, or did not answer within the collective timeout."""
+
+
+def lost_contact(err: BaseException, rank: int, world_size: int) -> LostContact | None:
+    """One line naming what was lost, for a collective's failure (None for any other error).
+
+    gloo names the peer's address ("Connection closed by peer [10.0.0.2]:41234") when its socket
+    closed, and only the wait when the peer went silent ("Timed out waiting 5000ms for recv").
+    """
+    text = " ".join(str(err).split())
+    if not (isinstance(err, dist.DistError) or "gloo" in text or "Connection closed by peer" in text):
+        return None
+    peer = re.search(r"\[([0-9a-fA-F.:]+)\]:\d+", text)
+    who = f"host {peer.group(1)}" if peer else "another host"
+    if world_size == 2:
+        who += f" (rank {1 - rank})"
+    reason = re.sub(r"\[[^\]]*/[^\]]*\] ?", "", text).split(". ")[0]  # gloo's source path and advice left out
+    return LostContact(
+        f"rank {rank} of {world_size} lost contact with {who}: {reason}; when every host has stopped, "
+        "start them all again with --resume to continue from the last checkpoint"
+    )
 
 
 def wants_cuda(device: str) -> bool:
@@ -82,7 +128,7 @@ class Distributed:
         if not dist.is_initialized():  # device_id: NCCL binds this rank to its GPU now, not by guessing
             dist.init_process_group(
                 "nccl" if use_cuda else "gloo",
-                timeout=timedelta(minutes=30),
+                timeout=collective_timeout(),
                 device_id=target if use_cuda else None,
                 **meet,
             )

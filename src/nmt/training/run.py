@@ -28,7 +28,7 @@ from ..model import ModelConfig, Transformer
 from ..model_dir import IMPORTED_FROM, INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS, write_text_form
 from ..text_form import TextForm
 from .datasets import TrainingData, check_input_files, load_training_data, split_files
-from .distributed import Distributed
+from .distributed import Distributed, lost_contact
 from .loss import LossModule
 from .multilingual import load_multilingual_data
 from .placement import place
@@ -70,6 +70,11 @@ def train(
             config.save(model_dir / RUN_CONFIG)
             write_text_form(model_dir, corpus_text_form(config))
         return trainer.run()
+    except Exception as err:
+        lost = lost_contact(err, dist.rank, dist.world_size) if dist.active else None
+        if lost is not None:
+            raise lost from err
+        raise
     finally:
         dist.close()
 
