@@ -77,6 +77,7 @@ ALLOWED = {
         "tokenizer",
         "translation",
     },
+    "short_segments": set(),
     "translation_io": {
         "alignment",
         "documents",
@@ -85,6 +86,7 @@ ALLOWED = {
         "memory",
         "quality",
         "search_settings",
+        "short_segments",
         "translator",
     },
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.

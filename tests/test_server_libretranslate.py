@@ -223,7 +223,8 @@ def test_every_curl_example_in_the_docs_runs(served):
 
 # --- several models -----------------------------------------------------------------------------------------
 class Tagged(NBestEcho):
-    """An n-best echo that says which model answered."""
+    """An n-best echo that says which model answered (after the text: a translation begins as its
+    source does, nmt.short_segments)."""
 
     def __init__(self, tag: str):
         super().__init__()
@@ -231,7 +232,7 @@ class Tagged(NBestEcho):
 
     def translate_detailed(self, texts, request, **options):
         self.calls.append(options)
-        return [[Translation(f"{self.tag}:{t}", 0.0, 0.0, [], [])] for t in texts]
+        return [[Translation(f"{t}|{self.tag}", 0.0, 0.0, [], [])] for t in texts]
 
 
 def test_each_direction_reaches_its_own_model():
@@ -240,17 +241,17 @@ def test_each_direction_reaches_its_own_model():
     app = create_app(de_en, ServerLimits(), info=INFO, more_models=[(en_de, info_en_de)])
     with TestClient(app, base_url=LOCAL) as client:
         ask = {"q": "Hallo", "source": "de", "target": "en"}
-        assert client.post("/translate", json=ask).json() == {"translatedText": "de-en:Hallo"}
+        assert client.post("/translate", json=ask).json() == {"translatedText": "Hallo|de-en"}
         ask = {"q": "Hello", "source": "en", "target": "de"}
-        assert client.post("/translate", json=ask).json() == {"translatedText": "en-de:Hello"}
+        assert client.post("/translate", json=ask).json() == {"translatedText": "Hello|en-de"}
         # LibreTranslate's codes with a region or script name the language where only it is served
         ask = {"q": "Hello", "source": "en-US", "target": "de-AT"}
-        assert client.post("/translate", json=ask).json() == {"translatedText": "en-de:Hello"}
+        assert client.post("/translate", json=ask).json() == {"translatedText": "Hello|en-de"}
         # no letters to tell a language by: the source that translates into the target
         numbers = client.post("/translate", json={"q": "42", "source": "auto", "target": "de"})
         assert numbers.json()["detectedLanguage"] == {"confidence": 0.0, "language": "en"}
         auto = client.post("/translate", json={"q": "A man is riding a bicycle.", "source": "auto", "target": "de"})
-        assert auto.json()["translatedText"].startswith("en-de:")
+        assert auto.json()["translatedText"].endswith("|en-de")
         assert client.get("/languages").json() == [
             {"code": "de", "name": "German", "targets": ["en"]},
             {"code": "en", "name": "English", "targets": ["de"]},
@@ -261,7 +262,7 @@ def test_each_direction_reaches_its_own_model():
             "error": "German (de) is not available as a target language from German (de) "
             "(this server translates de-en, en-de)"
         }
-        assert client.post("/translate", json={"text": ["x"]}).json()["translations"][0]["text"] == "de-en:x"
+        assert client.post("/translate", json={"text": ["x"]}).json()["translations"][0]["text"] == "x|de-en"
         health = client.get("/health").json()
         assert health["ready"] and [m["model"] for m in health["models"]] == ["stub", "stub2"]
 
@@ -277,11 +278,11 @@ def test_a_many_to_one_model_serves_each_source_it_was_trained_on_and_auto_finds
         ]
         for source, text in (("de", "Ein Mann."), ("fr", "Un homme.")):
             ask = {"q": text, "source": source, "target": "en"}
-            assert client.post("/translate", json=ask).json() == {"translatedText": f"xx-en:{text}"}
+            assert client.post("/translate", json=ask).json() == {"translatedText": f"{text}|xx-en"}
         assert [call.get("target_lang") for call in into_english.calls] == [None, None]  # no token to ask for
         french = "Un homme fait du vélo dans la rue avec son chien."
         auto = client.post("/translate", json={"q": french, "source": "auto", "target": "en"}).json()
-        assert auto == {"translatedText": f"xx-en:{french}", "detectedLanguage": auto["detectedLanguage"]}
+        assert auto == {"translatedText": f"{french}|xx-en", "detectedLanguage": auto["detectedLanguage"]}
         assert auto["detectedLanguage"]["language"] == "fr"
         refused = client.post("/translate", json={"q": "a", "source": "cs", "target": "en"})
         assert refused.status_code == 400
@@ -302,7 +303,7 @@ def test_auto_detects_each_text_of_a_list_and_each_goes_to_its_own_language_s_mo
         answer = client.post("/translate", json={"q": texts, "source": "auto", "target": "en"}).json()
         assert [d["language"] for d in answer["detectedLanguage"]] == ["fr", "de", "fr", "fr"]
         routes = ["fr-en", "de-en", "fr-en", "fr-en"]
-        assert answer["translatedText"] == [f"{route}:{text}" for route, text in zip(routes, texts, strict=True)]
+        assert answer["translatedText"] == [f"{text}|{route}" for route, text in zip(routes, texts, strict=True)]
         with_alternatives = {"q": texts, "source": "auto", "target": "en", "alternatives": 1}
         assert client.post("/translate", json=with_alternatives).json()["translatedText"] == answer["translatedText"]
     assert len(de_en.calls) == len(fr_en.calls) == 2  # one call per model and request, not one per text

@@ -172,7 +172,7 @@ def test_another_direction_is_picked_and_the_source_language_detected(browser, t
     browser.find_element(By.ID, "source").send_keys("A man is riding a bicycle.")
     browser.find_element(By.ID, "translate").click()
     WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations li"))
-    assert browser.find_element(By.CSS_SELECTOR, "#translations li").text == "en-de:A man is riding a bicycle."
+    assert browser.find_element(By.CSS_SELECTOR, "#translations li").text == "A man is riding a bicycle.|en-de"
     assert browser.find_element(By.ID, "detected").text.startswith("detected: en")
     assert "first model's direction" in browser.find_element(By.ID, "heatmap").text
 
@@ -215,7 +215,7 @@ def test_a_many_to_one_model_s_directions_go_to_nmt_s_own_api(browser):
         browser.find_element(By.ID, "source").send_keys("Un homme.")
         browser.find_element(By.ID, "translate").click()
         WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations li"))
-        assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith("xx-en:Un homme.")
+        assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith("Un homme.|xx-en")
         bodies = [body for body in browser.execute_script("return window.sent") if body and "Un homme" in body]
         assert len(bodies) == 1 and '"text"' in bodies[0] and '"source_lang":"fr"' in bodies[0].replace(" ", "")
 
@@ -228,7 +228,7 @@ def test_a_pasted_document_keeps_its_paragraphs(browser, two_models_url):
     browser.find_element(By.ID, "translate").click()
     output = browser.find_element(By.ID, "document-output")
     WebDriverWait(browser, 30).until(lambda b: output.is_displayed() and output.text)
-    assert output.text == "en-de:One here. en-de:Two here.\n\nen-de:Three."
+    assert output.text == "One here.|en-de Two here.|en-de\n\nThree.|en-de"
 
 
 def test_a_file_is_translated_and_offered_for_download(browser, two_models_url, tmp_path):
@@ -243,7 +243,7 @@ def test_a_file_is_translated_and_offered_for_download(browser, two_models_url, 
     link = browser.find_element(By.ID, "download")
     WebDriverWait(browser, 30).until(lambda b: link.is_displayed())
     with urllib.request.urlopen(link.get_attribute("href"), timeout=30) as answer:
-        assert answer.read().decode("utf-8") == "en-de:Hello there.\n\nen-de:Goodbye.\n"
+        assert answer.read().decode("utf-8") == "Hello there.|en-de\n\nGoodbye.|en-de\n"
 
 
 def test_a_server_that_requires_keys_asks_for_one(browser, tiny_model_dir, tmp_path):

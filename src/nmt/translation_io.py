@@ -22,6 +22,7 @@ from .inference.choices import CHUNK_LINES
 from .memory import MemoryMatch, TranslationMemory, memory_first, memory_summary
 from .quality import sentence_score
 from .search_settings import SearchRequest
+from .short_segments import like_source
 from .translator import Translation, Translator
 
 log = logging.getLogger(__name__)
@@ -93,9 +94,12 @@ class CutSentences:
     def pieces(self) -> list[str]:
         return [piece for pieces in self.parts for piece in pieces]
 
-    def joined(self, best: Sequence[Translation]) -> list[tuple[str, list[tuple[int, int]] | None]]:
+    def joined(
+        self, best: Sequence[Translation], target: str | None = None
+    ) -> list[tuple[str, list[tuple[int, int]] | None]]:
         """(translation, word alignment) per sentence from the best Translation of each piece; the
-        alignment None where the pieces have none."""
+        alignment None where the pieces have none. Each ends and begins as its source does (a
+        heading gets no full stop: nmt.short_segments); target: the language translated into."""
         found = iter(best)
         out = []
         for pieces in self.parts:
@@ -107,7 +111,7 @@ class CutSentences:
                 pairs += [(i + src_offset, j + tgt_offset) for i, j in t.alignment or []]
                 src_offset += len(piece.split())
                 tgt_offset += len(t.text.split())
-            out.append((" ".join(texts), pairs if aligned else None))
+            out.append(like_source(" ".join(pieces), " ".join(texts), pairs if aligned else None, target))
         return out
 
 
@@ -137,7 +141,7 @@ def aligned_translations(
     request: the search (`translator.request(beam=1)`; None: the model's own settings)."""
     cut = cut_sentences(translator, sentences)
     found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator))
-    return cut.joined([best[0] for best in found])
+    return cut.joined([best[0] for best in found], translator.target_lang or translator.directions.output)
 
 
 def translate_stream(

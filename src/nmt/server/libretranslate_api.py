@@ -264,7 +264,9 @@ class LibreTranslateApi:
                 return None
             best += [found[0] for found in results]
         answers = iter(best)
-        return cut.joined([remembered(m)[0] if m and m.exact else next(answers) for m in matches])
+        return cut.joined(
+            [remembered(m)[0] if m and m.exact else next(answers) for m in matches], target_lang or target
+        )
 
     async def translate_document_file(
         self, request: Request, fields: dict[str, str], upload: tuple[str, bytes], extension: str
