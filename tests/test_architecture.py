@@ -102,13 +102,14 @@ ALLOWED = {
         "sentencepiece_tokenizer",
         "tokenizer",
     },
-    # Training uses the library; only the CLI uses training.
+    # Training uses the library; only the CLI uses training (a TMX file is training data too).
     "training": {
         "checkpoint",
         "config",
         "data",
         "evaluation",
         "files",
+        "memory_files",
         "model",
         "model_dir",
         "text_form",

@@ -72,3 +72,35 @@ def test_tokenizer_trains_on_the_sample_only(overrides, tmp_path):
     learned = set(data.src_tokenizer._tokenizer.get_vocab()) - set(SPECIAL_TOKENS) - set(BYTE_PIECES)
     pieces = sorted(learned)
     assert len(pieces) > 20 and all(p.replace("\u2581", " ") in text for p in pieces)
+
+
+def test_a_tmx_file_is_training_data_for_its_two_languages_named(tmp_path):
+    import gzip
+
+    from nmt.config import DataConfig
+    from nmt.data.corpus import CorpusError, ReadStats
+    from nmt.training.datasets import split_files
+
+    units = [("Ein Hund.", "A dog.", "Un chien."), ("Zwei Katzen.", "Two cats.", "Deux chats."), ("Leer", " ", "Vide")]
+    body = "".join(
+        f'<tu><tuv xml:lang="de-DE"><seg>{de}</seg></tuv><tuv xml:lang="en-GB"><seg>{en}</seg></tuv>'
+        f'<tuv xml:lang="fr"><seg>{fr}</seg></tuv></tu>'
+        for de, en, fr in units
+    )
+    head = '<?xml version="1.0"?><!DOCTYPE tmx SYSTEM "tmx14.dtd"><tmx version="1.4"><header srclang="de"/>'
+    tmx = f"{head}<body>{body}</body></tmx>"
+    (tmp_path / "memory.tmx.gz").write_bytes(gzip.compress(tmx.encode()))
+    tmx_file = str(tmp_path / "memory.tmx.gz")
+    data = DataConfig(corpus=None, train_src=tmx_file, valid_src=tmx_file, src_lang="de", tgt_lang="fr")
+    files = split_files(data, "train")
+    stats = ReadStats()
+    assert list(files.pairs(stats)) == [("Ein Hund.", "Un chien."), ("Zwei Katzen.", "Deux chats."), ("Leer", "Vide")]
+    english = split_files(DataConfig(corpus=None, train_src=tmx_file, valid_src=tmx_file, tgt_lang="en"), "train")
+    assert list(english.pairs(stats))[:2] == [("Ein Hund.", "A dog."), ("Zwei Katzen.", "Two cats.")]
+    assert stats.empty == 1 and files.count() == 3
+    assert files.fingerprint() != english.fingerprint()  # each pair of languages is its own encoded corpus
+    (tmp_path / "bad.tmx").write_text('<!DOCTYPE tmx [<!ENTITY a "x">]><tmx><body>&a;</body></tmx>')
+    bad_file = str(tmp_path / "bad.tmx")
+    bad = split_files(DataConfig(corpus=None, train_src=bad_file, valid_src=bad_file), "train")
+    with pytest.raises(CorpusError, match=r"bad\.tmx: declares a DTD of its own"):
+        list(bad.pairs())

@@ -12,10 +12,14 @@ itself in memory, and safely: no entity is expanded, no DTD loaded, nothing fetc
 declares entities of its own is refused.
 
 A two-column file is UTF-8 text, one segment a line: source TAB target.
+
+A TMX file (or a .tmx.gz) is training data too: `data.train_src: corpus.tmx` reads the pairs of
+data.src_lang and data.tgt_lang from it (nmt.training.datasets).
 """
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,8 +44,14 @@ def segment_text(seg: etree._Element) -> str:
 
 def tmx_pairs(path: Path, source: str | None, target: str | None) -> Iterator[tuple[str, str]]:
     """The (source, target) segments of a TMX file; ValueError naming the file for a bad one."""
+    source_file = gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
+    with source_file:
+        yield from _tmx_stream(source_file, path, source, target)
+
+
+def _tmx_stream(stream, path: Path, source: str | None, target: str | None) -> Iterator[tuple[str, str]]:
     events = etree.iterparse(
-        str(path),
+        stream,
         events=("start", "end"),
         resolve_entities=False,
         no_network=True,
@@ -111,6 +121,6 @@ def read_pairs(path: Path, *, source: str | None = None, target: str | None = No
     """The (source, target) segments of a memory file, by its extension: .tmx, else two columns."""
     if not path.is_file():
         raise ValueError(f"{path}: no such memory file")
-    if path.suffix.lower() == ".tmx":
+    if path.name.lower().endswith((".tmx", ".tmx.gz")):
         return tmx_pairs(path, source, target)
     return tsv_pairs(path)

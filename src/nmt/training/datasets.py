@@ -21,7 +21,7 @@ from tqdm import tqdm
 from ..config import DataConfig
 from ..data.annotations import AnnotationStats, frequent_asides, without_annotations
 from ..data.batching import LengthFilterReport, filter_by_length
-from ..data.corpus import ReadStats, count_lines, read_jsonl, read_parallel, read_tsv
+from ..data.corpus import CorpusError, ReadStats, count_lines, read_jsonl, read_parallel, read_tsv
 from ..data.corpus_alignment import MAX_ALIGNED_CELLS, alignment_cells, cached_links, piece_links
 from ..data.corpus_alignment import VERSION as LINKS_VERSION
 from ..data.encoded import (
@@ -34,6 +34,7 @@ from ..data.encoded import (
     file_fingerprint,
 )
 from ..data.registry import data_home, is_pretokenized, parallel_files
+from ..memory_files import tmx_pairs
 from ..tokenizer import SubwordTokenizer, TokenizerConfig, load_or_train_tokenizers
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,11 @@ class CorpusFiles:
     tgt: Path | None = None
     strip_annotations: bool = False  # transcript annotations out (nmt.data.annotations), counted in the log
     source_prefix: str = ""  # before each source sentence: a multilingual model's ">>xx<< " target token
+    languages: tuple[str, str] | None = None  # which two of a TMX file's languages (source, target)
+
+    @property
+    def is_tmx(self) -> bool:
+        return self.tgt is None and self.src.name.lower().endswith((".tmx", ".tmx.gz"))
 
     def pairs(self, stats: ReadStats | None = None) -> Iterator[tuple[str, str]]:
         pairs = self.annotations_stripped(stats) if self.strip_annotations else self.read(stats)
@@ -73,14 +79,36 @@ class CorpusFiles:
             return read_tsv(self.src, stats)
         if self.src.name.endswith((".jsonl", ".jsonl.gz")):
             return read_jsonl(self.src, stats=stats)
-        raise ValueError(f"{self.src}: give a target file, or a .tsv / .jsonl file holding both sides")
+        if self.is_tmx:
+            return self._tmx(stats if stats is not None else ReadStats())
+        raise ValueError(f"{self.src}: give a target file, or a .tsv / .jsonl / .tmx file holding both sides")
+
+    def _tmx(self, stats: ReadStats) -> Iterator[tuple[str, str]]:
+        """A TMX memory's pairs of the two languages (nmt.memory_files), empty ones counted as skipped."""
+        source, target = self.languages or (None, None)
+        try:
+            for src, tgt in tmx_pairs(self.src, source, target):
+                src, tgt = src.strip(), tgt.strip()
+                if src and tgt:
+                    stats.pairs += 1
+                    yield src, tgt
+                else:
+                    stats.empty += 1
+        except ValueError as err:
+            raise CorpusError(str(err)) from None  # its message names the file (and the line)
 
     def fingerprint(self) -> str:
         files = "|".join(file_fingerprint(p) for p in (self.src, self.tgt) if p is not None)
-        return files + ("|annotations stripped" if self.strip_annotations else "") + f"|{self.source_prefix}"
+        languages = f"|{'-'.join(self.languages)}" if self.languages and self.is_tmx else ""  # a TMX's two
+        return (
+            files + ("|annotations stripped" if self.strip_annotations else "") + f"|{self.source_prefix}" + languages
+        )
 
     def count(self) -> int:
-        """Lines of the source file: the pairs before empty ones are skipped (fast: no decoding)."""
+        """Lines of the source file: the pairs before empty ones are skipped (fast: no decoding); a
+        TMX file's pairs, read (its lines are XML, not pairs)."""
+        if self.is_tmx:
+            return sum(1 for _ in self.read())
         return count_lines(self.src)
 
 
@@ -140,7 +168,8 @@ def split_files(data: DataConfig, split: str) -> CorpusFiles:
     # The validation set stays as published, so that its scores compare with other toolkits'.
     strip = data.strip_annotations and split == "train"
     if src is not None:
-        return CorpusFiles(Path(src), Path(tgt) if tgt is not None else None, strip_annotations=strip)
+        languages = (data.src_lang, data.tgt_lang)  # a TMX file's two, of the several it may hold
+        return CorpusFiles(Path(src), Path(tgt) if tgt is not None else None, strip, languages=languages)
     if data.corpus is None:
         raise ValueError(f"set data.corpus or data.{split}_src (and data.{split}_tgt)")
     name = data.train_split if split == "train" else data.valid_split
