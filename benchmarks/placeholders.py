@@ -38,7 +38,9 @@ from nmt.placeholders import PRINTF
 from nmt.translation_io import aligned_translations
 from nmt.translator import Translator
 
-PLACEHOLDER = re.compile(rf"%<PRI\w+>|{PRINTF}|\{{\{{[^{{}}]*\}}\}}|\$\{{[^{{}}]*\}}|\{{[\w.\[\]]*(?:[!:][^{{}}]*)?\}}")
+PLACEHOLDER = re.compile(
+    rf"%[-+0#' ]*\d*<PRI\w+>|{PRINTF}|\{{\{{[^{{}}]*\}}\}}|\$\{{[^{{}}]*\}}|\{{[\w.\[\]]*(?:[!:][^{{}}]*)?\}}"
+)
 
 
 def reversed_catalog(mo: str) -> polib.POFile:

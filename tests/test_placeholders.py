@@ -17,7 +17,10 @@ from nmt.placeholders import MaskedText, codes_of, without_codes
         ("%1$s of %2$s, %(name)s and %-5.2f", ["%1$s", "%2$s", "%(name)s", "%-5.2f"]),
         ("Hello {{user}}, ${count} new <b>messages</b> &amp; more", ["{{user}}", "${count}", "<b>", "</b>", "&amp;"]),
         ("Line one\\n%%done", ["\\n", "%%"]),
-        ("Used %<PRIuMAX> bytes of %<PRId64>", ["%<PRIuMAX>", "%<PRId64>"]),  # gettext's portable conversions
+        (
+            "Used %<PRIuMAX> bytes: %6<PRIu32> %#<PRIx64>",
+            ["%<PRIuMAX>", "%6<PRIu32>", "%#<PRIx64>"],
+        ),  # gettext's portable conversions
         ("{0:.2f} and {name!r} at {when, time, short}", ["{0:.2f}", "{name!r}", "{when, time, short}"]),
         ("100% sure, {this is prose}", []),  # neither a conversion nor a field
     ],

@@ -33,7 +33,8 @@ Result = tuple[str, list[tuple[int, int]] | None]  # (translation, word alignmen
 # flag is left out: "100% sure" would read as the conversion "% s".
 PRINTF = r"%(?:\(\w+\)|\d+\$)?[-+0#']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGaAcsp@]"
 CODE = re.compile(
-    r"%<PRI\w+>"  # gettext's portable printf conversions (%<PRIuMAX>, %<PRId64>): before markup, whole
+    r"%(?:\d+\$)?[-+0#' ]*(?:\d+|\*)?(?:\.(?:\d+|\*))?<PRI\w+>"  # gettext's portable conversions
+    # (%<PRIuMAX>, %6<PRIu32>, %#<PRIx64>): before markup, so that one is not read as a % and a tag
     r"|</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"  # inline markup
     r"|&(?:[A-Za-z][A-Za-z0-9]*|#\d+|#x[0-9A-Fa-f]+);"  # character references
     r"|%%|\\u[0-9A-Fa-f]{4}|\\[nrt\"'\\@?]"  # escapes written into the string (\@ \? are Android's)
