@@ -38,9 +38,14 @@ from nmt.placeholders import PRINTF
 from nmt.translation_io import aligned_translations
 from nmt.translator import Translator
 
+# Read left to right as printf reads it: "%%" is a literal percent sign, so "%%s" holds no "%s".
 PLACEHOLDER = re.compile(
-    rf"%[-+0#' ]*\d*<PRI\w+>|{PRINTF}|\{{\{{[^{{}}]*\}}\}}|\$\{{[^{{}}]*\}}|\{{[\w.\[\]]*(?:[!:][^{{}}]*)?\}}"
+    rf"%%|%[-+0#' ]*\d*<PRI\w+>|{PRINTF}|\{{\{{[^{{}}]*\}}\}}|\$\{{[^{{}}]*\}}|\{{[\w.\[\]]*(?:[!:][^{{}}]*)?\}}"
 )
+
+
+def placeholders(text: str) -> list[str]:
+    return [m for m in PLACEHOLDER.findall(text) if m != "%%"]
 
 
 def reversed_catalog(mo: str) -> polib.POFile:
@@ -71,7 +76,7 @@ def reversed_catalog(mo: str) -> polib.POFile:
 
 def kept(source: str, translation: str) -> tuple[int, bool, int]:
     """(placeholders in the source, all kept exactly, placeholders invented)."""
-    want, got = collections.Counter(PLACEHOLDER.findall(source)), collections.Counter(PLACEHOLDER.findall(translation))
+    want, got = collections.Counter(placeholders(source)), collections.Counter(placeholders(translation))
     return sum(want.values()), want == got, sum((got - want).values())
 
 
@@ -84,7 +89,7 @@ def weblate_masked(text: str) -> tuple[str, dict[str, str]]:
         tokens[token] = m.group(0)
         return token
 
-    return PLACEHOLDER.sub(mask, text), tokens
+    return PLACEHOLDER.sub(lambda m: m.group(0) if m.group(0) == "%%" else mask(m), text), tokens
 
 
 def weblate_restored(text: str, tokens: dict[str, str]) -> str:
@@ -94,7 +99,7 @@ def weblate_restored(text: str, tokens: dict[str, str]) -> str:
 
 
 def tally(name: str, pairs: list[tuple[str, str]], seconds: float) -> None:
-    with_codes = [(s, t) for s, t in pairs if PLACEHOLDER.search(s)]
+    with_codes = [(s, t) for s, t in pairs if placeholders(s)]
     results = [kept(s, t) for s, t in with_codes]
     total = sum(n for n, _, _ in results)
     exact = sum(ok for _, ok, _ in results)
