@@ -107,6 +107,15 @@ class GettextCatalog:
         # polib reads a string that names an existing file as that file: a line break makes sure
         # an uploaded catalog is only ever read as itself.
         text = _decoded(content, name) + "\n"
+        # A message too long is refused before polib reads it (a 100 MB line takes it many seconds);
+        # escapes make a line at most twice its message, and its keyword and quotes a few more.
+        for number, line in enumerate(text.splitlines(), 1):
+            if len(line) > 2 * MAX_MESSAGE_CHARS + 32:
+                raise DocumentError(
+                    f"{name}:{number}: a line of {len(line):,} characters; nmt translates messages of up to "
+                    f"{MAX_MESSAGE_CHARS:,}",
+                    too_large=True,
+                )
         try:
             self.catalog = polib.pofile(text, encoding="utf-8", wrapwidth=78)
         except (OSError, ValueError) as err:  # polib's syntax errors are OSErrors naming the line
