@@ -62,6 +62,16 @@ def test_a_word_ending_in_an_underscore_before_a_final_mark_is_placed():
     assert masked.rebuilt(reversed_words(masked.sentences)).count("%s") == 1
 
 
+def test_words_placed_after_a_placeholder_are_not_glued_to_it():
+    masked = MaskedText("Lösche Dateien aus {ordner}?", "de")
+    # the model's words aligned to the "?" that followed the placeholder
+    out = masked.rebuilt([("Delete files from the folder?", [(0, 0), (1, 1), (3, 2), (4, 3), (4, 4)])])
+    assert out.count("{ordner}") == 1 and "{ordner}?" in out or "{ordner} " in out, out  # never "{ordner}the"
+    assert (
+        MaskedText("Größe: %dMB", "de").rebuilt([("Size: MB", [(0, 0), (1, 1)])]) == "Size: %dMB"
+    )  # glued in the source
+
+
 def test_a_placeholder_the_model_writes_is_removed():
     masked = MaskedText("Save %s now", "en")
     invented = [("Speichern {0} %d jetzt", [(0, 0), (1, 2), (2, 3)])]

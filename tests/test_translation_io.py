@@ -64,3 +64,23 @@ def test_n_best_lists_each_line_s_translations_best_first_in_moses_form(translat
     for sentence in (rows[:3], rows[3:]):
         scores = [float(r[2]) for r in sentence]
         assert scores == sorted(scores, reverse=True)
+
+
+def test_running_text_keeps_a_lines_placeholders_exactly(translator):
+    from nmt.placeholders import codes_of
+
+    lines = [
+        "Ein Mann fährt Rad.  Ein Hund läuft.",
+        "Lösche %d Dateien aus {ordner}?",
+        "",
+        "Hallo <b>Welt</b> &amp; %(name)s!",
+    ]
+    out = io.StringIO()
+    translate_stream(translator, io.BytesIO("\n".join(lines).encode() + b"\n"), out, split_sentences=True)
+    written = out.getvalue().split("\n")[:-1]
+    assert len(written) == len(lines) and written[2] == ""
+    for source, translated in zip(lines, written, strict=True):
+        assert codes_of(translated) == codes_of(source)
+    plain = io.StringIO()  # a line without placeholders is translated as it was before
+    translate_stream(translator, io.BytesIO(lines[0].encode() + b"\n"), plain, split_sentences=True)
+    assert plain.getvalue().split("\n")[0] == written[0]

@@ -123,6 +123,11 @@ class MaskedText:
             for k, piece in enumerate(pieces):
                 if piece != line.pieces[k]:
                     piece = without_codes(piece) if escape is None else escape(without_codes(piece))
+                    glued = line.pieces[k][:1].isalnum()  # the source wrote a word against the code before
+                    if (
+                        k > 0 and piece[:1].isalnum() and not glued
+                    ):  # words moved in after a "?": "{x} the", not "{x}the"
+                        piece = " " + piece
                 out.append(piece)
                 if k < len(line.codes):
                     for part in line.codes[k].parts:

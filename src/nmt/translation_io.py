@@ -20,6 +20,7 @@ from .documents import DocumentStats, cut_to_fit, translate_paragraphs
 from .glossary import Glossary
 from .inference.choices import CHUNK_LINES
 from .memory import MemoryMatch, TranslationMemory, memory_first, memory_summary
+from .placeholders import CODE, MaskedText
 from .quality import sentence_score
 from .search_settings import SearchRequest
 from .short_segments import like_source
@@ -186,6 +187,7 @@ def translate_stream(
     columns = dict(scores=scores, quality=quality, alignments=alignments)
     sampling, n_best = request.sampling, request.n_best
     lines = decode_lines(source, name)
+    lang = translator.source_lang or "en"
     matches: list[MemoryMatch | None] = []  # each sentence's memory match, for the summary
     written = 0
     stats = DocumentStats()
@@ -200,14 +202,24 @@ def translate_stream(
                 request, sampling=dataclasses.replace(sampling, seed=sampling.seed + index)
             )
         if split_sentences:
+            remember = functools.partial(_remembered, memory, matches=matches, update=memory_update)
             searched = functools.partial(best_texts, translator, request=chunk_request, pretokenized=pretokenized)
-            for text in translate_paragraphs(
-                texts,
-                functools.partial(_remembered, memory, searched, lambda match: match.target, matches, memory_update),
-                lang=translator.source_lang or "en",
-                fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
-                stats=stats,
-            ):
+            # A line with placeholders (%s, {name}, <b>) keeps them exactly (nmt.placeholders): placed by alignment.
+            masked = {} if pretokenized else {k: MaskedText(t, lang) for k, t in enumerate(texts) if CODE.search(t)}
+            plain = iter(
+                translate_paragraphs(
+                    [t for k, t in enumerate(texts) if k not in masked],
+                    functools.partial(remember, searched, lambda match: match.target, str),
+                    lang=lang,
+                    fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
+                    stats=stats,
+                )
+            )
+            sentences = [s for text in masked.values() for s in text.sentences]
+            aligned = functools.partial(aligned_translations, translator, request=chunk_request)
+            found = iter(remember(aligned, lambda match: (match.target, None), lambda r: r[0], sentences))
+            for k in range(len(texts)):
+                text = masked[k].rebuilt([next(found) for _ in masked[k].sentences]) if k in masked else next(plain)
                 target.write(text + "\n")
         else:
             more = {"glossary": glossary} if glossary is not None else {}
@@ -219,7 +231,9 @@ def translate_stream(
                 alignments=alignments,
                 **more,
             )
-            results = _remembered(memory, searched, _memory_translation, matches, memory_update, list(texts))
+            results = _remembered(
+                memory, searched, _memory_translation, lambda r: r[0].text, list(texts), matches, memory_update
+            )
             warn_missed_terms(name, numbers, results)
             for number, best in zip(numbers, results, strict=True):
                 if best[0].truncated:
@@ -258,16 +272,18 @@ def _memory_translation(match: MemoryMatch) -> list[Translation]:
     return [Translation(match.target, 0.0, 0.0, [], [])]
 
 
-def _remembered(memory, translate, from_memory, matches: list, update: TextIO | None, texts: list[str]) -> list:
+def _remembered(
+    memory, translate, from_memory, text_of, texts: list[str], matches: list, update: TextIO | None
+) -> list:
     """translate(texts), the memory's exact matches taken first (memory_first); each text's match
-    added to `matches`; each text the model translated written to `update` as source TAB translation."""
+    added to `matches`; each text the model translated written to `update` as "source TAB
+    translation" (text_of: a result's translated text)."""
     results, found = memory_first(memory, texts, translate, from_memory)
     matches += found
     if update is not None:
         for text, result, match in zip(texts, results, found, strict=True):
             if match is None or not match.exact:
-                best = result if isinstance(result, str) else result[0].text
-                update.write(f"{' '.join(text.split())}\t{' '.join(best.split())}\n")
+                update.write(f"{' '.join(text.split())}\t{' '.join(text_of(result).split())}\n")
     return results
 
 
