@@ -30,6 +30,13 @@ TMX = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
+def test_a_string_read_for_translation_finds_its_segment_and_gets_it_without_placeholders():
+    memory = TranslationMemory([("Hallo {name}, willkommen!", "Hello {name}, welcome!")])
+    assert memory.lookup("Hallo , willkommen!").target == "Hello , welcome!"  # the codes go back by alignment
+    assert memory.lookup("Hallo %s, willkommen!").target == "Hello %s, welcome!"
+    assert not memory.lookup("Hallo %s, %s willkommen!").exact  # placeholders that cannot pair up
+
+
 def test_an_exact_match_ignores_spacing_and_takes_the_sentences_placeholders(tmp_path):
     path = tmp_path / "m.tmx"
     path.write_text(TMX)
@@ -137,18 +144,19 @@ def test_translate_with_a_memory_from_the_command_line_and_feed_it(tiny_model_di
     assert lines[0] == "A dog runs." and lines[1] != "A dog runs."
     assert "1 of 2 sentences from the memory" in run.stderr
     # a document translated twice: the second time every sentence comes from the memory the first fed
-    page = tmp_path / "page.md"
-    page.write_text("# Ein Titel\n\nEin Mann fährt Rad. Eine Frau liest.\n")
+    page = tmp_path / "page.json"  # placeholders too: the memory holds the strings as they are read
+    page.write_text('{"title": "Ein Titel", "text": "Hallo {name}, willkommen! Lösche %d Dateien?"}')
     fed, model = tmp_path / "fed.tsv", ["--model", str(tiny_model_dir), "--beam", "1", "--input", str(page)]
     with caplog.at_level(logging.INFO):
         assert (
-            main(["translate", *model, "--output", str(tmp_path / "1.md"), "--memory", str(fed), "--memory-update"])
+            main(["translate", *model, "--output", str(tmp_path / "1.json"), "--memory", str(fed), "--memory-update"])
             == 0
         )
         assert "0 of 3 sentences from the memory" in caplog.text and len(fed.read_text().splitlines()) == 3
-        assert main(["translate", *model, "--output", str(tmp_path / "2.md"), "--memory", str(fed)]) == 0
+        assert main(["translate", *model, "--output", str(tmp_path / "2.json"), "--memory", str(fed)]) == 0
     assert "3 of 3 sentences from the memory" in caplog.text
-    assert (tmp_path / "1.md").read_text() == (tmp_path / "2.md").read_text()
+    assert (tmp_path / "1.json").read_text() == (tmp_path / "2.json").read_text()  # hits aligned by the model
+    assert "{name}" in (tmp_path / "2.json").read_text() and "%d" in (tmp_path / "2.json").read_text()
     lines = tmp_path / "lines.txt"
     lines.write_text("Hallo\n")
     refused = ["translate", *model[:4], "--input", str(lines), "--memory", str(fed), "--scores"]

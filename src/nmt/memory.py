@@ -4,9 +4,10 @@
     memory.lookup("Lösche %d Dateien?")   ->  MemoryMatch(score=100.0, target="Delete %d files?")
 
 A memory holds (source, target) segments, from a TMX file (what translation tools exchange) or a
-two-column file (source TAB target). A sentence is looked up by its key: spacing collapsed and every
-placeholder (nmt.placeholders: %s, {name}, <b>...) read as the same mark, so "Delete %d files" finds
-"Delete {0} files". What comes back:
+two-column file (source TAB target). A sentence is looked up by its key: spacing collapsed and its
+placeholders (nmt.placeholders: %s, {name}, <b>...) left out, so "Delete %d files" finds "Delete {0}
+files", and so does "Delete files", the same string as a file format reads it for translation (its
+placeholders taken out, to be put back by alignment). What comes back:
 
 - an exact match (score 100): the memory's translation, used as it is, with the sentence's own
   placeholders in the places of the memory's (by their order in the source); no search is run;
@@ -32,7 +33,6 @@ from rapidfuzz import fuzz, process
 
 from .placeholders import CODE
 
-MARK = "\ue000"  # a placeholder in a key (Unicode's private use: no text holds it)
 DEFAULT_THRESHOLD = 75.0  # the fuzzy match translation tools offer by default (OmegaT, Trados: 70-75%)
 RARE_WORDS = 3  # the sentence's rarest words whose segments are candidates
 MAX_CANDIDATES = 20_000
@@ -54,8 +54,10 @@ class MemoryMatch:
 
 
 def memory_key(text: str) -> str:
-    """What a lookup compares: the text with spacing collapsed and each placeholder one mark."""
-    return " ".join(CODE.sub(MARK, text).split())
+    """What a lookup compares: the text with spacing collapsed and without its placeholders, so a
+    string and the same string read for translation (its placeholders taken out: nmt.placeholders)
+    find the same segment."""
+    return " ".join(CODE.sub(" ", text).split())
 
 
 def _words(key: str) -> set[str]:
@@ -99,7 +101,9 @@ class TranslationMemory:
         if not key:
             return None
         if (index := self.exact.get(key)) is not None:
-            return self._match(text, index, 100.0)
+            ours, theirs = len(CODE.findall(text)), len(CODE.findall(self.sources[index]))
+            if ours in (0, theirs):  # none (read for translation: placed after) or as many to put back
+                return self._match(text, index, 100.0)
         candidates = self._candidates(key)
         if not candidates:
             return None
@@ -144,9 +148,12 @@ class TranslationMemory:
 
 def with_codes_of(text: str, memory_source: str, memory_target: str) -> str:
     """The memory's translation with `text`'s placeholders where the memory's source had its own:
-    the k-th placeholder of the memory's source is the k-th of `text`. Where they do not pair up (a
-    fuzzy match may have more or fewer), the translation is as the memory has it."""
+    the k-th placeholder of the memory's source is the k-th of `text`. A text without any (a string
+    read for translation, whose placeholders go back by themselves) gets the translation without
+    them; where they do not pair up (a fuzzy match), the translation is as the memory has it."""
     ours, theirs = CODE.findall(text), CODE.findall(memory_source)
+    if not ours and theirs:
+        return " ".join(CODE.sub(" ", memory_target).split())
     if ours == theirs or len(ours) != len(theirs):
         return memory_target
     unused = list(enumerate(theirs))

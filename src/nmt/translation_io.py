@@ -145,6 +145,22 @@ def aligned_translations(
     return cut.joined([best[0] for best in found], translator.target_lang or translator.directions.output)
 
 
+def align_memory_hits(
+    translator: Translator, sentences: Sequence[str], results: list, matches: Sequence[MemoryMatch | None]
+) -> list:
+    """`results` ((translation, alignment) per sentence) with each exact memory hit's word alignment
+    from the model (one teacher-forced pass, no search), so its words go back into a document's runs
+    or around its placeholders as the model's own translation would; none where the model gives none."""
+    hits = [i for i, match in enumerate(matches) if match is not None and match.exact and results[i][0].strip()]
+    if not hits or not gives_alignments(translator):
+        return results
+    found = translator.align([sentences[i] for i in hits], [results[i][0] for i in hits])
+    results = list(results)
+    for i, alignment in zip(hits, found, strict=True):
+        results[i] = (results[i][0], alignment)
+    return results
+
+
 def translate_stream(
     translator: Translator,
     source: BinaryIO,
@@ -217,7 +233,9 @@ def translate_stream(
             )
             sentences = [s for text in masked.values() for s in text.sentences]
             aligned = functools.partial(aligned_translations, translator, request=chunk_request)
-            found = iter(remember(aligned, lambda match: (match.target, None), lambda r: r[0], sentences))
+            first = len(matches)
+            found = remember(aligned, lambda match: (match.target, None), lambda r: r[0], sentences)
+            found = iter(align_memory_hits(translator, sentences, found, matches[first:]))
             for k in range(len(texts)):
                 text = masked[k].rebuilt([next(found) for _ in masked[k].sentences]) if k in masked else next(plain)
                 target.write(text + "\n")

@@ -320,7 +320,7 @@ def translated_document(args, translator, request, content: bytes, extension: st
     """The document's bytes translated: the memory's exact matches first, the model for the rest."""
     from ..formats import read_document
     from ..memory import memory_first, memory_summary
-    from ..translation_io import aligned_translations
+    from ..translation_io import align_memory_hits, aligned_translations
 
     name = args.input or "<stdin>"
     if args.retranslate and extension not in BILINGUAL_FORMATS:
@@ -335,6 +335,7 @@ def translated_document(args, translator, request, content: bytes, extension: st
         lambda rest: aligned_translations(translator, rest, request),
         lambda match: (match.target, None),
     )
+    found = align_memory_hits(translator, document.sentences, found, matches)
     if memory is not None:
         log.info("%s: %s", name, memory_summary(matches, memory.threshold))
     if memory_update is not None:
