@@ -69,6 +69,14 @@ def test_strings_plurals_and_arrays_keep_their_codes_and_escapes(translate):
         assert [i.text for i in strings["planets"]] == ["MERCURY", "VENUS"]
 
 
+def test_html_in_cdata_keeps_its_tags_and_its_cdata_and_a_reference_is_no_text():
+    source = b'<resources><string name="link"><![CDATA[Klicken Sie <a href="https://x.org">hier</a>.]]></string>'
+    source += b'<string name="ref">@string/app_name</string></resources>'
+    out = translate_document(source, "strings.xml", upper, lang="de")
+    assert b'<![CDATA[KLICKEN SIE <a href="https://x.org">HIER</a>.]]>' in out
+    assert b'<string name="ref">@string/app_name</string>' in out
+
+
 def test_the_files_byte_order_mark_prolog_and_line_breaks_are_kept():
     source = b'\xef\xbb\xbf<?xml version="1.0" encoding="utf-8"?>\n<!-- App -->\n<resources>\n'
     source += b'  <string name="a">Hello</string>\n</resources>\n<!-- end -->\n'

@@ -23,10 +23,21 @@ from nmt.placeholders import MaskedText, codes_of, without_codes
         ),  # gettext's portable conversions
         ("{0:.2f} and {name!r} at {when, time, short}", ["{0:.2f}", "{name!r}", "{when, time, short}"]),
         ("100% sure, {this is prose}", []),  # neither a conversion nor a field
+        ("%d.%m.%Y um %H:%M Uhr", ["%d", "%m", "%Y", "%H", "%M"]),  # strftime's fields
+        (
+            "Siehe https://example.com/hilfe?x=1. Oder mail an hilfe@example.com!",
+            ["https://example.com/hilfe?x=1", "hilfe@example.com"],
+        ),
     ],
 )
 def test_each_kind_of_placeholder_is_found_as_written(text, codes):
     assert codes_of(text) == codes
+
+
+def test_a_string_with_no_letter_outside_its_codes_is_not_translated():
+    for text in ("%d.%m.%Y", "{count}: ", "%s – %s"):
+        masked = MaskedText(text, "en")
+        assert masked.sentences == [] and masked.rebuilt([]) == text
 
 
 def test_the_model_reads_the_text_around_the_placeholders():

@@ -1,7 +1,8 @@
 """Placeholders: the parts of a software string that are code, not language, kept exactly.
 
 A string from a program holds code among its words: printf conversions (%s, %1$d, %(name)s),
-brace fields ({0}, {name}, {{count}}, ${var}, %{name}, $t(key)), inline markup (<b>, </a>, &amp;) and escapes (\\n,
+brace fields ({0}, {name}, {{count}}, ${var}, %{name}, $t(key)), strftime's fields (%Y-%m-%d), URLs
+and e-mail addresses, inline markup (<b>, </a>, &amp;) and escapes (\\n,
 %%). The model never sees them. A string is cut at each one into the text around it, which reads
 as one paragraph; its translation is put back into those pieces by word alignment, exactly as a web
 page's text goes back around its tags (nmt.markup.placed_texts), and the codes go back between the
@@ -42,6 +43,9 @@ CODE = re.compile(
     r"|\$t\([^()]*\)"  # $t(key): i18next's nesting of another string
     r"|\[X\d+X\]"  # [X12X]: how Weblate masks a placeholder before it asks a machine translation service
     rf"|{PRINTF}"
+    r"|%-?[aAbBCeGhHIjmMpRSTuUVwWyYzZ]"  # strftime's fields (%Y-%m-%d %H:%M), Rails' date formats
+    r"|\b(?:https?|ftp)://[^\s<>\"']*[^\s<>\"'.,;:!?)\]]"  # a URL (not the mark that ends its sentence)
+    r"|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"  # an e-mail address
     r"|\{\{[^{}]*\}\}"  # {{count}} (i18next, Handlebars, Jinja)
     r"|\$\{[^{}]*\}"  # ${var}
     r"|\{[\w.\[\]]*(?:[!:][^{}]*)?\}"  # {0}, {name}, {0:.2f}, {name!r}
@@ -81,7 +85,10 @@ class MaskedText:
                 self.lines.append(line)
                 continue
             pieces, codes = _cut(line, lang, in_plural)
-            self.lines.append(Line(pieces, codes, Paragraph.parse("".join(pieces), lang)))
+            text_of_line = "".join(pieces)
+            # A line with no letter outside its codes ("%d.%m.%Y", "{count}: ") has nothing to translate.
+            paragraph = Paragraph.parse(text_of_line, lang) if any(c.isalpha() for c in text_of_line) else None
+            self.lines.append(Line(pieces, codes, paragraph or Paragraph([], [text_of_line])))
         self.sentences = [s for unit in self._units() for s in unit.sentences]
 
     def _units(self) -> Iterator[Paragraph | MaskedText]:

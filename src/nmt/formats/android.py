@@ -3,7 +3,9 @@
     <string name="files">Delete %1$d files?</string>  ->  <string name="files">%1$d Dateien löschen?</string>
 
 - `<string>`, `<plurals>`'s items and `<string-array>`'s items are translated; one marked
-  translatable="false" stays as it is (a name, a URL), as do comments and every attribute.
+  translatable="false" stays as it is (a name, a URL), as do a reference to another resource
+  (@string/app_name), comments and every attribute. A string in CDATA (HTML for Html.fromHtml) has
+  its tags kept as placeholders and is written back in CDATA.
 - Android's escapes are read as text (\\' and \\" as the quotes they stand for, so the model reads
   "don't"); a quote in the translation is escaped again, as aapt requires. \\n, \\t, \\@, \\? and
   \\uXXXX are placeholders (nmt.placeholders), kept like %1$s and {name}.
@@ -32,6 +34,7 @@ FORMATTING = {"b", "i", "u", "a", "font", "annotation", "span", "big", "small", 
 CLDR_ORDER = ("zero", "one", "two", "few", "many", "other")
 _KEPT = re.compile(r"<nmt-kept-(\d+)/>")
 _TAG = re.compile(r"(<[^<>]*>)")
+_REFERENCE = re.compile(r"[@?][\w.:]*/?[\w.]+")  # @string/app_name, ?attr/colorPrimary: another resource
 
 
 def xml_escape(text: str) -> str:
@@ -58,7 +61,10 @@ class AndroidString:
     def __init__(self, element: etree._Element, lang: str):
         self.element = element
         self.kept: list[etree._Element] = []  # whole elements kept as they are, by number
-        inner = self._inner(element)
+        # A string in CDATA holds HTML for Html.fromHtml: its tags are the string's own codes, and it
+        # is written back as CDATA.
+        self.cdata = len(element) == 0 and b"<![CDATA[" in etree.tostring(element)
+        inner = element.text or "" if self.cdata else self._inner(element)
         self.quoted = len(inner) >= 2 and inner.startswith('"') and inner.endswith('"')
         if self.quoted:  # a string in double quotes keeps its spaces and needs no \' inside
             inner = inner[1:-1]
@@ -80,6 +86,11 @@ class AndroidString:
 
     def write(self, translated: str, into: etree._Element | None = None) -> None:
         """Put `translated` (the MaskedText rebuilt) into the element (or into `into`, a new item)."""
+        target = self.element if into is None else into
+        if self.cdata:
+            text = translated.replace("]]>", "]] >")  # the one thing CDATA cannot hold
+            target.text = etree.CDATA(f'"{text}"' if self.quoted else text)
+            return
         parts = _TAG.split(translated)  # quotes escaped in the text, never inside a tag
         text = "".join(p if k % 2 else p.replace("'", "\\'").replace('"', '\\"') for k, p in enumerate(parts))
         if self.quoted:
@@ -93,7 +104,6 @@ class AndroidString:
                 kept = etree.fromstring(etree.tostring(original, with_tail=False))
                 kept.tail = code.tail
                 code.getparent().replace(code, kept)
-        target = self.element if into is None else into
         for child in list(target):
             target.remove(child)
         target.text = holder.text
@@ -115,7 +125,7 @@ class AndroidStrings:
         for element in root:
             if not isinstance(element.tag, str) or element.get("translatable") == "false":
                 continue
-            if element.tag == "string":
+            if element.tag == "string" and not _REFERENCE.fullmatch((element.text or "").strip()):
                 self.strings.append(AndroidString(element, lang))
             elif element.tag == "string-array":
                 self.strings += [AndroidString(item, lang) for item in element if item.tag == "item"]
@@ -129,7 +139,8 @@ class AndroidStrings:
         check_results(results, self.sentences)
         answers = iter(results)
         for string in self.strings:
-            string.write(string.text.rebuilt([next(answers) for _ in string.text.sentences], escape=xml_escape))
+            escape = None if string.cdata else xml_escape
+            string.write(string.text.rebuilt([next(answers) for _ in string.text.sentences], escape=escape))
         for element, items in self.plurals:
             new = {
                 q: s.text.rebuilt([next(answers) for _ in s.text.sentences], escape=xml_escape)

@@ -33,8 +33,13 @@ XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 
 def parse_xml(content: bytes, name: str) -> etree._ElementTree:
     """A part's XML tree, parsed safely; DocumentError naming the file for bad or unsafe XML."""
-    parser = etree.XMLParser(
-        resolve_entities=False, no_network=True, load_dtd=False, dtd_validation=False, huge_tree=False
+    parser = etree.XMLParser(  # CDATA kept as CDATA: markup in it is the file's own (Android's HTML strings)
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        dtd_validation=False,
+        huge_tree=False,
+        strip_cdata=False,
     )
     try:
         tree = etree.ElementTree(etree.fromstring(content, parser))
