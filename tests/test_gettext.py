@@ -133,6 +133,8 @@ def test_a_catalog_in_latin_1_is_read_in_its_charset_and_written_in_utf_8():
     ("content", "message"),
     [
         (b"garbage here\n", r"bad\.po: Syntax error in po file \(line 1\)"),
+        (b'msgid "a"\nmsgstr "b\n', r'bad\.po:2: a string that is not closed with a quote: msgstr "b'),
+        (b'msgid "a"\nmsgstr "b"\n\nmsgid "a"\nmsgstr "c"\n', r'bad\.po: Entry "a" already exists'),
         (b'msgid "' + b"a " * 60_000 + b'"\nmsgstr ""\n', r"bad\.po:1: a message of 120,000 characters"),
         (b'msgid ""\nmsgstr ""\n\nmsgid "' + b"ab" * 2_000_000 + b'"\n', r"bad\.po:4: a line of 4,000,008 characters"),
         (CATALOG.replace("CHARSET", "klingon-8").encode(), r"bad\.po: the header names the charset 'klingon-8'"),

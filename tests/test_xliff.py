@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from lxml import etree
+from scripted import reversed_words, upper
 
 from nmt.formats import DocumentError
 from nmt.formats.xliff import XLIFF_2, XLIFF_12, XliffDocument
@@ -17,18 +18,6 @@ XLIFF_12_FILE = (SCHEMAS / "demo-1.2.xlf").read_text(encoding="utf-8")
 XLIFF_2_FILE = (SCHEMAS / "demo-2.0.xlf").read_text(encoding="utf-8")
 CODES_12 = {f"{{{XLIFF_12}}}{tag}" for tag in ("x", "bx", "ex", "ph", "bpt", "ept", "it")}
 CODES_2 = {f"{{{XLIFF_2}}}{tag}" for tag in ("ph", "sc", "ec", "cp", "sm", "em")}
-
-
-def upper(sentences):
-    return [(s.upper(), [(i, i) for i in range(len(s.split()))]) for s in sentences]
-
-
-def reversed_words(sentences):
-    out = []
-    for s in sentences:
-        n = len(s.split())
-        out.append((" ".join(reversed(s.split())), [(n - 1 - j, j) for j in range(n)]))
-    return out
 
 
 def translated(text: str | bytes, translate=upper, target: str | None = "de", **options) -> bytes:
@@ -235,3 +224,24 @@ def test_a_huge_source_is_refused_for_its_size():
     with pytest.raises(DocumentError, match=r"demo\.xlf:\d+: a source of 125,\d{3} characters") as raised:
         XliffDocument(huge, "demo.xlf", "en")
     assert raised.value.too_large
+
+
+def test_targets_a_tool_seeded_empty_or_new_are_filled_and_the_files_regional_tag_kept():
+    seeded = b"""<?xml version="1.0" encoding="UTF-8"?>
+<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">
+  <file original="a.html" source-language="de-DE" target-language="en-US" datatype="html"><body>
+    <trans-unit id="1">
+      <source>Zwei Hunde. Ein Kind.</source>
+      <seg-source><mrk mid="0" mtype="seg">Zwei Hunde.</mrk> <mrk mid="1" mtype="seg">Ein Kind.</mrk></seg-source>
+      <target xml:lang="en-US"><mrk mid="0" mtype="seg"></mrk> <mrk mid="1" mtype="seg"></mrk></target>
+    </trans-unit>
+    <trans-unit id="2"><source>Ein Buch.</source><target state="new">Ein Buch.</target></trans-unit>
+    <trans-unit id="3"><source>Ein Hut.</source><target state="translated">A hat.</target></trans-unit>
+  </body></file>
+</xliff>"""
+    out = etree.fromstring(translated(seeded, target="en"))
+    ns = {"x": "urn:oasis:names:tc:xliff:document:1.2"}
+    assert [m.text for m in out.findall(".//x:trans-unit[@id='1']/x:target/x:mrk", ns)] == ["ZWEI HUNDE.", "EIN KIND."]
+    assert out.find(".//x:trans-unit[@id='2']/x:target", ns).text == "EIN BUCH."
+    assert out.find(".//x:trans-unit[@id='3']/x:target", ns).text == "A hat."  # a translation: kept
+    assert out.find("x:file", ns).get("target-language") == "en-US"

@@ -116,8 +116,9 @@ class GettextCatalog:
                     f"{MAX_MESSAGE_CHARS:,}",
                     too_large=True,
                 )
+        check_syntax(text, name)
         try:
-            self.catalog = polib.pofile(text, encoding="utf-8", wrapwidth=78)
+            self.catalog = polib.pofile(text, encoding="utf-8", wrapwidth=78, check_for_duplicates=True)
         except (OSError, ValueError) as err:  # polib's syntax errors are OSErrors naming the line
             raise DocumentError(f"{name}: {err}") from None
         for entry in self.catalog:
@@ -169,6 +170,7 @@ class GettextCatalog:
     def _set_header(self) -> None:
         metadata = self.catalog.metadata
         if self.target:
+            self.catalog.metadata_is_fuzzy = False  # a template's header is fuzzy until a language is set (msginit)
             metadata["Language"] = self.target.replace("-", "_")  # gettext names locales as POSIX does: pt_BR
         content_type = metadata.get("Content-Type", "text/plain; charset=UTF-8")
         metadata["Content-Type"] = re.sub(r"charset=[\w.:-]+", "charset=UTF-8", content_type, flags=re.IGNORECASE)
@@ -189,6 +191,19 @@ class GettextCatalog:
                         len(forms),
                         self.count,
                     )
+
+
+_KEYWORD_LINE = re.compile(r'^(?:#~\s*)?(?:(?:msgid|msgid_plural|msgstr|msgctxt|msgstr\[\d+\])\s+)?"(.*)$')
+_QUOTED = re.compile(r'(?:[^"\\]|\\.)*"\s*')
+
+
+def check_syntax(text: str, name: str) -> None:
+    """A DocumentError naming the line of a string that is not closed ('msgstr "b'): polib would read
+    it and lose the rest of the message, where gettext's tools refuse the file."""
+    for number, line in enumerate(text.splitlines(), 1):
+        found = _KEYWORD_LINE.match(line.strip())
+        if found is not None and not _QUOTED.fullmatch(found.group(1)):
+            raise DocumentError(f"{name}:{number}: a string that is not closed with a quote: {line.strip()[:60]}")
 
 
 def _line_of(entry: polib.POEntry, text: str) -> int:

@@ -82,9 +82,9 @@ class XliffDocument:
             root = self.tree.getroot()
             if self.ns == XLIFF_12:
                 for file in root.iter(f"{{{XLIFF_12}}}file"):
-                    file.set("target-language", self.target)
+                    file.set("target-language", _more_specific(file.get("target-language"), self.target))
             else:
-                root.set("trgLang", self.target)
+                root.set("trgLang", _more_specific(root.get("trgLang"), self.target))
         return written_xml(self.tree, self.content)
 
     def _units_12(self, root: etree._Element, retranslate: bool) -> Iterator[tuple[list, Callable]]:
@@ -95,7 +95,7 @@ class XliffDocument:
             source, target = unit.find(q("source")), unit.find(q("target"))
             if not _translatable(unit) or source is None or not _has_content(source):
                 continue
-            if target is not None and _has_content(target) and not retranslate:
+            if target is not None and _translated(target) and not retranslate:
                 continue
             seg_source = unit.find(q("seg-source"))
             segments = _segments(seg_source) if seg_source is not None else []
@@ -114,7 +114,7 @@ class XliffDocument:
                 source, target = segment.find(q("source")), segment.find(q("target"))
                 if source is None or not _has_content(source):
                     continue
-                if target is not None and _has_content(target) and not retranslate:
+                if target is not None and _translated(target, segment.get("state")) and not retranslate:
                     continue
                 yield [source], partial(_write_2, segment, source, target)
 
@@ -264,6 +264,25 @@ def _translatable(unit: etree._Element) -> bool:
 
 def _has_content(element: etree._Element) -> bool:
     return bool((element.text or "").strip()) or len(element) > 0
+
+
+# States that say a target holds no translation yet (a tool's placeholder or a copy of the source).
+UNTRANSLATED_STATES = {"new", "needs-translation", "initial"}
+
+
+def _translated(target: etree._Element, state: str | None = None) -> bool:
+    """Whether a target holds a translation to keep: text of its own (empty segment markers, as
+    Okapi and Trados pre-seed them, are none) in a state that is not one of UNTRANSLATED_STATES."""
+    if (state or target.get("state")) in UNTRANSLATED_STATES:
+        return False
+    return any(text.strip() for text in target.itertext())
+
+
+def _more_specific(written: str | None, target: str) -> str:
+    """The file's own tag where it names the target's language more closely ("en-US" for "en")."""
+    if written and written.lower().startswith(target.lower() + "-"):
+        return written
+    return target
 
 
 def _segments(seg_source: etree._Element) -> list[etree._Element]:
