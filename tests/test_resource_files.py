@@ -74,6 +74,14 @@ def test_yaml_keeps_comments_order_quoting_and_renames_the_locale_root(translate
         assert 'greeting: "HELLO %{name}!"' in out and "- 'SECOND: ITEM'" in out
 
 
+def test_yaml_merge_keys_stay_merges():
+    rails = "defaults: &defaults\n  save: Speichern\n  cancel: Abbrechen\nusers:\n  <<: *defaults\n  title: Benutzer\n"
+    out = translate_document(rails.encode(), "de.yml", upper, lang="de").decode()
+    assert out == rails.replace("Speichern", "SPEICHERN").replace("Abbrechen", "ABBRECHEN").replace(
+        "Benutzer", "BENUTZER"
+    )
+
+
 def test_yaml_aliases_cannot_make_the_walk_exponential():
     laughs = ["a: &a [" + ", ".join(f"word{i}" for i in range(10)) + "]"]
     for k in range(1, 30):  # 10^30 strings if every alias were walked
@@ -103,3 +111,14 @@ def test_a_bad_resource_file_is_one_error_naming_the_file(name, content, message
     with pytest.raises(DocumentError, match=message) as raised:
         read_document(content, name, "en")
     assert "\n" not in str(raised.value)
+
+
+def test_the_output_must_be_a_file_of_the_inputs_kind(tmp_path, capsys):
+    from nmt.cli import main
+
+    source = tmp_path / "de.json"
+    source.write_text('{"a": "Hallo"}')
+    model = ["translate", "--model", str(tmp_path / "no-model"), "--input", str(source)]
+    assert main([*model, "--output", str(tmp_path / "en.yml")]) == 2
+    assert "names a .yml file, but the translation of a .json document is a .json document" in capsys.readouterr().err
+    assert not (tmp_path / "en.yml").exists()

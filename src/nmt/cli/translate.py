@@ -25,6 +25,8 @@ from .common import (
 from .memory import memory_options, open_memory
 
 log = logging.getLogger(__name__)
+# Extensions of one kind: a template's translation (.pot in) is a catalog (.po out), and so on.
+SAME_KIND = {".htm": ".html", ".pot": ".po", ".yaml": ".yml", ".xliff": ".xlf"}
 
 
 def add_translate_commands(sub: argparse._SubParsersAction) -> None:
@@ -68,8 +70,8 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "--retranslate",
         action="store_true",
         help="po, pot, xlf, xliff: translate the messages that have a translation too (default: only the "
-        "untranslated ones; either way each one filled is marked for a translator to check: fuzzy, "
-        "needs-review-translation)",
+        "untranslated ones; either way each one filled is marked for a translator to check: a catalog's "
+        "fuzzy flag, XLIFF 1.2's needs-review-translation, XLIFF 2's subState nmt:machine)",
     )
     glossary_option(p)
     memory_options(p)
@@ -298,6 +300,12 @@ def translate_document_file(args: argparse.Namespace, extension: str) -> int:
         raise CommandError(f"a {extension} document is read from a file: give --input FILE")
     if extension not in TEXT_FORMATS and not args.output:
         raise CommandError(f"a {extension} document is written to a file: give --output FILE")
+    written_as = Path(args.output).suffix.lower() if args.output else ""
+    if written_as in DOCUMENT_FORMATS and SAME_KIND.get(written_as, written_as) != SAME_KIND.get(extension, extension):
+        raise CommandError(
+            f"--output {args.output} names a {written_as} file, but the translation of a {extension} document is "
+            f"a {extension} document: name the output {Path(args.output).with_suffix(extension).name}"
+        )
     if args.input:
         with open(args.input, "rb") as source:
             content = source.read()

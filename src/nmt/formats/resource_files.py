@@ -42,7 +42,10 @@ def string_slots(root: Any, *, skip_key=lambda key: False) -> Iterator[tuple[Any
         if id(node) in seen:
             continue
         seen.add(id(node))
-        items = list(node.items()) if isinstance(node, dict) else list(enumerate(node))
+        if isinstance(node, dict):  # a YAML mapping's own keys: those a merge (<<: *defaults) brings stay there
+            items = list(node.non_merged_items()) if hasattr(node, "non_merged_items") else list(node.items())
+        else:
+            items = list(enumerate(node))
         later = []
         for key, value in items:
             if isinstance(node, dict) and skip_key(key):
