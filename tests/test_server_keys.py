@@ -38,7 +38,7 @@ class Echo:
         pass
 
     def translate_detailed(self, texts, request, **options):
-        return [[Translation(f"<{t}>", 0.0, 0.0, [], [])] for t in texts]
+        return [[Translation(f"«{t}»", 0.0, 0.0, [], [])] for t in texts]
 
 
 class Clock:
@@ -121,13 +121,13 @@ def test_keys_are_required_and_a_wrong_one_is_refused_like_a_missing_one(key_fil
         assert wrong.json() == {"error": "Invalid API key"}
         assert missing.json() == {"error": "Please contact the server operator to get an API key"}
         assert client.post("/translate", data={**ask, "api_key": "beta-key-00002"}).json() == {
-            "translatedText": "<Hallo>"
+            "translatedText": "«Hallo»"
         }
         assert client.post("/detect", data={"q": "Hallo Welt"}).status_code == 403
         own = client.post("/translate", json={"text": ["x"]})
         assert own.status_code == 403 and own.json()["error"] == "forbidden_key"
         keyed = client.post("/translate", json={"text": ["x"]}, headers={"X-API-Key": "beta-key-00002"})
-        assert keyed.json()["translations"][0]["text"] == "<x>"
+        assert keyed.json()["translations"][0]["text"] == "«x»"
         assert client.get("/frontend/settings").json()["keyRequired"] is True
 
 
@@ -157,7 +157,7 @@ def test_libretranslatepy_with_and_without_its_key(key_file, tiny_model_dir):
 
     app = create_app(Echo(), ServerLimits(), info=INFO, admission=Admission(ApiKeys.load(key_file)))
     with serve_in_thread(app) as url:
-        assert libretranslatepy.LibreTranslateAPI(url, "beta-key-00002").translate("Hallo", "de", "en") == "<Hallo>"
+        assert libretranslatepy.LibreTranslateAPI(url, "beta-key-00002").translate("Hallo", "de", "en") == "«Hallo»"
         with pytest.raises(urllib.error.HTTPError) as error:
             libretranslatepy.LibreTranslateAPI(url, "nope-nope-nope").translate("Hallo", "de", "en")
         assert error.value.code == 403
