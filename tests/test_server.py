@@ -159,6 +159,31 @@ def test_not_ready_until_the_worker_runs():
     assert response.status_code == 503 and response.json()["error"] == "not_ready"
 
 
+def test_probes_say_alive_always_and_ready_only_between_start_and_drain():
+    app = create_app(EchoTranslator(), ServerLimits(), info=INFO)
+    client = TestClient(app, base_url=LOCAL)
+    assert client.get("/livez").json() == {"alive": True}
+    before = client.get("/readyz")  # the worker has not started
+    assert before.status_code == 503 and before.json()["workers_running"] is False
+    with TestClient(app, base_url=LOCAL) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {"ready": True, "models": 1, "workers_running": True, "draining": False}
+        app.state.service.close()  # what SIGTERM does first: the drain begins
+        draining = client.get("/readyz")
+        assert draining.status_code == 503 and draining.json()["draining"] is True
+        assert draining.headers["connection"] == "close"  # and the proxy's connection is let go
+        assert client.get("/livez").status_code == 200  # alive still: no reason to kill it
+
+
+def test_probes_answer_whatever_the_host_and_nothing_else_does():
+    with TestClient(create_app(EchoTranslator(), ServerLimits(), info=INFO), base_url="http://10.1.2.3:8000") as client:
+        # an orchestrator probes the pod's address, which --allowed-hosts need not name
+        assert client.get("/livez").status_code == 200 and client.get("/readyz").status_code == 200
+        assert client.get("/health").json()["error"] == "forbidden_host"
+        assert client.post("/readyz").status_code == 403  # the exemption is for the probes' GET alone
+
+
 # --- limits and bad requests ---------------------------------------------------------------------
 @pytest.mark.parametrize(
     "body, limit",

@@ -27,7 +27,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .batching_queue import BatchingQueue
 
 # anything else is "other": labels stay few
-KNOWN_PATHS = ("/", "/translate", "/health", "/metrics", "/detect", "/languages", "/frontend/settings")
+KNOWN_PATHS = (
+    "/",
+    "/translate",
+    "/health",
+    "/livez",
+    "/readyz",
+    "/metrics",
+    "/detect",
+    "/languages",
+    "/frontend/settings",
+)
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 

@@ -193,6 +193,16 @@ class TranslationService:
         """Whether the drain has begun (keep-alive connections are then closed after each answer)."""
         return any(queue.running and not queue.accepting for queue in self.queues)
 
+    def readiness(self) -> tuple[dict[str, Any], bool]:
+        """/readyz's body and whether a proxy should send this replica work: the models loaded (they are,
+        once the app exists), every worker running, no drain begun (false from the moment SIGTERM
+        closes the queues, while requests in hand are still answered)."""
+        workers = all(queue.running for queue in self.queues)
+        draining = not all(queue.accepting for queue in self.queues) and workers
+        ready = workers and not draining
+        body = {"ready": ready, "models": len(self.models), "workers_running": workers, "draining": draining}
+        return body, ready
+
     def health(self) -> tuple[dict[str, Any], bool]:
         """/health's body (the first model's info, the limits, the batching figures) and readiness."""
         ready = all(queue.running for queue in self.queues)
