@@ -168,7 +168,13 @@ def test_probes_say_alive_always_and_ready_only_between_start_and_drain():
     with TestClient(app, base_url=LOCAL) as client:
         ready = client.get("/readyz")
         assert ready.status_code == 200
-        assert ready.json() == {"ready": True, "models": 1, "workers_running": True, "draining": False}
+        assert ready.json() == {
+            "ready": True,
+            "models": 1,
+            "workers_running": True,
+            "draining": False,
+            "shared_state": {"kind": "process", "reachable": True},
+        }
         app.state.service.close()  # what SIGTERM does first: the drain begins
         draining = client.get("/readyz")
         assert draining.status_code == 503 and draining.json()["draining"] is True

@@ -14,8 +14,6 @@ the queue.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future
@@ -37,6 +35,7 @@ from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Ove
 from .keys import Admission, Refusal
 from .metrics import ServerMetrics
 from .requests import ApiError, BodyAbandoned, ServerLimits, read_body
+from .shared_state import ProcessState, SharedState
 
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
@@ -135,16 +134,19 @@ class TranslationService:
         more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
         admission: Admission | None = None,
         memory: TranslationMemory | None = None,
+        state: SharedState | None = None,
     ):
         self.limits = limits
         self.admission = admission or Admission()
+        if state is not None:  # the limits count in the state's windows, shared by the replicas where it is
+            self.admission = Admission(self.admission.keys, self.admission.per_address, state.limiter)
+        self.state = state or ProcessState()  # the translated files until fetched, and the windows
         self.memory = memory  # the first model's, for its own direction (as a glossary is)
         self.metrics = ServerMetrics()
         self.models = [(translator, info), *more_models]
         self.queues = [BatchingQueue(t, batching, on_batch=self.metrics.batch) for t, _ in self.models]
         self.metrics.watch(self.queues)
         self.routes = model_routes([i for _, i in self.models])  # (source, target) -> index into models
-        self.downloads = Path(tempfile.mkdtemp(prefix="nmt-files-"))  # translated files until fetched
 
     def remembered(self, index: int, texts: Sequence[str], target_lang: str | None = None) -> list[MemoryMatch | None]:
         """Each text's translation memory match (exact, fuzzy or None), counted in the metrics; all
@@ -177,12 +179,13 @@ class TranslationService:
     @asynccontextmanager
     async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
         """The app's lifespan: the queues' workers run while the app does."""
+        self.state.start()
         for queue in self.queues:
             queue.start()
         yield
         # stop() joins the worker, which may be mid-batch: wait in a thread, not on the event loop
         await asyncio.gather(*(asyncio.to_thread(queue.stop) for queue in self.queues))
-        shutil.rmtree(self.downloads, ignore_errors=True)  # translated files nobody fetched
+        await asyncio.to_thread(self.state.close)  # the process's own files nobody fetched are dropped
 
     def close(self) -> None:
         """Stop taking requests on every model's queue (SIGTERM: the drain begins)."""
@@ -196,19 +199,30 @@ class TranslationService:
     def readiness(self) -> tuple[dict[str, Any], bool]:
         """/readyz's body and whether a proxy should send this replica work: the models loaded (they are,
         once the app exists), every worker running, no drain begun (false from the moment SIGTERM
-        closes the queues, while requests in hand are still answered)."""
+        closes the queues, while requests in hand are still answered), the shared state reachable."""
         workers = all(queue.running for queue in self.queues)
         draining = not all(queue.accepting for queue in self.queues) and workers
-        ready = workers and not draining
-        body = {"ready": ready, "models": len(self.models), "workers_running": workers, "draining": draining}
+        state = self.state.status()
+        ready = workers and not draining and state["reachable"]
+        body = {
+            "ready": ready,
+            "models": len(self.models),
+            "workers_running": workers,
+            "draining": draining,
+            "shared_state": state,
+        }
         return body, ready
 
     def health(self) -> tuple[dict[str, Any], bool]:
         """/health's body (the first model's info, the limits, the batching figures) and readiness."""
         ready = all(queue.running for queue in self.queues)
         queue = self.queues[0]
+        state = self.state.status()
         body = {
             "ready": ready,
+            # serving, but alone: the limits are this replica's own and other replicas' files out of reach
+            "degraded": not state["reachable"],
+            "shared_state": state,
             **self.models[0][1],
             "default_beam": self.default_beam(),
             "limits": asdict(self.limits),
