@@ -1,5 +1,6 @@
 """Two `nmt serve` replicas sharing one real Redis server (--state): limits exact across them, a file
-translated on one fetched through the other once, and Redis lost and found again while they serve."""
+translated on one fetched through the other once, one translation cache, and Redis lost and found
+again while they serve."""
 
 from __future__ import annotations
 
@@ -129,6 +130,28 @@ def test_a_file_translated_on_one_replica_is_fetched_once_through_the_other(urls
     assert fetched.status_code == 200 and fetched.text.count("\n") == 2
     assert 'filename="translated_en.txt"' in fetched.headers["content-disposition"]
     assert [httpx.get(f"{url}{path}", timeout=10).status_code for url in urls] == [404, 404]  # once, anywhere
+
+
+def cache_lookups(url: str) -> dict[str, float]:
+    """nmt_translation_cache_lookups_total of a replica, by result."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=10).text)
+    name = "nmt_translation_cache_lookups_total"
+    return {s.labels["result"]: s.value for f in families for s in f.samples if s.name == name}
+
+
+def test_a_sentence_translated_on_one_replica_is_a_cache_hit_on_the_other(urls):
+    ask = {"text": ["Ein kleiner Hund läuft."], "beam": 2}
+    key = {"X-API-Key": "beta-key-00002"}
+    before = cache_lookups(urls[1])
+    first = httpx.post(f"{urls[0]}/translate", json=ask, headers=key, timeout=30).json()
+    again = httpx.post(f"{urls[1]}/translate", json=ask, headers=key, timeout=30).json()
+    assert again == first
+    other_beam = httpx.post(f"{urls[1]}/translate", json={**ask, "beam": 3}, headers=key, timeout=30)
+    assert other_beam.status_code == 200
+    after = cache_lookups(urls[1])
+    assert (after["hit"] - before.get("hit", 0), after["miss"] - before.get("miss", 0)) == (1, 1)
 
 
 def probe(url: str) -> tuple[int, bool, bool]:

@@ -110,6 +110,12 @@ class ServerMetrics:
             ["result"],
             registry=self.registry,
         )
+        self.cache_lookups = Counter(
+            "nmt_translation_cache_lookups",
+            "Sentences looked up in the translation cache, by result: hit (answered without a search) or miss",
+            ["result"],
+            registry=self.registry,
+        )
         self.batch_sentences = Histogram(
             "nmt_batch_sentences", "Sentences per model call", buckets=BATCH_BUCKETS, registry=self.registry
         )

@@ -14,6 +14,9 @@ the queue.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future
@@ -28,7 +31,7 @@ from starlette.types import Receive
 
 from ..directions import Directions
 from ..memory import MemoryMatch, TranslationMemory
-from ..model_dir import read_directions, read_languages
+from ..model_dir import WEIGHTS, read_directions, read_languages
 from ..search_settings import SearchRequest
 from ..translator import Translation, Translator
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
@@ -40,11 +43,38 @@ from .shared_state import ProcessState, SharedState
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
 
+def model_identity(model_dir: Path, translator: Translator) -> str:
+    """What makes two served models answer alike, as a hex digest: the sha256 of the weights file, the
+    engine, its precision and device, every search setting, the glossary and how text is read and
+    written back. Equal on every replica that serves the same model the same way: a translation
+    cache keyed on it never hands one model's answer to another."""
+    weights = model_dir / WEIGHTS
+    if weights.is_file():
+        with open(weights, "rb") as file:
+            weights_digest = hashlib.file_digest(file, "sha256").hexdigest()
+    else:  # no weights file of nmt's own: only this directory is known to be this model
+        weights_digest = str(model_dir.resolve())
+    glossary = translator.glossary
+    text_form = translator.text_form
+    served = {
+        "weights": weights_digest,
+        "engine": [translator.engine.name, translator.engine.precision, str(translator.device)],
+        "search": translator.decode.search_settings(),
+        "min_len": translator.decode.min_len,
+        "glossary": list(glossary.entries) if glossary is not None else None,
+        # repr leaves the truecaser out (its own file): whether there is one is what changes the output
+        "text_form": None if text_form is None else [repr(text_form), text_form.truecaser is not None],
+    }
+    return hashlib.sha256(json.dumps(served, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
-    """What /health says about the model: its directory name, size, languages and engine."""
+    """What /health says about the model: its directory name, size, languages, engine and identity
+    (model_identity: equal where replicas serve the same model alike)."""
     model_dir = Path(model_dir)
     src_lang, tgt_lang = read_languages(model_dir)
     return {
+        "identity": model_identity(model_dir, translator),
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
         "engine": translator.engine.name,
@@ -108,6 +138,35 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
                 )
             routes[pair] = (index, asked)
     return routes
+
+
+def cache_keys(identity: str, texts: Sequence[str], search: SearchRequest, options: dict[str, Any]) -> list[str]:
+    """Each text's translation-cache key: the model's identity (model_identity), the whole search
+    request, what else the model is asked (target language, scores, alignments) and the text itself.
+    A different beam, glossary, engine or model is another key. A document's format reaches the
+    model as what it asks (alignments, to put markup back) and the sentences it sends: a sentence
+    alike is answered alike, whichever document it came from."""
+    asked = json.dumps([identity, dataclasses.asdict(search), options], sort_keys=True, default=str).encode()
+    prefix = hashlib.sha256(asked).digest()
+    return [hashlib.sha256(prefix + text.encode("utf-8", "surrogatepass")).hexdigest() for text in texts]
+
+
+def cache_form(found: list[Translation]) -> bytes:
+    """An n-best list as the cache keeps it: JSON (never pickle: whoever can write to Redis must not
+    be able to run code here); attention is never cached."""
+    return json.dumps(
+        [{f.name: getattr(t, f.name) for f in dataclasses.fields(t) if f.name != "attention"} for t in found]
+    ).encode()
+
+
+def from_cache_form(kept: bytes) -> list[Translation]:
+    """cache_form read back: the same fields, alignment pairs as tuples again."""
+    found = []
+    for fields in json.loads(kept):
+        if fields.get("alignment") is not None:
+            fields["alignment"] = [tuple(pair) for pair in fields["alignment"]]
+        found.append(Translation(**fields))
+    return found
 
 
 def remembered(match: MemoryMatch) -> list[Translation]:
@@ -225,6 +284,7 @@ class TranslationService:
             "shared_state": state,
             **self.models[0][1],
             "default_beam": self.default_beam(),
+            "translation_cache": self.state.caching,
             "limits": asdict(self.limits),
             "batching": {**asdict(queue.config), **asdict(queue.stats), "pending_sentences": queue.pending_sentences},
             "models": [info for _, info in self.models],
@@ -265,7 +325,39 @@ class TranslationService:
         """The n-best of each text from model `index` (None: the client left first), searched as
         `search` asks (see `search`), under a time.monotonic() `deadline` (default: the server's
         deadline_s from now); extras: BatchingQueue.submit's (target_lang, scores, alignments).
-        Overloaded where the queue is full; ApiError (503) past the deadline or at shutdown."""
+        Overloaded where the queue is full; ApiError (503) past the deadline or at shutdown.
+        Sentences the translation cache holds for this model and request are answered from it
+        (cache_keys), the others searched and then kept there."""
+        # A draw is meant to differ each time, and attention is megabytes: neither is cached.
+        caching = self.state.caching and search.sampling is None and not search.return_attention
+        if not caching:
+            return await self.searched(request, index, texts, search, deadline, extras)
+        identity = self.models[index][1].get("identity") or json.dumps(self.models[index][1], sort_keys=True)
+        keys = cache_keys(identity, texts, search, extras)
+        kept = self.state.cached(keys)
+        results = [from_cache_form(k) if k is not None else None for k in kept]
+        missing = [i for i, found in enumerate(results) if found is None]
+        self.metrics.cache_lookups.labels("hit").inc(len(texts) - len(missing))
+        self.metrics.cache_lookups.labels("miss").inc(len(missing))
+        if missing:
+            found = await self.searched(request, index, [texts[i] for i in missing], search, deadline, extras)
+            if found is None:
+                return None
+            for i, answer in zip(missing, found, strict=True):
+                results[i] = answer
+            self.state.cache({keys[i]: cache_form(answer) for i, answer in zip(missing, found, strict=True)})
+        return results  # type: ignore[return-value]  # every None was filled
+
+    async def searched(
+        self,
+        request: Request,
+        index: int,
+        texts: list[str],
+        search: SearchRequest,
+        deadline: float | None,
+        extras: dict[str, Any],
+    ) -> list[list[Translation]] | None:
+        """`translate` through model `index`'s queue, without the cache."""
         queue, wait_s = self.queues[index], self.limits.deadline_s
         if deadline is None:
             deadline = time.monotonic() + wait_s

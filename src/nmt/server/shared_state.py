@@ -1,5 +1,6 @@
-"""What the replicas of one service share: the rate-limit windows and the translated files waiting to
-be fetched; kept in the process (one server, the default) or in Redis (several behind a proxy).
+"""What the replicas of one service share: the rate-limit windows, the translated files waiting to be
+fetched and the translation cache; kept in the process (one server, the default) or in Redis
+(several behind a proxy).
 
     nmt serve --model runs/de_en --req-limit 120 --state redis://127.0.0.1:6379/0   # or NMT_STATE=...
 
@@ -11,12 +12,15 @@ serves a file that another translated:
   ones added in one step on the server, timed by the server's clock, so two replicas never both
   take the last unit and their clocks need not agree;
 - a translated file is one key with an expiry, listed in a sorted set that keeps the newest
-  MAX_DOWNLOADS (`KEEP`); fetching it is GETDEL, so of two replicas asked at once one gets it.
+  MAX_DOWNLOADS (`KEEP`); fetching it is GETDEL, so of two replicas asked at once one gets it;
+- a cached translation is one key per sentence (the service makes the key: service.py), kept
+  CACHE_TTL_S; in the process, the newest `cache_size` sentences (least recently used leave).
 
 Faults (docs/serving.md, "Several replicas"): Redis unreachable at start is the caller's error (the
 CLI's one line, exit 2). Lost while serving, the replica goes on alone: limits count in its own
 window (from the moment it lost Redis), new files are kept in its own store, a download it does
-not hold is a 503 with Retry-After, and /readyz and /health say so; the loss and the return are
+not hold is a 503 with Retry-After, the cache is skipped (every sentence searched), and /readyz
+and /health say so; the loss and the return are
 logged once each. Every call has a short socket timeout (TIMEOUT_S) and no retries, and while Redis
 is down requests do not try it at all: a watcher thread pings it every RETRY_S and brings it back
 by itself. Redis calls are made on the event loop: a round trip on loopback is a fraction of a
@@ -32,6 +36,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -45,6 +50,8 @@ DOWNLOAD_EXPIRY_S = 1800  # a translated file nobody fetched within half an hour
 TIMEOUT_S = 0.25  # every Redis call, connecting included: no request waits longer on a dead server
 RETRY_S = 0.5  # how often the watcher pings Redis (so it is found lost, and back, within this)
 PREFIX = "nmt:"  # every key nmt writes; another service on the same Redis should use another db
+CACHE_SIZE = 10_000  # sentences the process's own translation cache keeps (a few MB)
+CACHE_TTL_S = 24 * 3600  # how long Redis keeps a cached translation
 
 
 class FilesUnavailable(Exception):
@@ -68,6 +75,19 @@ class SharedState(ABC):
     @abstractmethod
     def status(self) -> dict[str, Any]:
         """What /readyz and /health say of it: {"kind", "reachable", ...}."""
+
+    @property
+    @abstractmethod
+    def caching(self) -> bool:
+        """Whether translations are cached at all (`--translation-cache 0`: not)."""
+
+    @abstractmethod
+    def cached(self, keys: list[str]) -> list[bytes | None]:
+        """Each key's cached answer, or None (not cached, or the cache unreachable: skipped)."""
+
+    @abstractmethod
+    def cache(self, answers: dict[str, bytes]) -> None:
+        """Keep these answers by their keys (skipped where the cache is unreachable)."""
 
     @abstractmethod
     def start(self) -> None:
@@ -112,11 +132,35 @@ class FileStore:
 
 
 class ProcessState(SharedState):
-    """Everything in this process: one server, as without --state."""
+    """Everything in this process: one server, as without --state. cache_size: the sentences its
+    translation cache keeps, the least recently used leaving first (0: no cache)."""
 
-    def __init__(self):
+    def __init__(self, cache_size: int = CACHE_SIZE):
         self.limiter = RateLimiter()
         self.files = FileStore()
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, bytes] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    @property
+    def caching(self) -> bool:
+        return self.cache_size > 0
+
+    def cached(self, keys: list[str]) -> list[bytes | None]:
+        with self._cache_lock:
+            found = [self._cache.get(key) for key in keys]
+            for key, answer in zip(keys, found, strict=True):
+                if answer is not None:
+                    self._cache.move_to_end(key)
+        return found
+
+    def cache(self, answers: dict[str, bytes]) -> None:
+        with self._cache_lock:
+            self._cache.update(answers)
+            for key in answers:
+                self._cache.move_to_end(key)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
 
     def keep_file(self, name: str, content: bytes) -> None:
         self.files.keep(name, content)
@@ -186,12 +230,12 @@ class RedisState(SharedState):
 
     Construct it with `connect`, which checks that the server answers."""
 
-    def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S, retry_s: float = RETRY_S):
+    def __init__(self, url: str, *, timeout_s: float = TIMEOUT_S, retry_s: float = RETRY_S, cache: bool = True):
         import redis
         from redis.backoff import NoBackoff
         from redis.retry import Retry
 
-        self.url, self.retry_s = shown_url(url), retry_s
+        self.url, self.retry_s, self._caching = shown_url(url), retry_s, cache
         # No retries: a request falls back at the first failure rather than waiting through several.
         self.client = redis.Redis.from_url(
             url,
@@ -312,6 +356,28 @@ class RedisState(SharedState):
                 self.lost(err)
         raise FilesUnavailable(f"the shared file store {self.url} is unreachable")
 
+    @property
+    def caching(self) -> bool:
+        return self._caching
+
+    def cached(self, keys: list[str]) -> list[bytes | None]:
+        if self.up and keys:
+            try:
+                return self.client.mget([f"{PREFIX}cache:{key}" for key in keys])
+            except self.errors as err:
+                self.lost(err)
+        return [None] * len(keys)  # skipped: searched again, as without a cache
+
+    def cache(self, answers: dict[str, bytes]) -> None:
+        if self.up and answers:
+            try:
+                with self.client.pipeline(transaction=False) as pipe:  # one round trip for them all
+                    for key, answer in answers.items():
+                        pipe.set(f"{PREFIX}cache:{key}", answer, ex=CACHE_TTL_S)
+                    pipe.execute()
+            except self.errors as err:
+                self.lost(err)
+
 
 class SharedLimiter:
     """keys.Admission's limiter over a RedisState (its take is RateLimiter.take's)."""
@@ -324,12 +390,14 @@ class SharedLimiter:
         return self.state.take_units(identity, limit, cost)
 
 
-def open_state(url: str | None) -> SharedState:
+def open_state(url: str | None, cache_size: int = CACHE_SIZE) -> SharedState:
     """The state a server's replicas share: in the process without a URL, else in Redis at `url`
-    (redis://host:port/db, rediss:// with TLS, unix:///path.sock?db=N). ValueError for another
-    scheme; ConnectionError when the server does not answer."""
+    (redis://host:port/db, rediss:// with TLS, unix:///path.sock?db=N). cache_size: the sentences
+    the process's translation cache keeps; 0 turns the cache off (in Redis too, where entries
+    expire after CACHE_TTL_S instead). ValueError for another scheme; ConnectionError when the
+    server does not answer."""
     if not url:
-        return ProcessState()
+        return ProcessState(cache_size)
     if urlsplit(url).scheme not in ("redis", "rediss", "unix"):
         raise ValueError(f"--state {shown_url(url)}: expected redis://HOST:PORT/DB (or rediss://, unix://)")
-    return RedisState.connect(url)
+    return RedisState.connect(url, cache=cache_size > 0)
