@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -83,10 +84,12 @@ def key_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def replicas(redis_server, tiny_model_dir, key_file):
+def replicas(redis_server, tiny_model_dir, key_file, tmp_path_factory):
     """Two replicas of one service: --req-limit 10 per address, API keys (alpha: 4 a minute), shared state."""
+    # A copy: serving may write beside the model (a CTranslate2 export), and the session's model is shared
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path_factory.mktemp("replicas") / "model")
     options = ["--state", redis_server.url, "--req-limit", "10", "--api-keys", str(key_file)]
-    with nmt_serve(tiny_model_dir, *options) as first, nmt_serve(tiny_model_dir, *options) as second:
+    with nmt_serve(model_dir, *options) as first, nmt_serve(model_dir, *options) as second:
         yield first, second
 
 
@@ -176,7 +179,10 @@ def test_redis_lost_and_back_while_serving_gives_no_5xx_and_recovers_by_itself(u
     def load() -> None:  # steady requests to both replicas while Redis goes and comes back
         i = 0
         while not stop.is_set():
-            statuses.append(translate(urls[i % 2]).status_code)
+            try:
+                statuses.append(translate(urls[i % 2]).status_code)
+            except httpx.HTTPError:  # no answer at all: counted, as a failure the assertion below names
+                statuses.append(0)
             i += 1
             time.sleep(0.01)  # steady, not flat out: the two cores also run both replicas
 
@@ -186,6 +192,7 @@ def test_redis_lost_and_back_while_serving_gives_no_5xx_and_recovers_by_itself(u
         wait_for(lambda: len(statuses) >= 4, timeout=10)
         redis_server.stop()
         lost_in = wait_for(lambda: all(probe(url) == (503, True, False) for url in urls), timeout=5)
+        assert "nmt_shared_state_reachable 0.0" in httpx.get(f"{urls[0]}/metrics", timeout=10).text
         during = len(statuses)
         # alone, a replica keeps the files it translates and hands them out itself; one it may not
         # hold is "come back in a moment", for Redis may hold it
@@ -235,3 +242,60 @@ def test_a_state_url_of_another_kind_is_refused_before_anything_loads(capsys):
     assert main(["serve", "--model", "not-loaded", "--state", "http://user:secret@cache:6379/0"]) == 2
     err = capsys.readouterr().err
     assert "expected redis://HOST:PORT/DB" in err and "secret" not in err  # a password is never shown
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    """A Redis server of this test's alone (the replicas' watchers must not see what it does to it)."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.process is not None and server.process.poll() is None:
+            server.process.send_signal(signal.SIGCONT)
+        server.stop()
+
+
+def test_redis_s_window_says_what_the_process_s_says(own_redis):
+    from nmt.server.keys import RateLimiter
+    from nmt.server.shared_state import RedisState
+
+    state, local = RedisState.connect(own_redis.url), RateLimiter()
+    try:
+        shared = [state.limiter.take("a", 3, cost) for cost in (2, 1, 1)]
+        alone = [local.take("a", 3, cost) for cost in (2, 1, 1)]
+        assert shared[:2] == alone[:2] == [None, None] and 59 <= shared[2] <= 60 and 59 <= alone[2] <= 60
+        assert state.limiter.take("a", 3, cost=4) == local.take("a", 3, cost=4) == 60  # never: the whole window
+        assert state.limiter.take("b", 3) is None  # another identity, its own window
+        assert state.status() == {"kind": "redis", "url": own_redis.url, "reachable": True}
+    finally:
+        state.close()
+
+
+def test_a_redis_that_hangs_costs_one_short_timeout_then_nothing_and_is_found_again(own_redis):
+    from nmt.server.shared_state import RETRY_S, TIMEOUT_S, FilesUnavailable, RedisState
+
+    state = RedisState.connect(own_redis.url)
+    state.start()
+    try:
+        assert state.limiter.take("a", 5) is None
+        own_redis.process.send_signal(signal.SIGSTOP)  # alive, connected, silent: the worst kind of dead
+        start = time.monotonic()
+        assert state.limiter.take("a", 5) is None  # after one timeout, this replica's own window
+        first = time.monotonic() - start
+        start = time.monotonic()
+        answers = [state.limiter.take("a", 5) for _ in range(5)]
+        with pytest.raises(FilesUnavailable):  # a file Redis may hold: "later", not "gone"
+            state.take_file(f"{'0' * 32}_en.txt")
+        assert state.cached(["k"]) == [None]  # the cache is skipped
+        then = time.monotonic() - start
+        assert answers[:4] == [None] * 4 and 59 <= answers[4] <= 60  # its own window counts from the loss
+        assert TIMEOUT_S * 0.9 <= first < TIMEOUT_S + 0.5 and then < 0.1, (first, then)  # no call waits again
+        assert state.status()["reachable"] is False
+        own_redis.process.send_signal(signal.SIGCONT)
+        back = wait_for(lambda: state.status()["reachable"], timeout=5)
+        assert back < RETRY_S + TIMEOUT_S + 1
+        assert state.limiter.take("a", 5) is None  # the shared window again: it held one
+    finally:
+        state.close()

@@ -9,6 +9,8 @@
     nmt_requests_dropped_total{reason}          work skipped: disconnected, deadline, overloaded, too_slow,
                                                 cut (between two of its calls), shutdown
     nmt_client_disconnects_total{stage}         clients gone before their answer: "body" (mid-body), "answer"
+    nmt_translation_cache_lookups_total{result} sentences looked up in the translation cache: hit, miss
+    nmt_shared_state_reachable                  1 while the state shared with other replicas answers (gauge)
 
 Each app has its own CollectorRegistry (not prometheus_client's global one), so several apps in
 one process, as in the tests, do not collide, and the numbers describe this app alone. With
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -114,6 +116,11 @@ class ServerMetrics:
             "nmt_translation_cache_lookups",
             "Sentences looked up in the translation cache, by result: hit (answered without a search) or miss",
             ["result"],
+            registry=self.registry,
+        )
+        self.shared_state_reachable = Gauge(
+            "nmt_shared_state_reachable",
+            "1 while the state shared with other replicas (--state) answers, 0 while this replica serves alone",
             registry=self.registry,
         )
         self.batch_sentences = Histogram(

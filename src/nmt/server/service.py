@@ -202,6 +202,7 @@ class TranslationService:
         self.state = state or ProcessState()  # the translated files until fetched, and the windows
         self.memory = memory  # the first model's, for its own direction (as a glossary is)
         self.metrics = ServerMetrics()
+        self.metrics.shared_state_reachable.set_function(lambda: float(self.state.status()["reachable"]))
         self.models = [(translator, info), *more_models]
         self.queues = [BatchingQueue(t, batching, on_batch=self.metrics.batch) for t, _ in self.models]
         self.metrics.watch(self.queues)
