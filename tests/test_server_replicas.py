@@ -299,3 +299,20 @@ def test_a_redis_that_hangs_costs_one_short_timeout_then_nothing_and_is_found_ag
         assert state.limiter.take("a", 5) is None  # the shared window again: it held one
     finally:
         state.close()
+
+
+def test_redis_keeps_the_newest_files_each_for_a_while_and_hands_each_out_once(own_redis):
+    from nmt.server.shared_state import DOWNLOAD_EXPIRY_S, MAX_DOWNLOADS, PREFIX, RedisState
+
+    state = RedisState.connect(own_redis.url)
+    try:
+        names = [f"{i:032x}_en.txt" for i in range(MAX_DOWNLOADS + 1)]
+        for name in names:
+            state.keep_file(name, name.encode())
+        assert state.client.zcard(f"{PREFIX}files") == MAX_DOWNLOADS
+        assert 0 < state.client.ttl(f"{PREFIX}file:{names[-1]}") <= DOWNLOAD_EXPIRY_S  # it expires by itself
+        assert state.take_file(names[0]) is None  # the oldest made room
+        assert state.take_file(names[1]) == names[1].encode()
+        assert state.take_file(names[1]) is None  # once
+    finally:
+        state.close()
