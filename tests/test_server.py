@@ -240,6 +240,19 @@ def test_replicas_of_another_model_never_share_an_answer():
         assert len(other.calls) == 1 and cache_counts(second) == (1, 1)
 
 
+def test_a_bad_cache_entry_is_a_miss_not_an_error():
+    from nmt.server.shared_state import ProcessState
+
+    state, stub = ProcessState(), EchoTranslator()
+    with TestClient(create_app(stub, ServerLimits(), info=INFO, state=state), base_url=LOCAL) as client:
+        client.post("/translate", json={"text": ["a", "b"]})
+        for key, bad in zip(list(state._cache), (b"not json", b'[{"text": "x", "unknown": 1}]'), strict=True):
+            state._cache[key] = bad  # what another program (or version) could leave in a shared Redis
+        again = client.post("/translate", json={"text": ["a", "b"]})
+        assert again.status_code == 200 and [t["text"] for t in again.json()["translations"]] == ["a|5", "b|5"]
+        assert [texts for texts, _, _ in stub.calls] == [["a", "b"], ["a", "b"]]  # searched again
+
+
 def test_no_cache_when_it_is_off():
     from nmt.server.shared_state import ProcessState
 

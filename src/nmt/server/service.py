@@ -140,14 +140,19 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
     return routes
 
 
+# The cached answers' form: a replica that writes them otherwise (a new Translation field) names another
+# form, so replicas of two versions side by side never read each other's entries.
+CACHE_FORM = 1
+
+
 def cache_keys(identity: str, texts: Sequence[str], search: SearchRequest, options: dict[str, Any]) -> list[str]:
     """Each text's translation-cache key: the model's identity (model_identity), the whole search
     request, what else the model is asked (target language, scores, alignments) and the text itself.
     A different beam, glossary, engine or model is another key. A document's format reaches the
     model as what it asks (alignments, to put markup back) and the sentences it sends: a sentence
     alike is answered alike, whichever document it came from."""
-    asked = json.dumps([identity, dataclasses.asdict(search), options], sort_keys=True, default=str).encode()
-    prefix = hashlib.sha256(asked).digest()
+    asked = [CACHE_FORM, identity, dataclasses.asdict(search), options]
+    prefix = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).digest()
     return [hashlib.sha256(prefix + text.encode("utf-8", "surrogatepass")).hexdigest() for text in texts]
 
 
@@ -159,14 +164,20 @@ def cache_form(found: list[Translation]) -> bytes:
     ).encode()
 
 
-def from_cache_form(kept: bytes) -> list[Translation]:
-    """cache_form read back: the same fields, alignment pairs as tuples again."""
-    found = []
-    for fields in json.loads(kept):
-        if fields.get("alignment") is not None:
-            fields["alignment"] = [tuple(pair) for pair in fields["alignment"]]
-        found.append(Translation(**fields))
-    return found
+def from_cache_form(kept: bytes | None) -> list[Translation] | None:
+    """cache_form read back: the same fields, alignment pairs as tuples again; None for nothing kept,
+    or for bytes that are not such a list (a cache is shared: a bad entry is a miss, never a 500)."""
+    if kept is None:
+        return None
+    try:
+        found = []
+        for fields in json.loads(kept):
+            if fields.get("alignment") is not None:
+                fields["alignment"] = [tuple(pair) for pair in fields["alignment"]]
+            found.append(Translation(**fields))
+        return found
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def remembered(match: MemoryMatch) -> list[Translation]:
@@ -336,7 +347,7 @@ class TranslationService:
         identity = self.models[index][1].get("identity") or json.dumps(self.models[index][1], sort_keys=True)
         keys = cache_keys(identity, texts, search, extras)
         kept = self.state.cached(keys)
-        results = [from_cache_form(k) if k is not None else None for k in kept]
+        results = [from_cache_form(k) for k in kept]
         missing = [i for i, found in enumerate(results) if found is None]
         self.metrics.cache_lookups.labels("hit").inc(len(texts) - len(missing))
         self.metrics.cache_lookups.labels("miss").inc(len(missing))
