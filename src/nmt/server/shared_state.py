@@ -20,11 +20,11 @@ Faults (docs/serving.md, "Several replicas"): Redis unreachable at start is the 
 CLI's one line, exit 2). Lost while serving, the replica goes on alone: limits count in its own
 window (from the moment it lost Redis), new files are kept in its own store, a download it does
 not hold is a 503 with Retry-After, the cache is skipped (every sentence searched), and /readyz
-and /health say so; the loss and the return are
-logged once each. Every call has a short socket timeout (TIMEOUT_S) and no retries, and while Redis
-is down requests do not try it at all: a watcher thread pings it every RETRY_S and brings it back
-by itself. Redis calls are made on the event loop: a round trip on loopback is a fraction of a
-millisecond, and a dead server costs at most one timeout before the requests stop trying.
+and /health say so; the loss and the return are logged once each. Every call has a short socket
+timeout (TIMEOUT_S) and no retries, and while Redis is down requests do not try it at all: a
+watcher thread pings it every RETRY_S and brings it back by itself. Redis calls are made on the
+event loop: a round trip on loopback is a fraction of a millisecond, and a dead server costs at
+most one timeout before the requests stop trying.
 """
 
 from __future__ import annotations
