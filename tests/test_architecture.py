@@ -291,13 +291,14 @@ SERVER = {
     "settings": set(),
     "access": set(),
     "keys": set(),
+    "shared_state": {"keys"},
     "requests": {"settings"},
     "batching_queue": {"settings"},
     "connections": {"settings"},
     "metrics": {"batching_queue"},
     "libretranslate": {"requests"},
-    "service": {"batching_queue", "keys", "metrics", "requests", "settings"},
-    "libretranslate_api": {"batching_queue", "libretranslate", "requests", "service"},
+    "service": {"batching_queue", "keys", "metrics", "requests", "settings", "shared_state"},
+    "libretranslate_api": {"batching_queue", "libretranslate", "requests", "service", "shared_state"},
     "nmt_api": {"batching_queue", "requests", "service"},  # the two API routers are peers
     "app": {
         "access",
@@ -310,8 +311,9 @@ SERVER = {
         "nmt_api",
         "requests",
         "service",
+        "shared_state",
     },
-    "running": {"access", "app", "batching_queue", "connections", "keys", "service", "settings"},
+    "running": {"access", "app", "batching_queue", "connections", "keys", "service", "settings", "shared_state"},
 }
 
 

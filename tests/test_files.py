@@ -71,3 +71,45 @@ def test_a_staged_directory_appears_whole_or_not_at_all(tmp_path):
     with staged_directory(out, replace=True) as staging:
         (staging / "b.txt").write_text("b")
     assert [p.name for p in out.iterdir()] == ["b.txt"]
+
+
+@pytest.fixture
+def umask_027():
+    """Files made under umask 027: the owner writes, the group (a service account's) reads, others nothing."""
+    old = os.umask(0o027)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path):
+    return path.stat().st_mode & 0o777
+
+
+def test_written_files_and_staged_directories_follow_the_umask(tmp_path, umask_027):
+    atomic_write_text(tmp_path / "a.txt", "text\n")
+    with staged_directory(tmp_path / "out") as staging:
+        atomic_write_text(staging / "b.txt", "text\n")
+    # mkstemp's 0600 and mkdtemp's 0700 would shut out the group: a service account could not read them
+    assert (mode(tmp_path / "a.txt"), mode(tmp_path / "out"), mode(tmp_path / "out" / "b.txt")) == (0o640, 0o750, 0o640)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "out"]
+
+
+def test_a_saved_model_directory_is_readable_by_the_group(tmp_path, tiny_model_dir, umask_027):
+    import torch
+
+    from nmt.checkpoint import save_model_dir
+    from nmt.config import ExperimentConfig
+    from nmt.model import ModelConfig, Transformer
+    from nmt.tokenizer import load_tokenizers, save_tokenizers
+
+    src_tok, tgt_tok = load_tokenizers(tiny_model_dir)
+    save_tokenizers(src_tok, tgt_tok, tmp_path)
+    torch.manual_seed(0)
+    config = ModelConfig(src_vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size, d_model=8, num_heads=2)
+    save_model_dir(Transformer(config), tmp_path)
+    ExperimentConfig().save(tmp_path / "config.yaml")
+    modes = {p.name: mode(p) for p in tmp_path.iterdir()}
+    assert {"model.safetensors", "model.json", "config.yaml", "tokenizer.json"} <= set(modes)
+    assert set(modes.values()) == {0o640}, modes

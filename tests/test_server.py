@@ -5,6 +5,7 @@ import socket
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import urlsplit
 
@@ -157,6 +158,128 @@ def test_not_ready_until_the_worker_runs():
     assert client.get("/health").status_code == 503
     response = client.post("/translate", json={"text": ["a"]})
     assert response.status_code == 503 and response.json()["error"] == "not_ready"
+
+
+def test_probes_say_alive_always_and_ready_only_between_start_and_drain():
+    app = create_app(EchoTranslator(), ServerLimits(), info=INFO)
+    client = TestClient(app, base_url=LOCAL)
+    assert client.get("/livez").json() == {"alive": True}
+    before = client.get("/readyz")  # the worker has not started
+    assert before.status_code == 503 and before.json()["workers_running"] is False
+    with TestClient(app, base_url=LOCAL) as client:
+        ready = client.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json() == {
+            "ready": True,
+            "models": 1,
+            "workers_running": True,
+            "draining": False,
+            "shared_state": {"kind": "process", "reachable": True},
+        }
+        app.state.service.close()  # what SIGTERM does first: the drain begins
+        draining = client.get("/readyz")
+        assert draining.status_code == 503 and draining.json()["draining"] is True
+        assert draining.headers["connection"] == "close"  # and the proxy's connection is let go
+        assert client.get("/livez").status_code == 200  # alive still: no reason to kill it
+
+
+def test_probes_answer_whatever_the_host_and_nothing_else_does():
+    with TestClient(create_app(EchoTranslator(), ServerLimits(), info=INFO), base_url="http://10.1.2.3:8000") as client:
+        # an orchestrator probes the pod's address, which --allowed-hosts need not name
+        assert client.get("/livez").status_code == 200 and client.get("/readyz").status_code == 200
+        assert client.get("/health").json()["error"] == "forbidden_host"
+        assert client.post("/readyz").status_code == 403  # the exemption is for the probes' GET alone
+
+
+# --- the translation cache -------------------------------------------------------------------------
+def cache_counts(client) -> tuple[float, float]:
+    """(hits, misses) of nmt_translation_cache_lookups_total in /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    counts = {"hit": 0.0, "miss": 0.0}
+    for family in text_string_to_metric_families(client.get("/metrics").text):
+        for sample in family.samples:
+            if sample.name == "nmt_translation_cache_lookups_total":
+                counts[sample.labels["result"]] = sample.value
+    return counts["hit"], counts["miss"]
+
+
+def test_a_repeated_sentence_is_answered_from_the_cache_and_another_request_is_not():
+    stub = EchoTranslator()
+    with TestClient(create_app(stub, ServerLimits(), info=INFO), base_url=LOCAL) as client:
+        first = client.post("/translate", json={"text": ["a", "b"], "beam": 2}).json()
+        again = client.post("/translate", json={"text": ["b", "c", "a"], "beam": 2}).json()
+        assert [t["text"] for t in again["translations"]] == ["b|2", "c|2", "a|2"]  # in the request's order
+        assert first["translations"] == [again["translations"][2], again["translations"][0]]
+        assert [texts for texts, _, _ in stub.calls] == [["a", "b"], ["c"]]  # only "c" was searched
+        assert cache_counts(client) == (2, 3)
+        # another search is another answer: another beam, or any other search setting
+        for body in ({"beam": 3}, {"beam": 2, "no_repeat_ngram_size": 2}):
+            assert client.post("/translate", json={"text": ["a"], **body}).status_code == 200
+        assert [texts for texts, _, _ in stub.calls][2:] == [["a"]] * 2
+        # attention (megabytes an answer) is neither answered from the cache nor kept in it
+        client.post("/translate", json={"text": ["a"], "beam": 2, "attention": True})
+        client.post("/translate", json={"text": ["a"], "beam": 2, "attention": True})
+        assert [texts for texts, _, _ in stub.calls][4:] == [["a"], ["a"]]
+
+
+def test_replicas_of_another_model_never_share_an_answer():
+    from nmt.server.shared_state import ProcessState
+
+    state = ProcessState()  # one cache, as Redis is for replicas
+    one, other = EchoTranslator(), EchoTranslator()
+    apps = [
+        create_app(stub, ServerLimits(), info={**INFO, "identity": identity}, state=state)
+        for stub, identity in ((one, "model-a"), (other, "model-b"))
+    ]
+    with TestClient(apps[0], base_url=LOCAL) as first, TestClient(apps[1], base_url=LOCAL) as second:
+        first.post("/translate", json={"text": ["a"]})
+        second.post("/translate", json={"text": ["a"]})
+        assert len(one.calls) == len(other.calls) == 1  # model b searched for itself
+        second.post("/translate", json={"text": ["a"]})
+        assert len(other.calls) == 1 and cache_counts(second) == (1, 1)
+
+
+def test_a_bad_cache_entry_is_a_miss_not_an_error():
+    from nmt.server.shared_state import ProcessState
+
+    state, stub = ProcessState(), EchoTranslator()
+    with TestClient(create_app(stub, ServerLimits(), info=INFO, state=state), base_url=LOCAL) as client:
+        client.post("/translate", json={"text": ["a", "b"]})
+        for key, bad in zip(list(state._cache), (b"not json", b'[{"text": "x", "unknown": 1}]'), strict=True):
+            state._cache[key] = bad  # what another program (or version) could leave in a shared Redis
+        again = client.post("/translate", json={"text": ["a", "b"]})
+        assert again.status_code == 200 and [t["text"] for t in again.json()["translations"]] == ["a|5", "b|5"]
+        assert [texts for texts, _, _ in stub.calls] == [["a", "b"], ["a", "b"]]  # searched again
+
+
+def test_no_cache_when_it_is_off():
+    from nmt.server.shared_state import ProcessState
+
+    stub = EchoTranslator()
+    with TestClient(create_app(stub, ServerLimits(), info=INFO, state=ProcessState(0)), base_url=LOCAL) as client:
+        for _ in range(2):
+            client.post("/translate", json={"text": ["a"]})
+        assert len(stub.calls) == 2 and cache_counts(client) == (0, 0)
+        assert client.get("/health").json()["translation_cache"] is False
+
+
+def test_a_model_s_identity_is_its_weights_and_how_it_is_served(translator, tiny_model_dir, tmp_path):
+    import shutil
+
+    from nmt.glossary import Glossary
+    from nmt.server.service import model_identity
+
+    plain = model_identity(tiny_model_dir, translator)
+    copy = Path(shutil.copytree(tiny_model_dir, tmp_path / "elsewhere"))
+    assert model_identity(copy, translator) == plain  # the same weights elsewhere: the same model
+    translator.glossary = Glossary([("Hund", "hound")])
+    try:
+        assert model_identity(tiny_model_dir, translator) != plain  # a glossary changes the answers
+    finally:
+        translator.glossary = None
+    (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes()[:-4] + b"\0\0\0\1")
+    assert model_identity(copy, translator) != plain  # other weights
 
 
 # --- limits and bad requests ---------------------------------------------------------------------

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import threading
+import time
 import urllib.error
 from pathlib import Path
 
@@ -386,6 +388,24 @@ def test_bad_files_get_libretranslate_s_400(echo, files, data, message):
     _, client = echo
     answer = client.post("/translate_file", data=data, files=files)
     assert answer.status_code == 400 and re.search(message, answer.json()["error"]), answer.json()
+
+
+def test_the_process_keeps_the_newest_files_for_half_an_hour_and_hands_each_out_once():
+    from nmt.server.shared_state import DOWNLOAD_EXPIRY_S, MAX_DOWNLOADS, FileStore
+
+    now = [time.time()]
+    store = FileStore(clock=lambda: now[0])
+    try:
+        names = [f"{i:032x}_en.txt" for i in range(MAX_DOWNLOADS + 1)]
+        for i, name in enumerate(names):
+            store.keep(name, name.encode())
+            os.utime(store.folder / name, (now[0] + i, now[0] + i))  # kept one after another
+        assert store.take(names[0]) is None  # the oldest made room
+        assert store.take(names[1]) == names[1].encode() and store.take(names[1]) is None  # once
+        now[0] += DOWNLOAD_EXPIRY_S + MAX_DOWNLOADS + 1
+        assert store.take(names[2]) is None  # too old to hand out
+    finally:
+        store.drop()
 
 
 def test_download_names_are_checked(echo):

@@ -482,8 +482,8 @@ def metric_samples(client) -> dict[tuple[str, tuple], float]:
 def test_metrics_count_requests_batches_and_refusals():
     app = create_app(EchoTranslator(), ServerLimits(), info=INFO)
     with TestClient(app, base_url=LOCAL) as client:
-        for _ in range(3):
-            client.post("/translate", json={"text": ["a", "b"]})
+        for i in range(3):  # other sentences each time: repeated ones would be answered from the cache
+            client.post("/translate", json={"text": [f"a{i}", f"b{i}"]})
         client.post("/translate", json={"text": ["a"], "beam": 99})
         client.post("/translate", json={"text": ["a"]}, headers={"Origin": "https://evil.example"})
         samples = metric_samples(client)
@@ -524,7 +524,8 @@ def test_abandoned_and_oversized_work_does_not_hold_the_worker(slow_model_dir, m
 
     model_dir = shutil.copytree(slow_model_dir, tmp_path / "model")  # a fresh export each run, as a new user's
     sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 400)
-    with nmt_serve(model_dir, "--engine", engine) as (url, log):  # the default deadline, 30 s
+    # No translation cache: every request here must reach the worker (the default deadline, 30 s)
+    with nmt_serve(model_dir, "--engine", engine, "--translation-cache", "0") as (url, log):
         # The worker never cuts a model call, so a hang-up can cost the next client one call of the
         # largest size (64 sentences, --batch-sentences) on this machine, plus its own: time one.
         for _ in range(2):  # the second, warm

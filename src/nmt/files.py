@@ -44,8 +44,24 @@ def temp_path_for(path: str | Path) -> Path:
     """A new empty temporary file beside `path`, named so a later run can tell if its writer died."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{_host()}-{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o666 & ~umask())  # mkstemp's 0600 would become the target's mode at the rename
     os.close(fd)
     return Path(tmp)
+
+
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask can only set it, and setting it back
+    leaves a moment where another thread would create files under the wrong mask)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # not Linux: the brief set-and-restore is all POSIX offers
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(folder: str | Path) -> None:
@@ -82,6 +98,10 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> None:
     try:
         write(str(tmp))
         with open(tmp, "rb+") as f:
+            # Files follow the umask, as open() makes them (metrics.jsonl): a writer may have made its
+            # own file 0600 (safetensors does), and a model directory that only its trainer can read
+            # cannot be served by a service account (www-data, a container's user).
+            os.fchmod(f.fileno(), 0o666 & ~umask())
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except Exception as err:
@@ -106,6 +126,7 @@ def staged_directory(out_dir: str | Path, *, replace: bool = False) -> Iterator[
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    staging.chmod(0o777 & ~umask())  # mkdtemp's 0700 would close the finished directory to other users
     try:
         yield staging
         if replace and out_dir.exists():

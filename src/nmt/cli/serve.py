@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import typing
 from typing import Any
 
@@ -112,6 +113,22 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="requests per minute per client address, keyed or not; a request of several texts counts "
         "each (default 0: no limit)",
     )
+    g = p.add_argument_group("several replicas (see docs/serving.md)")
+    g.add_argument(
+        "--state",
+        metavar="URL",
+        default=os.environ.get("NMT_STATE") or None,
+        help="where replicas share their rate-limit windows and translated files: redis://HOST:PORT/DB "
+        "(default: $NMT_STATE, else this process alone); unreachable at start: exit 2",
+    )
+    g.add_argument(
+        "--translation-cache",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="sentences whose translations the process keeps, answered again without a search (0: no "
+        "cache); with --state, the cache is in Redis and each entry kept a day (default %(default)s)",
+    )
     p.add_argument(
         "--glossary",
         metavar="FILE.tsv",
@@ -151,7 +168,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     keys = server.ApiKeys.load(args.api_keys) if args.api_keys else None  # a bad file fails before models load
     glossary = load_glossary(args)
     memory = load_served_memory(args)  # a bad file fails before the models load
-    admission = server.Admission(keys, per_address=args.req_limit)
+    if args.translation_cache < 0:
+        raise CommandError(f"--translation-cache must be >= 0, got {args.translation_cache}")
+    try:  # before the models load: a wrong URL or a server that does not answer is one line at once
+        state = server.open_state(args.state, cache_size=args.translation_cache)
+    except (ValueError, ConnectionError) as err:
+        raise CommandError(str(err)) from None
+    admission = server.Admission(keys, per_address=args.req_limit, limiter=state.limiter)
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     access = server.access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)
@@ -175,5 +198,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
         memory=memory,
         source_case=args.source_case,
         truecase=args.truecase,
+        state=state,
     )
     return 0

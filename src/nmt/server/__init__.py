@@ -15,6 +15,7 @@ access.py          Host and Origin allow-lists (AccessPolicy)
 connections.py     uvicorn's timeouts and connection limits; draining at SIGTERM
 metrics.py         /metrics in the Prometheus text format, one registry per app
 keys.py            API keys and rate limits (Admission)
+shared_state.py    what replicas share (rate-limit windows, translated files): in the process or in Redis
 web/index.html     the web page
 
 The public names load on first use, so that `nmt --help` can read the settings without loading
@@ -38,6 +39,7 @@ _PUBLIC = {
     "access_policy": "running",
     "create_app": "app",
     "model_info": "service",
+    "open_state": "shared_state",
     "run_app": "running",
     "serve": "running",
     "serve_in_thread": "running",

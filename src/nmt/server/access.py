@@ -64,6 +64,10 @@ def same_origin(origin: str, host_header: str) -> bool:
     return parts.scheme in ("http", "https") and parts.netloc.lower() == host_header.lower() != ""
 
 
+# The probes answer whatever the Host: an orchestrator calls them by the replica's own address (a pod's
+# IP), which no --allowed-hosts list names; they say only whether the process is alive and ready.
+PROBE_PATHS = ("/livez", "/readyz")
+
 # What a CORS preflight from an allowed origin is granted: the API's methods, for ten minutes.
 CORS_METHODS = b"GET, POST"
 CORS_MAX_AGE = b"600"
@@ -76,7 +80,7 @@ class AccessGuard:
         self.app, self.policy = app, policy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (scope["path"] in PROBE_PATHS and scope["method"] == "GET"):
             await self.app(scope, receive, send)
             return
         headers: dict[str, str] = {}

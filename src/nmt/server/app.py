@@ -41,6 +41,7 @@ from .metrics import StatusCounter
 from .nmt_api import LEFT, NmtApi
 from .requests import ApiError, ServerLimits, check_json_content_type
 from .service import CLIENT_GONE, ServedModel, TranslationService, model_info
+from .shared_state import SharedState
 
 __all__ = ["create_app", "model_info"]
 
@@ -55,6 +56,7 @@ def create_app(
     more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
     admission: Admission | None = None,
     memory: TranslationMemory | None = None,
+    state: SharedState | None = None,
 ) -> FastAPI:
     """The ASGI app around a loaded translator (a Translator, or anything with what ServedModel lists).
 
@@ -66,9 +68,18 @@ def create_app(
     admission: API keys and rate limits for the translation requests (keys.py); none by default.
     memory: a translation memory for the first model's direction (nmt.memory): its exact matches are
     answered without a search, its fuzzy ones offered beside the model's translation.
+    state: what the replicas of a service share (shared_state.open_state; default: this process alone):
+    the rate-limit windows, which admission's limits then count in, and the translated files.
     """
     service = TranslationService(
-        translator, limits, info=info, batching=batching, more_models=more_models, admission=admission, memory=memory
+        translator,
+        limits,
+        info=info,
+        batching=batching,
+        more_models=more_models,
+        admission=admission,
+        memory=memory,
+        state=state,
     )
     app = FastAPI(title="nmt", lifespan=service.lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     # for running.py, the tests and anyone embedding the app

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 WINDOW_S = 60.0  # limits are per minute, as LibreTranslate's
 
@@ -87,6 +88,13 @@ class ApiKeys:
         return found
 
 
+class Limiter(Protocol):
+    """Where the windows are counted: a RateLimiter in this process, or the replicas' shared one
+    (shared_state.py: the same rule in a Redis script)."""
+
+    def take(self, identity: str, limit: int, cost: int = 1) -> int | None: ...
+
+
 class RateLimiter:
     """At most `limit` units per identity in any WINDOW_S seconds (a sliding log of timestamps)."""
 
@@ -137,7 +145,7 @@ class Refusal:
 class Admission:
     """The keys and limits a server applies to each translation request."""
 
-    def __init__(self, keys: ApiKeys | None = None, per_address: int = 0, limiter: RateLimiter | None = None):
+    def __init__(self, keys: ApiKeys | None = None, per_address: int = 0, limiter: Limiter | None = None):
         self.keys, self.per_address = keys, per_address
         self.limiter = limiter or RateLimiter()
 

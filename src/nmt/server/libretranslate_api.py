@@ -47,8 +47,8 @@ from .libretranslate import (
 )
 from .requests import ApiError, check_json_content_type
 from .service import TranslationService, remembered
+from .shared_state import FilesUnavailable
 
-MAX_DOWNLOADS = 100  # translated files waiting to be fetched, at most (the oldest make room)
 LEFT = {"error": "the client left"}  # the answer nobody reads, in LibreTranslate's shape
 
 
@@ -383,22 +383,19 @@ class LibreTranslateApi:
         return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
     def keep_download(self, name: str, content: bytes) -> None:
-        """Keep a translated file until it is fetched, the oldest unfetched ones making room."""
-        downloads = self.service.downloads
-        kept = sorted(downloads.iterdir(), key=lambda p: p.stat().st_mtime) if downloads.is_dir() else []
-        for old in kept[: max(0, len(kept) - MAX_DOWNLOADS + 1)]:
-            old.unlink(missing_ok=True)
-        downloads.mkdir(exist_ok=True)  # an app run again after its lifespan ended
-        (downloads / name).write_bytes(content)
+        """Keep a translated file until it is fetched, through any replica where the state is shared
+        (shared_state.py: its bound and expiry)."""
+        self.service.state.keep_file(name, content)
 
     async def download_file(self, name: str) -> Response:
-        path = self.service.downloads / name
         if not DOWNLOAD_NAME.fullmatch(name):
             raise LibreTranslateError(400, "Invalid filename")
-        if not path.is_file():
-            raise LibreTranslateError(404, "no such file: it was fetched already, or the server restarted")
-        content = path.read_bytes()
-        path.unlink(missing_ok=True)  # fetched once: the server keeps no one's documents
+        try:
+            content = self.service.state.take_file(name)  # fetched once: the server keeps no one's documents
+        except FilesUnavailable as err:  # it may be there: say "later", not "gone"
+            raise LibreTranslateError(503, f"{err}: try again in a moment", retry_after_s=1) from None
+        if content is None:
+            raise LibreTranslateError(404, "no such file: it was fetched already, it expired, or the server restarted")
         filename = name.split("_", 1)[1]
         return Response(
             content,

@@ -9,6 +9,8 @@
     nmt_requests_dropped_total{reason}          work skipped: disconnected, deadline, overloaded, too_slow,
                                                 cut (between two of its calls), shutdown
     nmt_client_disconnects_total{stage}         clients gone before their answer: "body" (mid-body), "answer"
+    nmt_translation_cache_lookups_total{result} sentences looked up in the translation cache: hit, miss
+    nmt_shared_state_reachable                  1 while the state shared with other replicas answers (gauge)
 
 Each app has its own CollectorRegistry (not prometheus_client's global one), so several apps in
 one process, as in the tests, do not collide, and the numbers describe this app alone. With
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,7 +29,17 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .batching_queue import BatchingQueue
 
 # anything else is "other": labels stay few
-KNOWN_PATHS = ("/", "/translate", "/health", "/metrics", "/detect", "/languages", "/frontend/settings")
+KNOWN_PATHS = (
+    "/",
+    "/translate",
+    "/health",
+    "/livez",
+    "/readyz",
+    "/metrics",
+    "/detect",
+    "/languages",
+    "/frontend/settings",
+)
 LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -98,6 +110,17 @@ class ServerMetrics:
             "Sentences looked up in the translation memory, by result: exact (served without a search), fuzzy "
             "(offered beside the model's translation) or none",
             ["result"],
+            registry=self.registry,
+        )
+        self.cache_lookups = Counter(
+            "nmt_translation_cache_lookups",
+            "Sentences looked up in the translation cache, by result: hit (answered without a search) or miss",
+            ["result"],
+            registry=self.registry,
+        )
+        self.shared_state_reachable = Gauge(
+            "nmt_shared_state_reachable",
+            "1 while the state shared with other replicas (--state) answers, 0 while this replica serves alone",
             registry=self.registry,
         )
         self.batch_sentences = Histogram(

@@ -1,5 +1,6 @@
 """nmt's own API as a router over the translation service (service.py): the web page at /,
-GET /health, GET /metrics and POST /translate with a JSON body (requests.py has its fields).
+GET /health, GET /metrics, the probes GET /livez and GET /readyz, and POST /translate with a JSON body
+(requests.py has its fields).
 
     curl -s localhost:8000/translate -H 'Content-Type: application/json' \\
          -d '{"text": ["Ein Mann fährt Fahrrad."], "beam": 5}'
@@ -48,6 +49,8 @@ class NmtApi:
         router = APIRouter()
         router.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse)
         router.add_api_route("/health", self.health, methods=["GET"])
+        router.add_api_route("/livez", self.livez, methods=["GET"])
+        router.add_api_route("/readyz", self.readyz, methods=["GET"])
         router.add_api_route("/metrics", self.metrics, methods=["GET"])
         return router
 
@@ -56,6 +59,15 @@ class NmtApi:
 
     async def health(self) -> JSONResponse:
         body, ready = self.service.health()
+        return JSONResponse(body, status_code=200 if ready else 503)
+
+    async def livez(self) -> JSONResponse:
+        """Liveness: the process answers (an orchestrator restarts it when it does not)."""
+        return JSONResponse({"alive": True})
+
+    async def readyz(self) -> JSONResponse:
+        """Readiness: whether to send this replica work (503 while starting, draining or cut off)."""
+        body, ready = self.service.readiness()
         return JSONResponse(body, status_code=200 if ready else 503)
 
     async def metrics(self) -> Response:

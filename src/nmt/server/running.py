@@ -30,6 +30,7 @@ from .connections import ConnectionOptions, DrainingServer, listening_socket, uv
 from .keys import Admission
 from .service import model_info, model_routes
 from .settings import DEFAULT_HOST, DEFAULT_PORT, ServerLimits
+from .shared_state import SharedState
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def serve(
     memory: TranslationMemory | None = None,
     source_case: bool = True,
     truecase: bool = True,
+    state: SharedState | None = None,
 ) -> None:
     """Load the model (or models) and serve until SIGTERM or Ctrl-C (then drain: see connections.py).
 
@@ -76,6 +78,7 @@ def serve(
     model's). glossary: terms every translation of the first model must use (nmt.glossary);
     memory: a translation memory for the first model's direction (nmt.memory).
     source_case, truecase: how a lower-cased model's output is cased, as Translator.load takes them.
+    state: what the replicas of a service share (shared_state.open_state; None: this process alone).
     """
     sock = listening_socket(host, port)  # before the model loads: a port in use fails at once
     try:
@@ -94,6 +97,7 @@ def serve(
             memory=memory,
             source_case=source_case,
             truecase=truecase,
+            state=state,
         )
     finally:
         sock.close()
@@ -115,6 +119,7 @@ def serve_on(
     memory: TranslationMemory | None = None,
     source_case: bool = True,
     truecase: bool = True,
+    state: SharedState | None = None,
 ) -> None:
     """`serve` on a socket bound to `host` (the name as given: the Host names answered follow it)."""
     port = sock.getsockname()[1]  # the one the system chose for port 0
@@ -160,6 +165,7 @@ def serve_on(
         more_models=more_models,
         admission=admission,
         memory=memory,
+        state=state,
     )
     run_app(app, connections or ConnectionOptions(), host=host, port=port, sockets=[sock])
 

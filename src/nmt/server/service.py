@@ -14,8 +14,9 @@ the queue.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
+import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import Future
@@ -30,22 +31,50 @@ from starlette.types import Receive
 
 from ..directions import Directions
 from ..memory import MemoryMatch, TranslationMemory
-from ..model_dir import read_directions, read_languages
+from ..model_dir import WEIGHTS, read_directions, read_languages
 from ..search_settings import SearchRequest
 from ..translator import Translation, Translator
 from .batching_queue import BatchingConfig, BatchingQueue, DeadlineExceeded, Overloaded, ShuttingDown
 from .keys import Admission, Refusal
 from .metrics import ServerMetrics
 from .requests import ApiError, BodyAbandoned, ServerLimits, read_body
+from .shared_state import ProcessState, SharedState
 
 CLIENT_GONE = 499  # nginx's code for "the client closed the connection first": logged, never received
 
 
+def model_identity(model_dir: Path, translator: Translator) -> str:
+    """What makes two served models answer alike, as a hex digest: the sha256 of the weights file, the
+    engine, its precision and device, every search setting, the glossary and how text is read and
+    written back. Equal on every replica that serves the same model the same way: a translation
+    cache keyed on it never hands one model's answer to another."""
+    weights = model_dir / WEIGHTS
+    if weights.is_file():
+        with open(weights, "rb") as file:
+            weights_digest = hashlib.file_digest(file, "sha256").hexdigest()
+    else:  # no weights file of nmt's own: only this directory is known to be this model
+        weights_digest = str(model_dir.resolve())
+    glossary = translator.glossary
+    text_form = translator.text_form
+    served = {
+        "weights": weights_digest,
+        "engine": [translator.engine.name, translator.engine.precision, str(translator.device)],
+        "search": translator.decode.search_settings(),
+        "min_len": translator.decode.min_len,
+        "glossary": list(glossary.entries) if glossary is not None else None,
+        # repr leaves the truecaser out (its own file): whether there is one is what changes the output
+        "text_form": None if text_form is None else [repr(text_form), text_form.truecaser is not None],
+    }
+    return hashlib.sha256(json.dumps(served, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def model_info(model_dir: str | Path, translator: Translator) -> dict[str, Any]:
-    """What /health says about the model: its directory name, size, languages and engine."""
+    """What /health says about the model: its directory name, size, languages, engine and identity
+    (model_identity: equal where replicas serve the same model alike)."""
     model_dir = Path(model_dir)
     src_lang, tgt_lang = read_languages(model_dir)
     return {
+        "identity": model_identity(model_dir, translator),
         "model": model_dir.resolve().name,
         "parameters": translator.parameter_count,
         "engine": translator.engine.name,
@@ -111,6 +140,46 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
     return routes
 
 
+# The cached answers' form: a replica that writes them otherwise (a new Translation field) names another
+# form, so replicas of two versions side by side never read each other's entries.
+CACHE_FORM = 1
+
+
+def cache_keys(identity: str, texts: Sequence[str], search: SearchRequest, options: dict[str, Any]) -> list[str]:
+    """Each text's translation-cache key: the model's identity (model_identity), the whole search
+    request, what else the model is asked (target language, scores, alignments) and the text itself.
+    A different beam, glossary, engine or model is another key. A document's format reaches the
+    model as what it asks (alignments, to put markup back) and the sentences it sends: a sentence
+    alike is answered alike, whichever document it came from."""
+    asked = [CACHE_FORM, identity, dataclasses.asdict(search), options]
+    prefix = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).digest()
+    return [hashlib.sha256(prefix + text.encode("utf-8", "surrogatepass")).hexdigest() for text in texts]
+
+
+def cache_form(found: list[Translation]) -> bytes:
+    """An n-best list as the cache keeps it: JSON (never pickle: whoever can write to Redis must not
+    be able to run code here); attention is never cached."""
+    return json.dumps(
+        [{f.name: getattr(t, f.name) for f in dataclasses.fields(t) if f.name != "attention"} for t in found]
+    ).encode()
+
+
+def from_cache_form(kept: bytes | None) -> list[Translation] | None:
+    """cache_form read back: the same fields, alignment pairs as tuples again; None for nothing kept,
+    or for bytes that are not such a list (a cache is shared: a bad entry is a miss, never a 500)."""
+    if kept is None:
+        return None
+    try:
+        found = []
+        for fields in json.loads(kept):
+            if fields.get("alignment") is not None:
+                fields["alignment"] = [tuple(pair) for pair in fields["alignment"]]
+            found.append(Translation(**fields))
+        return found
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
 def remembered(match: MemoryMatch) -> list[Translation]:
     """A memory's exact match as a one-item n-best list: its text; no scores, for it was not searched."""
     return [Translation(match.target, 0.0, 0.0, [], [])]
@@ -135,16 +204,20 @@ class TranslationService:
         more_models: Sequence[tuple[ServedModel, dict[str, Any]]] = (),
         admission: Admission | None = None,
         memory: TranslationMemory | None = None,
+        state: SharedState | None = None,
     ):
         self.limits = limits
         self.admission = admission or Admission()
+        if state is not None:  # the limits count in the state's windows, shared by the replicas where it is
+            self.admission = Admission(self.admission.keys, self.admission.per_address, state.limiter)
+        self.state = state or ProcessState()  # the translated files until fetched, and the windows
         self.memory = memory  # the first model's, for its own direction (as a glossary is)
         self.metrics = ServerMetrics()
+        self.metrics.shared_state_reachable.set_function(lambda: float(self.state.status()["reachable"]))
         self.models = [(translator, info), *more_models]
         self.queues = [BatchingQueue(t, batching, on_batch=self.metrics.batch) for t, _ in self.models]
         self.metrics.watch(self.queues)
         self.routes = model_routes([i for _, i in self.models])  # (source, target) -> index into models
-        self.downloads = Path(tempfile.mkdtemp(prefix="nmt-files-"))  # translated files until fetched
 
     def remembered(self, index: int, texts: Sequence[str], target_lang: str | None = None) -> list[MemoryMatch | None]:
         """Each text's translation memory match (exact, fuzzy or None), counted in the metrics; all
@@ -177,12 +250,13 @@ class TranslationService:
     @asynccontextmanager
     async def lifespan(self, app: FastAPI) -> AsyncIterator[None]:
         """The app's lifespan: the queues' workers run while the app does."""
+        self.state.start()
         for queue in self.queues:
             queue.start()
         yield
         # stop() joins the worker, which may be mid-batch: wait in a thread, not on the event loop
         await asyncio.gather(*(asyncio.to_thread(queue.stop) for queue in self.queues))
-        shutil.rmtree(self.downloads, ignore_errors=True)  # translated files nobody fetched
+        await asyncio.to_thread(self.state.close)  # the process's own files nobody fetched are dropped
 
     def close(self) -> None:
         """Stop taking requests on every model's queue (SIGTERM: the drain begins)."""
@@ -193,14 +267,36 @@ class TranslationService:
         """Whether the drain has begun (keep-alive connections are then closed after each answer)."""
         return any(queue.running and not queue.accepting for queue in self.queues)
 
+    def readiness(self) -> tuple[dict[str, Any], bool]:
+        """/readyz's body and whether a proxy should send this replica work: the models loaded (they are,
+        once the app exists), every worker running, no drain begun (false from the moment SIGTERM
+        closes the queues, while requests in hand are still answered), the shared state reachable."""
+        workers = all(queue.running for queue in self.queues)
+        draining = not all(queue.accepting for queue in self.queues) and workers
+        state = self.state.status()
+        ready = workers and not draining and state["reachable"]
+        body = {
+            "ready": ready,
+            "models": len(self.models),
+            "workers_running": workers,
+            "draining": draining,
+            "shared_state": state,
+        }
+        return body, ready
+
     def health(self) -> tuple[dict[str, Any], bool]:
         """/health's body (the first model's info, the limits, the batching figures) and readiness."""
         ready = all(queue.running for queue in self.queues)
         queue = self.queues[0]
+        state = self.state.status()
         body = {
             "ready": ready,
+            # serving, but alone: the limits are this replica's own and other replicas' files out of reach
+            "degraded": not state["reachable"],
+            "shared_state": state,
             **self.models[0][1],
             "default_beam": self.default_beam(),
+            "translation_cache": self.state.caching,
             "limits": asdict(self.limits),
             "batching": {**asdict(queue.config), **asdict(queue.stats), "pending_sentences": queue.pending_sentences},
             "models": [info for _, info in self.models],
@@ -241,7 +337,39 @@ class TranslationService:
         """The n-best of each text from model `index` (None: the client left first), searched as
         `search` asks (see `search`), under a time.monotonic() `deadline` (default: the server's
         deadline_s from now); extras: BatchingQueue.submit's (target_lang, scores, alignments).
-        Overloaded where the queue is full; ApiError (503) past the deadline or at shutdown."""
+        Overloaded where the queue is full; ApiError (503) past the deadline or at shutdown.
+        Sentences the translation cache holds for this model and request are answered from it
+        (cache_keys), the others searched and then kept there."""
+        # A draw is meant to differ each time, and attention is megabytes: neither is cached.
+        caching = self.state.caching and search.sampling is None and not search.return_attention
+        if not caching:
+            return await self.searched(request, index, texts, search, deadline, extras)
+        identity = self.models[index][1].get("identity") or json.dumps(self.models[index][1], sort_keys=True)
+        keys = cache_keys(identity, texts, search, extras)
+        kept = self.state.cached(keys)
+        results = [from_cache_form(k) for k in kept]
+        missing = [i for i, found in enumerate(results) if found is None]
+        self.metrics.cache_lookups.labels("hit").inc(len(texts) - len(missing))
+        self.metrics.cache_lookups.labels("miss").inc(len(missing))
+        if missing:
+            found = await self.searched(request, index, [texts[i] for i in missing], search, deadline, extras)
+            if found is None:
+                return None
+            for i, answer in zip(missing, found, strict=True):
+                results[i] = answer
+            self.state.cache({keys[i]: cache_form(answer) for i, answer in zip(missing, found, strict=True)})
+        return results  # type: ignore[return-value]  # every None was filled
+
+    async def searched(
+        self,
+        request: Request,
+        index: int,
+        texts: list[str],
+        search: SearchRequest,
+        deadline: float | None,
+        extras: dict[str, Any],
+    ) -> list[list[Translation]] | None:
+        """`translate` through model `index`'s queue, without the cache."""
         queue, wait_s = self.queues[index], self.limits.deadline_s
         if deadline is None:
             deadline = time.monotonic() + wait_s
