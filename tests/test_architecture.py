@@ -84,6 +84,7 @@ ALLOWED = {
         "glossary",
         "inference",
         "memory",
+        "placeholders",
         "quality",
         "search_settings",
         "short_segments",
