@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np
 from rapidfuzz import fuzz, process
 
 from .placeholders import CODE
@@ -76,6 +77,8 @@ class TranslationMemory:
         self.keys: list[str] = []
         self.exact: dict[str, int] = {}  # key -> the latest segment with it
         self.postings: dict[str, list[int]] = defaultdict(list)  # word -> segments holding it
+        self._arrays: dict[str, np.ndarray] = {}  # the postings looked up so far, as arrays
+        self._key_lengths = np.empty(0, dtype=np.int64)
         for source, target in pairs:
             self.add(source, target)
 
@@ -105,25 +108,38 @@ class TranslationMemory:
             if ours in (0, theirs):  # none (read for translation: placed after) or as many to put back
                 return self._match(text, index, 100.0)
         candidates = self._candidates(key)
-        if not candidates:
+        if not len(candidates):
             return None
         best = process.extractOne(
-            key, [self.keys[i] for i in candidates], scorer=fuzz.ratio, score_cutoff=self.threshold
+            key, [self.keys[i] for i in candidates.tolist()], scorer=fuzz.ratio, score_cutoff=self.threshold
         )
         if best is None:
             return None
         _, score, position = best
-        return self._match(text, candidates[position], min(float(score), 99.99))  # only a key's equal is 100
+        return self._match(text, int(candidates[position]), min(float(score), 99.99))  # only a key's equal is 100
 
-    def _candidates(self, key: str) -> list[int]:
+    def _candidates(self, key: str) -> np.ndarray:
         """The segments worth scoring: those holding one of the key's rarest words, of a length that
-        can reach the threshold (Indel similarity is at most 2 min / (a + b) of the two lengths)."""
+        can reach the threshold (Indel similarity is at most 2 min / (a + b) of the two lengths).
+        In NumPy: a common word's segments are tens of thousands."""
         words = sorted((w for w in _words(key) if w in self.postings), key=lambda w: len(self.postings[w]))
-        found: set[int] = set()
-        for word in words[:RARE_WORDS]:
-            found.update(self.postings[word][:MAX_CANDIDATES])
-        n, ratio = len(key), self.threshold / 100
-        return sorted(i for i in found if 2 * min(n, len(self.keys[i])) / (n + len(self.keys[i])) >= ratio)
+        if not words:
+            return np.empty(0, dtype=np.int64)
+        found = np.unique(np.concatenate([self._posting(w)[:MAX_CANDIDATES] for w in words[:RARE_WORDS]]))
+        lengths = self._lengths()[found]
+        n = len(key)
+        return found[2 * np.minimum(n, lengths) >= self.threshold / 100 * (n + lengths)]
+
+    def _posting(self, word: str) -> np.ndarray:
+        cached = self._arrays.get(word)
+        if cached is None or len(cached) != len(self.postings[word]):  # made again after add()
+            cached = self._arrays[word] = np.asarray(self.postings[word], dtype=np.int64)
+        return cached
+
+    def _lengths(self) -> np.ndarray:
+        if len(self._key_lengths) != len(self.keys):
+            self._key_lengths = np.fromiter((len(k) for k in self.keys), dtype=np.int64, count=len(self.keys))
+        return self._key_lengths
 
     def _match(self, text: str, index: int, score: float) -> MemoryMatch:
         return MemoryMatch(self.sources[index], with_codes_of(text, self.sources[index], self.targets[index]), score)
