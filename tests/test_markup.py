@@ -274,3 +274,24 @@ def test_only_text_changes_the_rest_of_the_page_is_written_as_it_was():
     assert unchanged == page  # attribute order, bare booleans, alt="", <meta> unclosed, one line break
     xhtml = '<p>Ein<br/>Hund <img src="a.png" alt="x"/> rennt.</p>'
     assert translate_html(xhtml, lambda sentences: [(s, None) for s in sentences], lang="de") == xhtml
+
+
+def test_placeholders_in_a_pages_text_are_placed_as_tags_and_never_read():
+    import time
+
+    from scripted import reversed_words
+
+    from nmt.markup import HtmlPage
+    from nmt.placeholders import CODE, codes_of
+
+    html = "<p>Hallo {name}, <b>Sie haben %d neue</b> Nachrichten &amp; mehr: https://x.org/a?b=1.</p>"
+    page = HtmlPage(html, "de", codes=CODE)
+    assert all("{name}" not in s and "%d" not in s and "https" not in s for s in page.sentences)
+    out = page.rebuilt(reversed_words(page.sentences))
+    text = BeautifulSoup(out, "html.parser").get_text()
+    assert codes_of(text) == ["{name}", "%d", "https://x.org/a?b=1"]
+    assert tag_tree(out) == tag_tree(html)
+    many = "<p>" + " ".join(f"Wort {{v{i}}}" for i in range(30_000)) + "</p>"  # a crafted page
+    start = time.perf_counter()
+    page = HtmlPage(many, "de", codes=CODE)
+    assert len(page.codes) == 30_000 and time.perf_counter() - start < 20

@@ -504,6 +504,14 @@ def test_placeholders_in_a_text_come_back_once_each_as_weblate_sends_them(echo):
     assert out[2] == "Kein Code|0"
 
 
+def test_placeholders_in_an_html_text_come_back_once_each(echo):
+    stub, client = echo
+    q = "<p>Klicken Sie <b>hier</b>, {name}.</p>"
+    answer = client.post("/translate", json={"q": q, "source": "de", "target": "en", "format": "html"})
+    assert answer.status_code == 200, answer.json()
+    assert answer.json()["translatedText"].count("{name}") == 1 and "{name}" not in str(stub.calls[-1][0])
+
+
 def test_every_file_format_taken_has_a_media_type_for_its_download():
     from nmt.server.libretranslate import FILE_FORMATS, MEDIA_TYPES
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from html import escape as html_escape
 
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import Doctype, PreformattedString
@@ -288,6 +289,60 @@ def final_mark_node(text: str, owner: list[int], spans: list[tuple[int, int]]) -
     return owner[mark_at] if owner[mark_at] != letter_node else None
 
 
+CODE_ATTRIBUTE = "data-nmt-code"  # an element that stands for a code the model must not see
+_CODE_ELEMENT = re.compile(rf'<span {CODE_ATTRIBUTE}="(\d+)"></span>')
+
+
+def mask_codes(soup: BeautifulSoup, blocks: list[Block], codes: re.Pattern, after_code: set[int]) -> list[str]:
+    """Each match of `codes` in the blocks' text replaced by an empty <span data-nmt-code="k">, the
+    blocks' nodes by the text around them; the matches, in order (k). after_code: gets the id of
+    each text node that directly follows a code."""
+    found: list[str] = []
+    replacements: list[tuple[NavigableString, list[PageElement]]] = []
+    for block in blocks:
+        nodes: list[NavigableString] = []
+        for node in block.nodes:
+            text = str(node)
+            if not codes.search(text):
+                nodes.append(node)
+                continue
+            parts: list[PageElement] = []
+            at = 0
+            for m in codes.finditer(text):
+                if m.start() > at:
+                    parts.append(NavigableString(text[at : m.start()]))
+                parts.append(soup.new_tag("span", attrs={CODE_ATTRIBUTE: str(len(found))}))
+                found.append(m.group(0))
+                at = m.end()
+            if at < len(text):
+                parts.append(NavigableString(text[at:]))
+            for before, after in zip(parts, parts[1:], strict=False):
+                if isinstance(before, Tag) and isinstance(after, NavigableString):
+                    after_code.add(id(after))
+            replacements.append((node, parts))
+            nodes += [p for p in parts if isinstance(p, NavigableString)]
+        block.nodes = nodes
+    _replace_nodes(replacements)
+    return found
+
+
+def _replace_nodes(replacements: list[tuple[NavigableString, list[PageElement]]]) -> None:
+    """Each node replaced by its parts. Each parent's children are indexed once and changed from the
+    last, so the earlier indices hold (as replace_strings does: a paragraph of 30,000 codes must not
+    take minutes in Beautiful Soup's sibling search)."""
+    by_parent: dict[int, list[tuple[NavigableString, list[PageElement]]]] = {}
+    for node, parts in replacements:
+        by_parent.setdefault(id(node.parent), []).append((node, parts))
+    for changes in by_parent.values():
+        parent = changes[0][0].parent
+        index = {id(child): k for k, child in enumerate(parent.contents)}
+        for node, parts in sorted(changes, key=lambda change: -index[id(change[0])]):
+            at = index[id(node)]
+            node.extract(_self_index=at)
+            for part in reversed(parts):
+                parent.insert(at, part)
+
+
 class HtmlPage:
     """A page read for translation: `sentences` to translate, then `rebuilt(results)` once.
 
@@ -295,10 +350,15 @@ class HtmlPage:
     word, output word) pairs over whitespace-separated words; without one, words are placed in
     proportion to the nodes' own words."""
 
-    def __init__(self, html: str, lang: str):
+    def __init__(self, html: str, lang: str, *, codes: re.Pattern | None = None):
+        """codes: text the model must not see (a page's placeholders: nmt.placeholders.CODE): each
+        match in the text becomes an empty element of its own, so it is placed by alignment as a
+        tag is, and is written back as it was."""
         self.soup = BeautifulSoup(html, "html.parser")
         self.formatter = AsWritten(self_closing=bool(_SELF_CLOSED.search(html)))
         self.blocks = blocks_of(self.soup)
+        self.after_code: set[int] = set()  # text nodes right after a code: words moved there get a space
+        self.codes: list[str] = [] if codes is None else mask_codes(self.soup, self.blocks, codes, self.after_code)
         self.paragraphs = [Paragraph.parse(block.text, lang) for block in self.blocks]
         self.sentences = [s for p in self.paragraphs for s in p.sentences]
 
@@ -324,9 +384,13 @@ class HtmlPage:
             mine = [next(answers) for _ in paragraph.sentences]
             originals = [str(node) for node in block.nodes]
             new = placed_texts(originals, paragraph, mine)
+            for k, (node, old) in enumerate(zip(block.nodes, originals, strict=True)):
+                # "{x}." that got words: "{x} the end.", not "{x}the end." (the source glued no word to it)
+                if id(node) in self.after_code and new[k][:1].isalnum() and not old[:1].isalnum():
+                    new[k] = " " + new[k]
             changed += [(node, t) for node, t, old in zip(block.nodes, new, originals, strict=True) if t != old]
         replace_strings(changed)
-        return "".join(
+        page = "".join(
             f"<!DOCTYPE {node}>"
             if isinstance(node, Doctype)
             else node.decode(formatter=self.formatter)
@@ -334,6 +398,9 @@ class HtmlPage:
             else node.output_ready(self.formatter)
             for node in self.soup.contents
         )  # Beautiful Soup writes a line break after a doctype, which the page has (or not) itself
+        if not self.codes:
+            return page
+        return _CODE_ELEMENT.sub(lambda m: html_escape(self.codes[int(m.group(1))], quote=False), page)
 
 
 class AsWritten(HTMLFormatter):
