@@ -512,6 +512,17 @@ def test_placeholders_in_an_html_text_come_back_once_each(echo):
     assert answer.json()["translatedText"].count("{name}") == 1 and "{name}" not in str(stub.calls[-1][0])
 
 
+def test_nmt_s_own_api_keeps_placeholders_where_only_the_text_is_asked_for(echo):
+    stub, client = echo
+    text = "Lösche %d Dateien aus {ordner}?"
+    answer = client.post("/translate", json={"text": [text, "Kein Code"]})
+    assert answer.status_code == 200, answer.json()
+    out = [t["text"] for t in answer.json()["translations"]]
+    assert stub.calls[-1][0] == ["Lösche  Dateien aus ?", "Kein Code"]  # the model never read them
+    assert out[0].count("%d") == 1 and out[0].count("{ordner}") == 1 and out[1] == "Kein Code|0"
+    assert "alignment" not in answer.json()["translations"][1]  # used to place them, not asked for
+
+
 def test_every_file_format_taken_has_a_media_type_for_its_download():
     from nmt.server.libretranslate import FILE_FORMATS, MEDIA_TYPES
 

@@ -23,11 +23,36 @@ from importlib.resources import files
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from ..placeholders import CODE, MaskedText
+from ..translator import Translation
 from .batching_queue import Overloaded
 from .requests import ApiError, TranslateRequest, answer_body, parse_request
 from .service import TranslationService, remembered
 
 LEFT = {"error": "client_disconnected", "message": "the client left"}  # the answer nobody reads
+
+
+def unmasked(
+    found: list[list[Translation]], count: int, masks: dict[int, MaskedText], *, keep_alignments: bool
+) -> list[list[Translation]]:
+    """Each text's n-best list: a masked text's rebuilt from its sentences' best translations (their
+    word alignments place its placeholders), scored by their mean; the alignments the request did
+    not ask for dropped."""
+    answers, out = iter(found), []
+    for i in range(count):
+        if i not in masks:
+            best = next(answers)
+            if not keep_alignments:
+                for t in best:
+                    t.alignment = None
+            out.append(best)
+            continue
+        mine = [next(answers)[0] for _ in masks[i].sentences]
+        rebuilt = masks[i].rebuilt([(t.text, t.alignment) for t in mine])
+        score = sum(t.score for t in mine) / len(mine) if mine else 0.0
+        log_prob = sum(t.log_prob for t in mine)
+        out.append([Translation(rebuilt, score, log_prob, [], [], truncated=any(t.truncated for t in mine))])
+    return out
 
 
 def index_page() -> str:
@@ -84,18 +109,20 @@ class NmtApi:
             return JSONResponse({"beam": beam, "translations": []})
         matches = self.service.remembered(0, parsed.text, parsed.target_lang)
         searched = [text for text, match in zip(parsed.text, matches, strict=True) if match is None or not match.exact]
+        masks = self.masks(parsed, searched, search.n_best)
+        queries = [piece for i, text in enumerate(searched) for piece in (masks[i].sentences if i in masks else [text])]
         try:
             found = (
                 await self.service.translate(
                     request,
                     0,
-                    searched,
+                    queries,
                     search,
                     target_lang=parsed.target_lang,
                     scores=parsed.scores,
-                    alignments=parsed.alignments,
+                    alignments=parsed.alignments or bool(masks) and self.available["alignments"],
                 )
-                if searched
+                if queries
                 else []
             )
         except Overloaded as err:
@@ -108,7 +135,7 @@ class NmtApi:
             ) from None
         if found is None:
             return self.service.client_left(LEFT)
-        answers = iter(found)
+        answers = iter(unmasked(found, len(searched), masks, keep_alignments=parsed.alignments))
         results = [next(answers) if match is None or not match.exact else remembered(match) for match in matches]
         build = partial(
             answer_body,
@@ -121,6 +148,15 @@ class NmtApi:
         # Attention is megabytes of JSON for long sentences: built in a thread, the loop stays free.
         body = await asyncio.to_thread(build) if parsed.attention else build()
         return Response(body, media_type="application/json")
+
+    def masks(self, parsed: TranslateRequest, texts: list[str], n_best: int) -> dict[int, MaskedText]:
+        """The texts with placeholders (%s, {name}, <b>...: nmt.placeholders), read so that the model
+        never sees them, by index; none where the request asks for what describes one search of the
+        text as sent (scores, alignments, attention, an n-best list)."""
+        if parsed.scores or parsed.alignments or parsed.attention or n_best > 1:
+            return {}
+        lang = parsed.source_lang or self.service.models[0][1].get("src_lang") or "en"
+        return {i: MaskedText(text, lang) for i, text in enumerate(texts) if CODE.search(text)}
 
     def check(self, request: Request, parsed: TranslateRequest) -> None:
         """Refuse, before the queue, what this request may not have or the model cannot give."""
