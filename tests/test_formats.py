@@ -470,6 +470,16 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated():
     assert refused.value.too_large
 
 
+def test_a_zip_whose_directory_points_before_its_start_is_one_error_naming_the_file():
+    """Found by fuzzing (fuzz/fuzz_document.py docx): zipfile's "negative seek value" escaped as a bare
+    ValueError. Here the end record places the directory one byte later than it is."""
+    package = bytearray(zip_of({"word/document.xml": b"<w/>"}))
+    end = package.rfind(b"PK\x05\x06")
+    package[end + 16 : end + 20] = (int.from_bytes(package[end + 16 : end + 20], "little") + 1).to_bytes(4, "little")
+    with pytest.raises(DocumentError, match=r"^a\.docx: a corrupt zip member \(negative seek value -1\)$"):
+        read_document(bytes(package), "a.docx", "en")
+
+
 def test_the_format_comes_from_the_extension_in_any_case():
     assert document_format("Report.DOCX") == ".docx"
     with pytest.raises(DocumentError, match="Report.doc: a pre-2007 Word document"):

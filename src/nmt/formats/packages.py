@@ -68,7 +68,8 @@ class Package:
         try:
             for info in infos:
                 data[info.filename] = archive.read(info)
-        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as err:
+        # ValueError: a directory whose offsets point before the file's start ("negative seek value")
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError) as err:
             raise DocumentError(f"{name}: a corrupt zip member ({err})") from None
         return cls(name, infos, data)
 
