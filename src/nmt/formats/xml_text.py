@@ -39,10 +39,16 @@ def parse_xml(content: bytes, name: str) -> etree._ElementTree:
     try:
         tree = etree.ElementTree(etree.fromstring(content, parser))
     except etree.XMLSyntaxError as err:
-        raise DocumentError(f"{name}: not well-formed XML ({err})") from None
+        raise DocumentError(f"{name}: not well-formed XML ({syntax_error(err)})") from None
     if declares_own_dtd(tree.docinfo):
         raise DocumentError(f"{name}: declares a DTD of its own (entities): refused")
     return tree
+
+
+def syntax_error(err: etree.XMLSyntaxError) -> str:
+    """lxml's message about bad XML on one line: libxml2 ends some of its messages with a line break
+    ("Char 0x0 out of allowed range\\n, line 1, column 4"), and a refusal is one line."""
+    return " ".join(str(err).split()).replace(" ,", ",")
 
 
 def declares_own_dtd(docinfo: etree.DocInfo) -> bool:
