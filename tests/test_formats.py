@@ -228,6 +228,13 @@ def test_markdown_finds_each_text_after_the_markup_before_it(md, expected):
     assert translate_document(md.encode(), "a.md", upper, lang="en").decode() == expected
 
 
+def test_markdown_whose_lines_end_in_a_lone_carriage_return_is_read():
+    """Found by fuzzing (fuzz/fuzz_document.py md): markdown-it ends a line at a lone CR, as CommonMark
+    does, and nmt counted lines at LF only, so a token's line was past the end of its list (IndexError)."""
+    assert translate_document(b"\rp>*", "a.md", upper, lang="en") == b"\rP>*"
+    assert translate_document(b"# Kopf\r\rText hier.\r", "a.md", upper, lang="en") == b"# KOPF\r\rTEXT HIER.\r"
+
+
 def zip_of(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression) as z:
