@@ -487,6 +487,19 @@ def test_a_zip_whose_directory_points_before_its_start_is_one_error_naming_the_f
         read_document(bytes(package), "a.docx", "en")
 
 
+@pytest.mark.parametrize(
+    ("compression", "message"),
+    [(zipfile.ZIP_DEFLATED, "Error -3 while decompressing data"), (zipfile.ZIP_LZMA, "Corrupt")],
+)
+def test_a_member_whose_compressed_data_is_corrupt_is_one_error_naming_the_file(compression, message):
+    """Found by fuzzing (fuzz/fuzz_document.py docx): zlib's error escaped Package.read (LZMA's would have)."""
+    package = bytearray(zip_of({"word/document.xml": b"<w>" + b"Wort " * 20 + b"</w>"}, compression))
+    data = 30 + len("word/document.xml")  # past the member's local header
+    package[data + (0 if compression == zipfile.ZIP_DEFLATED else 9)] ^= 0xFF
+    with pytest.raises(DocumentError, match=rf"^a\.docx: a corrupt zip member \({message}"):
+        read_document(bytes(package), "a.docx", "en")
+
+
 def test_the_format_comes_from_the_extension_in_any_case():
     assert document_format("Report.DOCX") == ".docx"
     with pytest.raises(DocumentError, match="Report.doc: a pre-2007 Word document"):

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from dataclasses import dataclass
+from lzma import LZMAError
 
 from .errors import DocumentError
 
@@ -68,8 +70,9 @@ class Package:
         try:
             for info in infos:
                 data[info.filename] = archive.read(info)
-        # ValueError: a directory whose offsets point before the file's start ("negative seek value")
-        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError) as err:
+        # ValueError: a directory whose offsets point before the file's start ("negative seek value");
+        # zlib.error, LZMAError: a member's compressed data corrupt (bz2's is an OSError)
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError, zlib.error, LZMAError) as err:
             raise DocumentError(f"{name}: a corrupt zip member ({err})") from None
         return cls(name, infos, data)
 
