@@ -500,6 +500,20 @@ def test_a_member_whose_compressed_data_is_corrupt_is_one_error_naming_the_file(
         read_document(bytes(package), "a.docx", "en")
 
 
+def test_a_zip_directory_zipfile_cannot_read_is_one_error_naming_the_file():
+    """Found by fuzzing (fuzz/fuzz_document.py ods): a member needing zip version 11.0 raised
+    NotImplementedError from zipfile.ZipFile itself; a name flagged UTF-8 that is not raised
+    UnicodeDecodeError there."""
+    package = bytearray(zip_of({"content.xml": b"<w/>"}))
+    entry = package.rfind(b"PK\x01\x02")  # the central directory's entry: the version needed at 6
+    package[entry + 6 : entry + 8] = (110).to_bytes(2, "little")
+    with pytest.raises(DocumentError, match=r"^a\.ods: not a zip package \(zip file version 11\.0\)"):
+        read_document(bytes(package), "a.ods", "en")
+    misnamed = zip_of({"content\u00ff.xml": b"<w/>"}).replace(b"content\xc3\xbf", b"content\xff\xff")
+    with pytest.raises(DocumentError, match=r"^a\.ods: not a zip package \('utf-8' codec can't decode"):
+        read_document(misnamed, "a.ods", "en")
+
+
 def test_the_format_comes_from_the_extension_in_any_case():
     assert document_format("Report.DOCX") == ".docx"
     with pytest.raises(DocumentError, match="Report.doc: a pre-2007 Word document"):

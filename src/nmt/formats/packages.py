@@ -47,7 +47,9 @@ class Package:
             )
         try:
             archive = zipfile.ZipFile(io.BytesIO(content))
-        except (zipfile.BadZipFile, OSError) as err:
+        # NotImplementedError: a zip version zipfile does not read; ValueError: a member's name marked
+        # UTF-8 that is not (UnicodeDecodeError), a directory pointing before the file's start
+        except (zipfile.BadZipFile, OSError, NotImplementedError, ValueError) as err:
             raise DocumentError(f"{name}: not a zip package ({err}): the file is corrupt or not of its kind") from None
         infos = archive.infolist()
         if len(infos) > MAX_MEMBERS:
