@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import atheris
 
-with atheris.instrument_imports(include=["nmt", "bs4"]):
+from contract import LANG, Broken, as_text, fuzz, instrumented, translation_for
+
+with atheris.instrument_imports(include=instrumented("nmt", "bs4")):
     from bs4 import BeautifulSoup, Tag
 
     from nmt.markup import translate_html
-
-from contract import LANG, Broken, as_text, fuzz, translation_for  # noqa: E402
 
 
 def tags(html: str) -> list[tuple[str, tuple[tuple[str, str], ...], int]]:
