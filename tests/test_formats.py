@@ -514,6 +514,17 @@ def test_a_zip_directory_zipfile_cannot_read_is_one_error_naming_the_file():
         read_document(misnamed, "a.ods", "en")
 
 
+def test_a_part_declared_in_utf7_is_written_back_as_xml():
+    """Found by fuzzing (fuzz/fuzz_document.py odt): a part was written back in the encoding it
+    declares, and UTF-7 writes "<" as "+ADw-", so the translated part was no XML at all."""
+    part = (
+        f"<?xml version='1.0' encoding='UTF-7'?><w:document xmlns:w='{W[1:-1]}'><w:body><w:p><w:r>"
+        "<w:t>Hallo Welt</w:t></w:r></w:p></w:body></w:document>"
+    ).encode()
+    out = translate_document(zip_of({"word/document.xml": part}), "a.docx", upper, lang="de")
+    assert [t.text for t in part_xml(out, "word/document.xml").iter(W + "t")] == ["HALLO WELT"]
+
+
 def test_the_format_comes_from_the_extension_in_any_case():
     assert document_format("Report.DOCX") == ".docx"
     with pytest.raises(DocumentError, match="Report.doc: a pre-2007 Word document"):
