@@ -89,7 +89,7 @@ def instrumented(*modules: str) -> list[str]:
 def refused(err: BaseException, name: str) -> None:
     """Hold a documented refusal to its form: one line that names the file (Broken otherwise)."""
     message = str(err)
-    if "\n" in message or "\r" in message:
+    if len(message.splitlines()) > 1:  # every line break Python knows, not only LF
         raise Broken(f"a refusal of more than one line: {message!r}") from err
     if name not in message:
         raise Broken(f"a refusal that does not name the file {name!r}: {message!r}") from err

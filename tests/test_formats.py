@@ -525,6 +525,18 @@ def test_a_part_declared_in_utf7_is_written_back_as_xml():
     assert [t.text for t in part_xml(out, "word/document.xml").iter(W + "t")] == ["HALLO WELT"]
 
 
+def test_a_refusal_quoting_a_members_name_is_one_line_whatever_the_name_holds():
+    """Found by fuzzing (fuzz/fuzz_document.py pptx, xlsx, odt): a member's name is the file's own
+    text, and a line break in it split the refusal ("... is encrypted", "... inflates ... times")."""
+    package = bytearray(zip_of({"a\nb\u2028c": b"x"}))
+    entry = package.rfind(b"PK\x01\x02")  # the central directory's entry: its flags at 8
+    package[entry + 8] |= 0x1  # encrypted
+    with pytest.raises(DocumentError) as refused:
+        read_document(bytes(package), "a.xlsx", "en")
+    assert str(refused.value) == "a.xlsx: a\\nb\\u2028c is encrypted: remove the password first"
+    assert len(str(refused.value).splitlines()) == 1
+
+
 def test_the_format_comes_from_the_extension_in_any_case():
     assert document_format("Report.DOCX") == ".docx"
     with pytest.raises(DocumentError, match="Report.doc: a pre-2007 Word document"):
