@@ -165,6 +165,8 @@ class YamlResources:
             raise DocumentError(f"{name}{where}: not YAML ({problem})") from None
         except RecursionError:
             raise DocumentError(f"{name}: nested too deeply to be a resource file") from None
+        except NotImplementedError as err:  # ruamel.yaml's round trip, on some bad YAML: "overlap in comment [...]"
+            raise DocumentError(f"{name}: not YAML (ruamel.yaml: {str(err).partition(' [')[0]})") from None
         if not isinstance(self.root, (dict, list)):
             raise DocumentError(f"{name}: a resource file is a YAML mapping of strings, not a lone value")
         if target and isinstance(self.root, dict) and list(self.root) == [lang] and lang != target:
