@@ -110,9 +110,21 @@ def test_plurals_get_the_quantities_of_the_target_language(target, quantities):
             b"<resources><string name='x'>&e;</string></resources>",
             r"strings\.xml: declares a DTD of its own",
         ),
+        # found by fuzzing (fuzz/fuzz_document.py xml): libxml2's message broke the line
+        (b"<resources>\x00</resources>", r"^strings\.xml: not well-formed XML \(Invalid character: Char 0x0 out of"),
     ],
 )
 def test_a_bad_or_hostile_file_is_one_error_naming_it(content, message):
     with pytest.raises(DocumentError, match=message) as raised:
         read_document(content, "strings.xml", "en")
     assert "\n" not in str(raised.value)
+
+
+def test_a_comment_or_instruction_inside_a_string_is_kept_where_it_was():
+    """Found by fuzzing (fuzz/fuzz_document.py xml): a comment kept whole was copied through a string,
+    and a bare comment is no XML document (XMLSyntaxError while writing the translation)."""
+    for code in ("<!-- c -->", "<?pi x?>"):
+        content = f'<resources><string name="a">Hallo {code} Welt</string></resources>'.encode()
+        assert translate_document(content, "strings.xml", upper, lang="de") == content.replace(
+            b"Hallo", b"HALLO"
+        ).replace(b"Welt", b"WELT")

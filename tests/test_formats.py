@@ -228,6 +228,13 @@ def test_markdown_finds_each_text_after_the_markup_before_it(md, expected):
     assert translate_document(md.encode(), "a.md", upper, lang="en").decode() == expected
 
 
+def test_markdown_whose_lines_end_in_a_lone_carriage_return_is_read():
+    """Found by fuzzing (fuzz/fuzz_document.py md): markdown-it ends a line at a lone CR, as CommonMark
+    does, and nmt counted lines at LF only, so a token's line was past the end of its list (IndexError)."""
+    assert translate_document(b"\rp>*", "a.md", upper, lang="en") == b"\rP>*"
+    assert translate_document(b"# Kopf\r\rText hier.\r", "a.md", upper, lang="en") == b"# KOPF\r\rTEXT HIER.\r"
+
+
 def zip_of(members: dict[str, bytes], compression=zipfile.ZIP_DEFLATED) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", compression) as z:
@@ -468,6 +475,66 @@ def test_a_zip_bomb_is_refused_before_it_is_inflated():
     with pytest.raises(DocumentError, match="possible zip bomb") as refused:
         Package.read(bomb, "a.docx")
     assert refused.value.too_large
+
+
+def test_a_zip_whose_directory_points_before_its_start_is_one_error_naming_the_file():
+    """Found by fuzzing (fuzz/fuzz_document.py docx): zipfile's "negative seek value" escaped as a bare
+    ValueError. Here the end record places the directory one byte later than it is."""
+    package = bytearray(zip_of({"word/document.xml": b"<w/>"}))
+    end = package.rfind(b"PK\x05\x06")
+    package[end + 16 : end + 20] = (int.from_bytes(package[end + 16 : end + 20], "little") + 1).to_bytes(4, "little")
+    with pytest.raises(DocumentError, match=r"^a\.docx: a corrupt zip member \(negative seek value -1\)$"):
+        read_document(bytes(package), "a.docx", "en")
+
+
+@pytest.mark.parametrize(
+    ("compression", "message"),
+    [(zipfile.ZIP_DEFLATED, "Error -3 while decompressing data"), (zipfile.ZIP_LZMA, "Corrupt")],
+)
+def test_a_member_whose_compressed_data_is_corrupt_is_one_error_naming_the_file(compression, message):
+    """Found by fuzzing (fuzz/fuzz_document.py docx): zlib's error escaped Package.read (LZMA's would have)."""
+    package = bytearray(zip_of({"word/document.xml": b"<w>" + b"Wort " * 20 + b"</w>"}, compression))
+    data = 30 + len("word/document.xml")  # past the member's local header
+    package[data + (0 if compression == zipfile.ZIP_DEFLATED else 9)] ^= 0xFF
+    with pytest.raises(DocumentError, match=rf"^a\.docx: a corrupt zip member \({message}"):
+        read_document(bytes(package), "a.docx", "en")
+
+
+def test_a_zip_directory_zipfile_cannot_read_is_one_error_naming_the_file():
+    """Found by fuzzing (fuzz/fuzz_document.py ods): a member needing zip version 11.0 raised
+    NotImplementedError from zipfile.ZipFile itself; a name flagged UTF-8 that is not raised
+    UnicodeDecodeError there."""
+    package = bytearray(zip_of({"content.xml": b"<w/>"}))
+    entry = package.rfind(b"PK\x01\x02")  # the central directory's entry: the version needed at 6
+    package[entry + 6 : entry + 8] = (110).to_bytes(2, "little")
+    with pytest.raises(DocumentError, match=r"^a\.ods: not a zip package \(zip file version 11\.0\)"):
+        read_document(bytes(package), "a.ods", "en")
+    misnamed = zip_of({"content\u00ff.xml": b"<w/>"}).replace(b"content\xc3\xbf", b"content\xff\xff")
+    with pytest.raises(DocumentError, match=r"^a\.ods: not a zip package \('utf-8' codec can't decode"):
+        read_document(misnamed, "a.ods", "en")
+
+
+def test_a_part_declared_in_utf7_is_written_back_as_xml():
+    """Found by fuzzing (fuzz/fuzz_document.py odt): a part was written back in the encoding it
+    declares, and UTF-7 writes "<" as "+ADw-", so the translated part was no XML at all."""
+    part = (
+        f"<?xml version='1.0' encoding='UTF-7'?><w:document xmlns:w='{W[1:-1]}'><w:body><w:p><w:r>"
+        "<w:t>Hallo Welt</w:t></w:r></w:p></w:body></w:document>"
+    ).encode()
+    out = translate_document(zip_of({"word/document.xml": part}), "a.docx", upper, lang="de")
+    assert [t.text for t in part_xml(out, "word/document.xml").iter(W + "t")] == ["HALLO WELT"]
+
+
+def test_a_refusal_quoting_a_members_name_is_one_line_whatever_the_name_holds():
+    """Found by fuzzing (fuzz/fuzz_document.py pptx, xlsx, odt): a member's name is the file's own
+    text, and a line break in it split the refusal ("... is encrypted", "... inflates ... times")."""
+    package = bytearray(zip_of({"a\nb\u2028c": b"x"}))
+    entry = package.rfind(b"PK\x01\x02")  # the central directory's entry: its flags at 8
+    package[entry + 8] |= 0x1  # encrypted
+    with pytest.raises(DocumentError) as refused:
+        read_document(bytes(package), "a.xlsx", "en")
+    assert str(refused.value) == "a.xlsx: a\\nb\\u2028c is encrypted: remove the password first"
+    assert len(str(refused.value).splitlines()) == 1
 
 
 def test_the_format_comes_from_the_extension_in_any_case():

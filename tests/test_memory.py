@@ -107,6 +107,12 @@ def test_exact_matches_are_never_searched():
     [
         ("bad.tsv", "a\tb\nc\n", r"bad\.tsv:2: a memory line is source TAB target; this one has 1 columns"),
         ("bad.tmx", "<tmx><body><tu>", r"bad\.tmx: not well-formed XML"),
+        # found by fuzzing (fuzz/fuzz_memory.py tmx): libxml2's message broke the line
+        (
+            "nul.tmx",
+            "<tmx>\x00</tmx>",
+            r"nul\.tmx: not well-formed XML \(Invalid character: Char 0x0 out of allowed range, ",
+        ),
         (
             "bad.tmx",
             '<!DOCTYPE tmx [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><tmx><body>&b;</body></tmx>',
@@ -128,8 +134,9 @@ def test_exact_matches_are_never_searched():
 def test_a_bad_memory_file_is_one_error_naming_it(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_text(content)
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=message) as raised:
         TranslationMemory.load(path)
+    assert "\n" not in str(raised.value)
 
 
 def test_translate_with_a_memory_from_the_command_line_and_feed_it(tiny_model_dir, tmp_path, caplog, capsys):

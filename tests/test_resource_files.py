@@ -105,6 +105,10 @@ def test_yaml_tags_make_no_objects_and_are_written_back(tmp_path):
         ("bad.json", b"[" * 100_000, r"bad\.json:"),
         ("bad.yaml", b"a: b\nc: [d\n", r"bad\.yaml:\d+: not YAML"),
         ("bad.yml", b"\xff", r"bad\.yml:1: not valid UTF-8"),
+        # found by fuzzing (fuzz/fuzz_document.py yml): ruamel.yaml's round trip raised NotImplementedError
+        ("bad.yml", b": #\n m\n\n", r"^bad\.yml: not YAML \(ruamel\.yaml: overlap in comment\)$"),
+        # found by fuzzing (fuzz/fuzz_document.py yml): a mapping as a key raised TypeError (unhashable)
+        ("bad.yml", b"? : :", r"^bad\.yml: a YAML key nmt cannot read \(unhashable type: 'Commented"),
     ],
 )
 def test_a_bad_resource_file_is_one_error_naming_the_file(name, content, message):

@@ -203,6 +203,11 @@ def test_a_file_in_another_encoding_is_written_in_it():
             r"evil\.xlf: declares a DTD of its own",
         ),
         (b"<xliff version='1.2'", r"evil\.xlf: not well-formed XML"),
+        # found by fuzzing (fuzz/fuzz_document.py xlf): libxml2's message broke the line
+        (
+            b"<xliff>\x00</xliff>",
+            r"^evil\.xlf: not well-formed XML \(Invalid character: Char 0x0 out of allowed range, ",
+        ),
         (
             b'<xliff xmlns="urn:oasis:names:tc:xliff:document:1.1" version="1.1"/>',
             r"evil\.xlf: <xliff> in namespace urn:oasis:names:tc:xliff:document:1\.1, version 1\.1: nmt reads "

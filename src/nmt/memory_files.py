@@ -25,7 +25,7 @@ from pathlib import Path
 
 from lxml import etree
 
-from .formats.xml_text import declares_own_dtd
+from .formats.xml_text import declares_own_dtd, syntax_error
 
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
@@ -71,7 +71,7 @@ def _tmx_stream(stream, path: Path, source: str | None, target: str | None) -> I
                     yield pair
                 element.clear(keep_tail=False)  # a streamed file keeps no unit it has read
     except etree.XMLSyntaxError as err:
-        raise ValueError(f"{path}: not well-formed XML ({err})") from None
+        raise ValueError(f"{path}: not well-formed XML ({syntax_error(err)})") from None
 
 
 def _unit_pair(unit: etree._Element, path: Path, source: str | None, target: str | None) -> tuple[str, str] | None:

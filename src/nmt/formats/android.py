@@ -20,6 +20,7 @@ Parsed with lxml safely (formats.xml_text: no entities, no DTD, no network).
 
 from __future__ import annotations
 
+import copy
 import re
 from html import escape
 
@@ -101,7 +102,7 @@ class AndroidString:
         for code in holder.iter():
             if (found := _KEPT.fullmatch(f"<{code.tag}/>")) is not None:
                 original = self.kept[int(found.group(1))]
-                kept = etree.fromstring(etree.tostring(original, with_tail=False))
+                kept = copy.deepcopy(original)  # a comment or instruction too: as a string it is no document
                 kept.tail = code.tail
                 code.getparent().replace(code, kept)
         for child in list(target):

@@ -174,7 +174,8 @@ class MarkdownDocument:
         front = _FRONT_MATTER.match(self.text)
         # front matter is blanked for the parser, keeping its lines, so line numbers stay the file's
         parsed = self.text if front is None else re.sub(r"[^\n]", " ", front.group(0)) + self.text[front.end() :]
-        line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        # Lines as markdown-it counts them (its token.map): a lone CR ends one too, as CommonMark says.
+        line_starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", parsed)]
         self.inlines: list[InlineText] = []
         kept = 0
         for token in MarkdownIt("commonmark").enable("table").parse(parsed):

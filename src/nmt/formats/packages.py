@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
 from dataclasses import dataclass
+from lzma import LZMAError
 
 from .errors import DocumentError
 
@@ -45,7 +47,9 @@ class Package:
             )
         try:
             archive = zipfile.ZipFile(io.BytesIO(content))
-        except (zipfile.BadZipFile, OSError) as err:
+        # NotImplementedError: a zip version zipfile does not read; ValueError: a member's name marked
+        # UTF-8 that is not (UnicodeDecodeError), a directory pointing before the file's start
+        except (zipfile.BadZipFile, OSError, NotImplementedError, ValueError) as err:
             raise DocumentError(f"{name}: not a zip package ({err}): the file is corrupt or not of its kind") from None
         infos = archive.infolist()
         if len(infos) > MAX_MEMBERS:
@@ -68,7 +72,9 @@ class Package:
         try:
             for info in infos:
                 data[info.filename] = archive.read(info)
-        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as err:
+        # ValueError: a directory whose offsets point before the file's start ("negative seek value");
+        # zlib.error, LZMAError: a member's compressed data corrupt (bz2's is an OSError)
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError, zlib.error, LZMAError) as err:
             raise DocumentError(f"{name}: a corrupt zip member ({err})") from None
         return cls(name, infos, data)
 

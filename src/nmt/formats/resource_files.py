@@ -168,6 +168,10 @@ class YamlResources:
             raise DocumentError(f"{name}{where}: not YAML ({problem})") from None
         except RecursionError:
             raise DocumentError(f"{name}: nested too deeply to be a resource file") from None
+        except NotImplementedError as err:  # ruamel.yaml's round trip, on some bad YAML: "overlap in comment [...]"
+            raise DocumentError(f"{name}: not YAML (ruamel.yaml: {str(err).partition(' [')[0]})") from None
+        except TypeError as err:  # a mapping as a key of a mapping ("? : :"): the round trip cannot hash it
+            raise DocumentError(f"{name}: a YAML key nmt cannot read ({err})") from None
         if not isinstance(self.root, (dict, list)):
             raise DocumentError(f"{name}: a resource file is a YAML mapping of strings, not a lone value")
         if target and isinstance(self.root, dict) and list(self.root) == [lang] and lang != target:

@@ -44,10 +44,16 @@ def parse_xml(content: bytes, name: str) -> etree._ElementTree:
     try:
         tree = etree.ElementTree(etree.fromstring(content, parser))
     except etree.XMLSyntaxError as err:
-        raise DocumentError(f"{name}: not well-formed XML ({err})") from None
+        raise DocumentError(f"{name}: not well-formed XML ({syntax_error(err)})") from None
     if declares_own_dtd(tree.docinfo):
         raise DocumentError(f"{name}: declares a DTD of its own (entities): refused")
     return tree
+
+
+def syntax_error(err: etree.XMLSyntaxError) -> str:
+    """lxml's message about bad XML on one line: libxml2 ends some of its messages with a line break
+    ("Char 0x0 out of allowed range\\n, line 1, column 4"), and a refusal is one line."""
+    return " ".join(str(err).split()).replace(" ,", ",")
 
 
 def declares_own_dtd(docinfo: etree.DocInfo) -> bool:
@@ -70,7 +76,12 @@ def written_xml(tree: etree._ElementTree, original: bytes) -> bytes:
     as the part had them: lxml writes neither the breaks nor the mark."""
     encoding = (tree.docinfo.encoding or "UTF-8").upper()
     if encoding not in ("UTF-8", "UTF8"):  # rare in these formats: let lxml write its own declaration
-        return etree.tostring(tree, encoding=encoding, xml_declaration=True)
+        written = etree.tostring(tree, encoding=encoding, xml_declaration=True)
+        try:  # an encoding that writes markup as other bytes (UTF-7's "+ADw-" for "<") makes no XML: UTF-8
+            etree.fromstring(written, etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False))
+        except etree.XMLSyntaxError:
+            return etree.tostring(tree, encoding="UTF-8", xml_declaration=True)
+        return written
     root = tree.getroot()
     prolog_end = len(UTF8_BOM) if original.startswith(UTF8_BOM) else 0
     while item := _PROLOG_ITEM.match(original, prolog_end):
