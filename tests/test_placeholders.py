@@ -83,6 +83,12 @@ def test_words_placed_after_a_placeholder_are_not_glued_to_it():
     )  # glued in the source
 
 
+def test_words_moved_next_to_a_code_never_make_a_new_one():
+    masked = MaskedText("% of{count}", "en")  # found by fuzz/fuzz_masked_text.py
+    out = masked.rebuilt(reversed_words(masked.sentences))
+    assert codes_of(out) == ["{count}"], out
+
+
 def test_a_placeholder_the_model_writes_is_removed():
     masked = MaskedText("Save %s now", "en")
     invented = [("Speichern {0} %d jetzt", [(0, 0), (1, 2), (2, 3)])]

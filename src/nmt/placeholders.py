@@ -79,6 +79,7 @@ class MaskedText:
 
     def __init__(self, text: str, lang: str, *, in_plural: bool = False):
         self.text = text
+        self.in_plural = in_plural
         self.lines: list[Line | str] = []  # a Line, or a line break kept as written
         for k, line in enumerate(re.split(r"(\r\n|\n|\r)", text)):
             if k % 2:
@@ -112,7 +113,17 @@ class MaskedText:
 
     def rebuilt(self, results: Sequence[Result], *, escape: Callable[[str], str] | None = None) -> str:
         """The string with each sentence translated (results: one per sentence) and every code kept.
-        escape: applied to the model's words (a string of XML: `html.escape`, as its codes are written)."""
+        escape: applied to the model's words (a string of XML: `html.escape`, as its codes are written).
+
+        Words moved next to a code can make a new one with it ("% of" before "{count}", reversed:
+        "%{count}"); where the string read again has other codes than its source, the model's words
+        are set apart from the codes by a space."""
+        out = self._joined(results, escape, apart=False)
+        if escape is None and self.codes and codes_of(out, in_plural=self.in_plural) != self.codes:
+            out = self._joined(results, escape, apart=True)
+        return out
+
+    def _joined(self, results: Sequence[Result], escape: Callable[[str], str] | None, *, apart: bool) -> str:
         if len(results) != len(self.sentences):
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
         answers = iter(results)
@@ -131,15 +142,15 @@ class MaskedText:
                 if piece != line.pieces[k]:
                     piece = without_codes(piece) if escape is None else escape(without_codes(piece))
                     glued = line.pieces[k][:1].isalnum()  # the source wrote a word against the code before
-                    if (
-                        k > 0 and piece[:1].isalnum() and not glued
-                    ):  # words moved in after a "?": "{x} the", not "{x}the"
-                        piece = " " + piece
+                    if k > 0 and (piece[:1].isalnum() and not glued or apart and piece[:1] not in " "):
+                        piece = " " + piece  # words moved in after a "?": "{x} the", not "{x}the"
+                    if apart and k < len(line.codes) and piece[-1:] not in " ":
+                        piece += " "
                 out.append(piece)
                 if k < len(line.codes):
                     for part in line.codes[k].parts:
                         if isinstance(part, MaskedText):
-                            part = part.rebuilt([next(answers) for _ in part.sentences], escape=escape)
+                            part = part._joined([next(answers) for _ in part.sentences], escape, apart=apart)
                         out.append(part)
         return "".join(out)
 
