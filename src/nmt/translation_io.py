@@ -203,7 +203,6 @@ def translate_stream(
     columns = dict(scores=scores, quality=quality, alignments=alignments)
     sampling, n_best = request.sampling, request.n_best
     lines = decode_lines(source, name)
-    lang = translator.source_lang or "en"
     matches: list[MemoryMatch | None] = []  # each sentence's memory match, for the summary
     written = 0
     stats = DocumentStats()
@@ -219,25 +218,7 @@ def translate_stream(
             )
         if split_sentences:
             remember = functools.partial(_remembered, memory, matches=matches, update=memory_update)
-            searched = functools.partial(best_texts, translator, request=chunk_request, pretokenized=pretokenized)
-            # A line with placeholders (%s, {name}, <b>) keeps them exactly (nmt.placeholders): placed by alignment.
-            masked = {} if pretokenized else {k: MaskedText(t, lang) for k, t in enumerate(texts) if CODE.search(t)}
-            plain = iter(
-                translate_paragraphs(
-                    [t for k, t in enumerate(texts) if k not in masked],
-                    functools.partial(remember, searched, lambda match: match.target, str),
-                    lang=lang,
-                    fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
-                    stats=stats,
-                )
-            )
-            sentences = [s for text in masked.values() for s in text.sentences]
-            aligned = functools.partial(aligned_translations, translator, request=chunk_request)
-            first = len(matches)
-            found = remember(aligned, lambda match: (match.target, None), lambda r: r[0], sentences)
-            found = iter(align_memory_hits(translator, sentences, found, matches[first:]))
-            for k in range(len(texts)):
-                text = masked[k].rebuilt([next(found) for _ in masked[k].sentences]) if k in masked else next(plain)
+            for text in _paragraphs(translator, texts, chunk_request, remember, pretokenized=pretokenized, stats=stats):
                 target.write(text + "\n")
         else:
             more = {"glossary": glossary} if glossary is not None else {}
@@ -250,24 +231,10 @@ def translate_stream(
                 **more,
             )
             results = _remembered(
-                memory, searched, _memory_translation, lambda r: r[0].text, list(texts), matches, memory_update
+                memory, searched, memory_translation, lambda r: r[0].text, list(texts), matches, memory_update
             )
             warn_missed_terms(name, numbers, results)
-            for number, best in zip(numbers, results, strict=True):
-                if best[0].truncated:
-                    log.warning(
-                        "%s:%d: longer than %d tokens; translated the first %d only",
-                        name,
-                        number,
-                        translator.max_source_tokens,
-                        translator.max_source_tokens,
-                    )
-                if n_best == 1:
-                    target.write(output_line(best[0], **columns) + "\n")
-                    continue
-                for t in best:
-                    line = output_line(t, **columns)
-                    target.write(f"{number - 1} ||| {line} ||| {t.score:.4f}\n")
+            _write_lines(target, name, numbers, results, translator.max_source_tokens, n_best, columns)
         target.flush()
         written += len(chunk)
     if split_sentences:
@@ -285,9 +252,72 @@ def translate_stream(
     return written
 
 
-def _memory_translation(match: MemoryMatch) -> list[Translation]:
+def _write_lines(
+    target: TextIO,
+    name: str,
+    numbers: Sequence[int],
+    results: list[list[Translation]],
+    max_source_tokens: int,
+    n_best: int,
+    columns: dict[str, bool],
+) -> None:
+    """Each line's translation (or its n best, in Moses' form), a cut source named in a warning."""
+    for number, best in zip(numbers, results, strict=True):
+        if best[0].truncated:
+            log.warning(
+                "%s:%d: longer than %d tokens; translated the first %d only",
+                name,
+                number,
+                max_source_tokens,
+                max_source_tokens,
+            )
+        if n_best == 1:
+            target.write(output_line(best[0], **columns) + "\n")
+            continue
+        for t in best:
+            line = output_line(t, **columns)
+            target.write(f"{number - 1} ||| {line} ||| {t.score:.4f}\n")
+
+
+def memory_translation(match: MemoryMatch) -> list[Translation]:
     """A memory's exact match as a search's one-item n-best list (no scores: it was not searched)."""
     return [Translation(match.target, 0.0, 0.0, [], [])]
+
+
+def _paragraphs(
+    translator: Translator,
+    texts: Sequence[str],
+    request: SearchRequest,
+    remember: functools.partial,
+    *,
+    pretokenized: bool,
+    stats: DocumentStats,
+) -> list[str]:
+    """Each line of running text translated sentence by sentence (nmt.documents); a line with
+    placeholders (%s, {name}, <b>) keeps them exactly (nmt.placeholders: placed by alignment).
+    remember: _remembered with the memory, its matches and its update stream."""
+    lang = translator.source_lang or "en"
+    masked = {} if pretokenized else {k: MaskedText(t, lang) for k, t in enumerate(texts) if CODE.search(t)}
+    searched = functools.partial(best_texts, translator, request=request, pretokenized=pretokenized)
+    plain = iter(
+        translate_paragraphs(
+            [t for k, t in enumerate(texts) if k not in masked],
+            functools.partial(remember, searched, lambda match: match.target, str),
+            lang=lang,
+            fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
+            stats=stats,
+        )
+    )
+    sentences = [s for text in masked.values() for s in text.sentences]
+    aligned = functools.partial(aligned_translations, translator, request=request)
+    matches = remember.keywords["matches"]
+    first = len(matches)
+    found = remember(aligned, lambda match: (match.target, None), lambda r: r[0], sentences)
+    found = iter(align_memory_hits(translator, sentences, found, matches[first:]))
+    return [
+        masked[k].rebuilt([next(found) for _ in masked[k].sentences]) if k in masked else next(plain)
+        for k in range(len(texts))
+    ]
 
 
 def _remembered(

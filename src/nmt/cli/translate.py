@@ -29,6 +29,29 @@ log = logging.getLogger(__name__)
 SAME_KIND = {".htm": ".html", ".pot": ".po", ".yaml": ".yml", ".xliff": ".xlf"}
 
 
+def input_form_options(p: argparse.ArgumentParser) -> None:
+    """--format, --split-sentences and --retranslate: what the input is, and how much of it to translate."""
+    p.add_argument(
+        "--format",
+        choices=("lines", "text", *(f.lstrip(".") for f in DOCUMENT_FORMATS if f != ".htm")),
+        default=None,
+        help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
+        "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
+        "point instead of truncated; html: a web page, its text translated in context and its markup kept "
+        "(the default for an --input ending in .html or .htm); "
+        f"{', '.join(f.lstrip('.') for f in DOCUMENT_FORMATS)}: a document of that kind, written as the same kind, "
+        "its layout and formatting kept (the default for an --input with that extension; docs/real-text.md)",
+    )
+    p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
+    p.add_argument(
+        "--retranslate",
+        action="store_true",
+        help="po, pot, xlf, xliff: translate the messages that have a translation too (default: only the "
+        "untranslated ones; either way each one filled is marked for a translator to check: a catalog's "
+        "fuzzy flag, XLIFF 1.2's needs-review-translation, XLIFF 2's subState nmt:machine)",
+    )
+
+
 def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     model, beam, engine, length_penalty = model_options(), beam_options(), engine_arguments(), length_penalty_options()
     p = sub.add_parser(
@@ -54,25 +77,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         help="for a model trained on a tokenised, lower-cased corpus (ted_hrlr): the input is in that form "
         "already and the output stays in it (default: running text in and out, converted here)",
     )
-    p.add_argument(
-        "--format",
-        choices=("lines", "text", *(f.lstrip(".") for f in DOCUMENT_FORMATS if f != ".htm")),
-        default=None,
-        help="lines: one sentence a line, as in a parallel corpus (the default); text: paragraphs of "
-        "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
-        "point instead of truncated; html: a web page, its text translated in context and its markup kept "
-        "(the default for an --input ending in .html or .htm); "
-        f"{', '.join(f.lstrip('.') for f in DOCUMENT_FORMATS)}: a document of that kind, written as the same kind, "
-        "its layout and formatting kept (the default for an --input with that extension; docs/real-text.md)",
-    )
-    p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
-    p.add_argument(
-        "--retranslate",
-        action="store_true",
-        help="po, pot, xlf, xliff: translate the messages that have a translation too (default: only the "
-        "untranslated ones; either way each one filled is marked for a translator to check: a catalog's "
-        "fuzzy flag, XLIFF 1.2's needs-review-translation, XLIFF 2's subState nmt:machine)",
-    )
+    input_form_options(p)
     glossary_option(p)
     memory_options(p)
     p.add_argument(

@@ -24,7 +24,7 @@ from ..formats import DOCUMENT_FORMATS, DocumentError, read_document
 from ..formats.web_page import WebPage
 from ..markup import page_text
 from ..placeholders import MaskedText
-from ..translation_io import CutSentences, cut_sentences, gives_alignments
+from ..translation_io import CutSentences, cut_sentences, gives_alignments, memory_translation
 from ..translator import Translation
 from .batching_queue import Overloaded
 from .libretranslate import (
@@ -46,7 +46,7 @@ from .libretranslate import (
     translate_answer,
 )
 from .requests import ApiError, check_json_content_type
-from .service import TranslationService, remembered
+from .service import TranslationService
 from .shared_state import FilesUnavailable
 
 LEFT = {"error": "the client left"}  # the answer nobody reads, in LibreTranslate's shape
@@ -265,7 +265,7 @@ class LibreTranslateApi:
             best += [found[0] for found in results]
         answers = iter(best)
         return cut.joined(
-            [remembered(m)[0] if m and m.exact else next(answers) for m in matches], target_lang or target
+            [memory_translation(m)[0] if m and m.exact else next(answers) for m in matches], target_lang or target
         )
 
     async def translate_document_file(

@@ -24,10 +24,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from ..placeholders import CODE, MaskedText
+from ..translation_io import memory_translation
 from ..translator import Translation
 from .batching_queue import Overloaded
 from .requests import ApiError, TranslateRequest, answer_body, parse_request
-from .service import TranslationService, remembered
+from .service import TranslationService
 
 LEFT = {"error": "client_disconnected", "message": "the client left"}  # the answer nobody reads
 
@@ -136,7 +137,9 @@ class NmtApi:
         if found is None:
             return self.service.client_left(LEFT)
         answers = iter(unmasked(found, len(searched), masks, keep_alignments=parsed.alignments))
-        results = [next(answers) if match is None or not match.exact else remembered(match) for match in matches]
+        results = [
+            next(answers) if match is None or not match.exact else memory_translation(match) for match in matches
+        ]
         build = partial(
             answer_body,
             beam,

@@ -180,11 +180,6 @@ def from_cache_form(kept: bytes | None) -> list[Translation] | None:
         return None
 
 
-def remembered(match: MemoryMatch) -> list[Translation]:
-    """A memory's exact match as a one-item n-best list: its text; no scores, for it was not searched."""
-    return [Translation(match.target, 0.0, 0.0, [], [])]
-
-
 class TranslationService:
     """The models a server runs (ServedModel: Translators, in the tests stand-ins), each with its own
     batching queue, and everything both APIs share; see the module's docstring.
