@@ -16,8 +16,8 @@ placeholders taken out, to be put back by alignment). What comes back:
 - else nothing.
 
 Exact lookups are a dict's. Fuzzy ones are indexed: only segments that share one of the sentence's
-rarest words and whose length allows the threshold are scored, so a memory of a million segments
-answers in milliseconds.
+rarest words and whose length allows the threshold are scored: at a million segments an exact
+lookup takes hundredths of a millisecond, a fuzzy one tens of milliseconds (docs/results.md).
 """
 
 from __future__ import annotations

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .common import CommandError
+
+if TYPE_CHECKING:
+    from ..memory import TranslationMemory
+    from ..translator import Translator
 
 
 def memory_options(parser: argparse.ArgumentParser, *, update: bool = True) -> None:
@@ -36,43 +40,50 @@ def memory_options(parser: argparse.ArgumentParser, *, update: bool = True) -> N
         )
 
 
-def open_memory(args: argparse.Namespace, translator, files: contextlib.ExitStack) -> tuple[object, TextIO | None]:
-    """(the memory --memory names, or None; the stream --memory-update writes to, or None), for the
-    translator's direction; refused, with the reason, where the options do not go together."""
+def read_memory(path: str | Path, *, source: str | None, target: str | None, threshold: float) -> TranslationMemory:
+    """The memory in `path` for a direction; a CommandError naming the file and line for a bad one."""
     from ..memory import TranslationMemory  # noqa: PLC0415
 
-    update = getattr(args, "memory_update", False)
+    try:
+        return TranslationMemory.load(path, source=source, target=target, threshold=threshold)
+    except ValueError as err:
+        raise CommandError(str(err)) from None
+
+
+def open_memory(
+    args: argparse.Namespace, translator: Translator, files: contextlib.ExitStack
+) -> tuple[TranslationMemory | None, TextIO | None]:
+    """nmt translate's (the memory --memory names, or None; the stream --memory-update writes to, or
+    None), for the translator's direction; refused, with the reason, where the options do not go
+    together."""
+    from ..memory import TranslationMemory  # noqa: PLC0415
+
     if args.memory is None:
-        if update:
+        if args.memory_update:
             raise CommandError("--memory-update adds to the --memory FILE: give one")
         return None, None
     per_sentence = [
         name
         for name, given in (
-            ("--scores", getattr(args, "scores", False)),
-            ("--qe", getattr(args, "qe", False)),
-            ("--alignments", getattr(args, "alignments", False)),
-            ("--n-best", getattr(args, "n_best", 1) > 1),
-            ("--sample", getattr(args, "sample", False)),
-            ("--glossary", getattr(args, "glossary", None)),
-            ("--pretokenized", getattr(args, "pretokenized", False)),
+            ("--scores", args.scores),
+            ("--qe", args.qe),
+            ("--alignments", args.alignments),
+            ("--n-best", args.n_best > 1),
+            ("--sample", args.sample),
+            ("--glossary", args.glossary),
+            ("--pretokenized", args.pretokenized),
         )
         if given
     ]
     if per_sentence:
         raise CommandError(f"--memory gives a translation it holds as it is, without {per_sentence[0]}: leave one out")
     path = Path(args.memory)
-    if update and path.suffix.lower() == ".tmx":
+    if args.memory_update and path.suffix.lower() == ".tmx":
         raise CommandError("--memory-update writes a two-column file (source TAB translation), not a .tmx")
-    target = translator.target_lang or translator.directions.output
-    try:
-        if update and not path.exists():
-            memory = TranslationMemory(threshold=args.memory_threshold)
-        else:
-            memory = TranslationMemory.load(
-                path, source=translator.source_lang, target=target, threshold=args.memory_threshold
-            )
-    except ValueError as err:
-        raise CommandError(str(err)) from None
-    stream = files.enter_context(open(path, "a", encoding="utf-8")) if update else None
+    if args.memory_update and not path.exists():
+        memory = TranslationMemory(threshold=args.memory_threshold)
+    else:
+        target = translator.target_lang or translator.directions.output
+        memory = read_memory(path, source=translator.source_lang, target=target, threshold=args.memory_threshold)
+    stream = files.enter_context(open(path, "a", encoding="utf-8")) if args.memory_update else None
     return memory, stream

@@ -23,7 +23,7 @@ from .common import (
     length_penalty_options,
     search_options,
 )
-from .memory import memory_options
+from .memory import memory_options, read_memory
 
 SETTINGS = (
     (ServerLimits, "what one request may ask for, and how long it may take (more: 4xx or 503 naming the limit)"),
@@ -141,16 +141,12 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 
 def load_served_memory(args: argparse.Namespace):
     """--memory for the first model's direction (its languages from its directory), or None."""
-    from ..memory import TranslationMemory
     from ..model_dir import read_languages
 
     if args.memory is None:
         return None
     source, target = read_languages(args.model[0])
-    try:
-        return TranslationMemory.load(args.memory, source=source, target=target, threshold=args.memory_threshold)
-    except ValueError as err:
-        raise CommandError(str(err)) from None
+    return read_memory(args.memory, source=source, target=target, threshold=args.memory_threshold)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
