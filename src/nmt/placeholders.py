@@ -104,12 +104,7 @@ class MaskedText:
     def codes(self) -> list[str]:
         """The placeholders and tags of the string, as written, in order (an ICU construct's own
         parts included); a translation keeps exactly these."""
-        found = []
-        for line in self.lines:
-            for code in line.codes if isinstance(line, Line) else ():
-                for part in code.parts:
-                    found += part.codes if isinstance(part, MaskedText) else [part]
-        return found
+        return _flat([code for line in self.lines if isinstance(line, Line) for code in line.codes])
 
     def rebuilt(self, results: Sequence[Result], *, escape: Callable[[str], str] | None = None) -> str:
         """The string with each sentence translated (results: one per sentence) and every code kept.
@@ -163,8 +158,19 @@ def without_codes(text: str) -> str:
 
 
 def codes_of(text: str, *, in_plural: bool = False) -> list[str]:
-    """The placeholders and tags of `text`, as written, in order (MaskedText.codes without a language)."""
-    return MaskedText(text, "en", in_plural=in_plural).codes
+    """The placeholders and tags of `text`, as written, in order (MaskedText.codes, without splitting
+    the text around them into sentences)."""
+    lines = re.split(r"\r\n|\n|\r", text)
+    return _flat([code for line in lines for code in _cut(line, "en", in_plural)[1]])
+
+
+def _flat(codes: list[Code]) -> list[str]:
+    """The written parts of `codes`, an ICU construct's messages' own codes in their places."""
+    found = []
+    for code in codes:
+        for part in code.parts:
+            found += part.codes if isinstance(part, MaskedText) else [part]
+    return found
 
 
 def _cut(line: str, lang: str, in_plural: bool) -> tuple[list[str], list[Code]]:
