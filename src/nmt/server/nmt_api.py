@@ -17,6 +17,7 @@ hit. POST /translate is LibreTranslate's path too: app.py hands each body to the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from functools import partial
 from importlib.resources import files
 
@@ -42,11 +43,8 @@ def unmasked(
     answers, out = iter(found), []
     for i in range(count):
         if i not in masks:
-            best = next(answers)
-            if not keep_alignments:
-                for t in best:
-                    t.alignment = None
-            out.append(best)
+            best = next(answers)  # copied, never changed: the translation cache may hold these
+            out.append(best if keep_alignments else [dataclasses.replace(t, alignment=None) for t in best])
             continue
         mine = [next(answers)[0] for _ in masks[i].sentences]
         rebuilt = masks[i].rebuilt([(t.text, t.alignment) for t in mine])
