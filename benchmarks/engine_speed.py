@@ -8,6 +8,9 @@ median of each is reported), with its cased sacreBLEU for beam 5:
 - nmt fp32 / int8:     nmt's engine, default workers (one single-threaded worker per core: the
                        calling thread and worker processes, timed once they are ready)
 - nmt fp32/int8 threads: the same with every worker a thread of this process (worker_processes=False)
+- nmt int8 threads fbgemm: "nmt int8 threads" with every call in fbgemm's kernels, where nmt sends
+                       large ones to oneDNN's AMX kernels (nmt.inference.int8_linear; the same as
+                       "nmt int8 threads" on CPUs without AMX)
 - nmt fp32 mkl:        the same, with the output projection left to MKL where nmt would pack it
                        for oneDNN (nmt.inference.packed_linear; the same as "nmt fp32" on other CPUs)
 - nmt->ct2 fp32/int8:  `Translator(engine="ctranslate2")`: nmt's tokenisation, per-sentence limits
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 
 from nmt.evaluation import score_translations
+from nmt.inference import precision
 from nmt.inference.export_ctranslate2 import export_ctranslate2, require_ctranslate2, vocabulary
 from nmt.inference.packed_linear import unpack_output_projection
 from nmt.translator import Translator
@@ -97,6 +101,16 @@ def unpacked(translator: Translator) -> Translator:
     return translator
 
 
+def fbgemm_only(load):
+    """What `load()` returns, with its int8 layers left to fbgemm's kernels alone (in this process)."""
+    chosen = precision.amx_int8_available
+    precision.amx_int8_available = lambda: False
+    try:
+        return load()
+    finally:
+        precision.amx_int8_available = chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="trained nmt model directory")
@@ -120,6 +134,9 @@ def main() -> None:
         "nmt int8": lambda: Translator.load(model, device="cpu", precision="int8"),
         "nmt fp32 threads": lambda: Translator.load(model, device="cpu", precision="fp32", worker_processes=False),
         "nmt int8 threads": lambda: Translator.load(model, device="cpu", precision="int8", worker_processes=False),
+        "nmt int8 threads fbgemm": lambda: fbgemm_only(
+            lambda: Translator.load(model, device="cpu", precision="int8", worker_processes=False)
+        ),
         "nmt->ct2 fp32": lambda: Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="fp32"),
         "nmt->ct2 int8": lambda: Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
         "nmt fp32 mkl": lambda: unpacked(

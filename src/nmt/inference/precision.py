@@ -4,7 +4,8 @@
 
 int8 is dynamic quantisation: each linear layer's weight is stored as int8 with one scale per
 layer, and each input is quantised on the fly (per batch) before an int8 matmul that accumulates
-in int32 (fbgemm's AVX2 / AVX-512 VNNI kernels). Only the matmuls change: embeddings, LayerNorm,
+in int32 (fbgemm's AVX2 / AVX-512 VNNI kernels, and oneDNN's AMX kernels for large calls on CPUs
+with AMX: nmt.inference.int8_linear). Only the matmuls change: embeddings, LayerNorm,
 attention scores and softmax stay in fp32.
 
 Which API: `torch.ao.quantization.quantize_dynamic` (PyTorch's own, deprecated in favour of
@@ -152,13 +153,20 @@ def cast_linear_weights(model: nn.Module, dtype: torch.dtype) -> nn.Module:
     return model
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
+def amx_int8_available() -> bool:
+    """Whether this CPU has AMX tiles for int8 and this torch build oneDNN's quantized kernels for them."""
+    return "amx_int8" in cpu_flags() and "onednn" in torch.backends.quantized.supported_engines
+
+
+def quantize_int8(model: nn.Module, onednn: bool | None = None) -> nn.Module:
     """Replace every nn.Linear of a Transformer by an int8 dynamically quantized one, in place.
 
     Cross-attention first gets W_Q and [W_K; W_V] as separate layers: it uses the row blocks of the
     fused projection apart, and a packed int8 weight cannot be sliced. The layers are
-    `nmt.inference.int8_linear.Int8Linear`: torch.ao's, called more cheaply.
+    `nmt.inference.int8_linear.Int8Linear`: torch.ao's, called more cheaply; with `onednn` (default:
+    on CPUs with AMX for int8) large calls run oneDNN's kernels.
     """
+    onednn = amx_int8_available() if onednn is None else onednn
     with warnings.catch_warnings():  # the deprecation notes of torch.ao (see the module docstring)
         warnings.simplefilter("ignore")
         from torch.ao.quantization import quantize_dynamic  # noqa: PLC0415 - only int8 users pay the import
@@ -168,6 +176,10 @@ def quantize_int8(model: nn.Module) -> nn.Module:
         for layer in getattr(model, "decoder_layers", []):
             layer.cross_attn.split_cross_projections()
         quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8, mapping={nn.Linear: Int8Linear}, inplace=True)
+    if onednn:
+        for module in model.modules():
+            if isinstance(module, Int8Linear):
+                module.add_onednn_kernels()
     return model
 
 
