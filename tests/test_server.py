@@ -240,6 +240,21 @@ def test_replicas_of_another_model_never_share_an_answer():
         assert len(other.calls) == 1 and cache_counts(second) == (1, 1)
 
 
+@pytest.mark.parametrize("per_key", [True, False], ids=["each key its own", "one for the service"])
+def test_with_keys_each_key_has_a_cache_of_its_own_unless_the_service_shares_one(tmp_path, per_key):
+    from nmt.server import Admission, ApiKeys
+
+    (tmp_path / "keys.txt").write_text("alpha-key-0001\nbeta-key-00002\n", encoding="utf-8")
+    admission = Admission(ApiKeys.load(tmp_path / "keys.txt"), cache_per_key=per_key)
+    stub = EchoTranslator()
+    with TestClient(create_app(stub, ServerLimits(), info=INFO, admission=admission), base_url=LOCAL) as client:
+        for key in ("alpha-key-0001", "beta-key-00002", "alpha-key-0001", "beta-key-00002"):
+            answer = client.post("/translate", json={"text": ["a"]}, headers={"X-API-Key": key})
+            assert answer.json()["translations"][0]["text"] == "a|5"
+        # each key searched once and then hit its own entry; or the first search served all three
+        assert (len(stub.calls), cache_counts(client)) == ((2, (2, 2)) if per_key else (1, (3, 1)))
+
+
 def test_a_bad_cache_entry_is_a_miss_not_an_error():
     from nmt.server.shared_state import ProcessState
 

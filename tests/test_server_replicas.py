@@ -157,6 +157,16 @@ def test_a_sentence_translated_on_one_replica_is_a_cache_hit_on_the_other(urls):
     assert (after["hit"] - before.get("hit", 0), after["miss"] - before.get("miss", 0)) == (1, 1)
 
 
+def test_a_key_never_sees_another_key_s_cache_entries_on_any_replica(urls):
+    ask = {"text": ["Zwei Katzen schlafen."], "beam": 2}
+    before = [cache_lookups(url) for url in urls]
+    for url, key in ((urls[0], "alpha-key-0001"), (urls[1], "beta-key-00002"), (urls[1], "alpha-key-0001")):
+        assert httpx.post(f"{url}/translate", json=ask, headers={"X-API-Key": key}, timeout=30).status_code == 200
+    after = [cache_lookups(url) for url in urls]
+    gained = {r: sum(a.get(r, 0) - b.get(r, 0) for a, b in zip(after, before, strict=True)) for r in ("hit", "miss")}
+    assert gained == {"hit": 1, "miss": 2}  # beta searched for itself; alpha's own entry served alpha elsewhere
+
+
 def probe(url: str) -> tuple[int, bool, bool]:
     """(/readyz's status, whether /health says degraded, whether /health reaches its state)."""
     health = httpx.get(f"{url}/health", timeout=5).json()

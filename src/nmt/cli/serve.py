@@ -129,6 +129,14 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
         help="sentences whose translations the process keeps, answered again without a search (0: no "
         "cache); with --state, the cache is in Redis and each entry kept a day (default %(default)s)",
     )
+    g.add_argument(
+        "--translation-cache-scope",
+        choices=("key", "service"),
+        default="key",
+        help="with --api-keys, whose translations a request may be answered with: its own key's (key: "
+        "a hit's speed tells no one what another key translated) or every key's (service) (default "
+        "%(default)s)",
+    )
     p.add_argument(
         "--glossary",
         metavar="FILE.tsv",
@@ -170,7 +178,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         state = server.open_state(args.state, cache_size=args.translation_cache)
     except (ValueError, ConnectionError) as err:
         raise CommandError(str(err)) from None
-    admission = server.Admission(keys, per_address=args.req_limit, limiter=state.limiter)
+    admission = server.Admission(
+        keys, per_address=args.req_limit, limiter=state.limiter, cache_per_key=args.translation_cache_scope == "key"
+    )
     if not 0 <= args.port <= 65535:
         raise CommandError(f"--port must be between 0 and 65535, got {args.port}")
     access = server.access_policy(args.host, allowed_hosts=args.allowed_hosts, allowed_origins=args.allowed_origins)

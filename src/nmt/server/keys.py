@@ -143,11 +143,35 @@ class Refusal:
 
 
 class Admission:
-    """The keys and limits a server applies to each translation request."""
+    """The keys and limits a server applies to each translation request, and whose translations a
+    request may be answered with from the translation cache (`cache_scope`).
 
-    def __init__(self, keys: ApiKeys | None = None, per_address: int = 0, limiter: Limiter | None = None):
+    cache_per_key (where keys are in use): each key has a cache of its own, for a hit is faster than
+    a search, and its speed would tell one key's holder which texts another has translated.
+    """
+
+    def __init__(
+        self,
+        keys: ApiKeys | None = None,
+        per_address: int = 0,
+        limiter: Limiter | None = None,
+        *,
+        cache_per_key: bool = True,
+    ):
         self.keys, self.per_address = keys, per_address
         self.limiter = limiter or RateLimiter()
+        self.cache_per_key = cache_per_key
+
+    def with_limiter(self, limiter: Limiter) -> Admission:
+        """The same keys and rules, counted in `limiter`'s windows (the replicas' shared ones)."""
+        return Admission(self.keys, self.per_address, limiter, cache_per_key=self.cache_per_key)
+
+    def cache_scope(self, offered_key: str | None) -> str | None:
+        """The translation-cache scope of a request admitted with this key: the key's SHA-256 (as
+        ApiKeys keeps it; never the key) where each key has its own, None for the service's one."""
+        if self.keys is None or not self.cache_per_key or not offered_key:
+            return None
+        return hashlib.sha256(offered_key.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
     def keys_required(self) -> bool:

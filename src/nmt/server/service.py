@@ -145,13 +145,18 @@ def model_routes(infos: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[int
 CACHE_FORM = 1
 
 
-def cache_keys(identity: str, texts: Sequence[str], search: SearchRequest, options: dict[str, Any]) -> list[str]:
+def cache_keys(
+    identity: str, texts: Sequence[str], search: SearchRequest, options: dict[str, Any], *, scope: str | None = None
+) -> list[str]:
     """Each text's translation-cache key: the model's identity (model_identity), the whole search
     request, what else the model is asked (target language, scores, alignments) and the text itself.
     A different beam, glossary, engine or model is another key. A document's format reaches the
     model as what it asks (alignments, to put markup back) and the sentences it sends: a sentence
-    alike is answered alike, whichever document it came from."""
+    alike is answered alike, whichever document it came from. `scope`: whose cache (an API key's,
+    Admission.cache_scope), None for the service's."""
     asked = [CACHE_FORM, identity, dataclasses.asdict(search), options]
+    if scope is not None:  # unscoped keys stay as they were: replicas of the last version share them
+        asked.append({"scope": scope})
     prefix = hashlib.sha256(json.dumps(asked, sort_keys=True, default=str).encode()).digest()
     return [hashlib.sha256(prefix + text.encode("utf-8", "surrogatepass")).hexdigest() for text in texts]
 
@@ -204,7 +209,7 @@ class TranslationService:
         self.limits = limits
         self.admission = admission or Admission()
         if state is not None:  # the limits count in the state's windows, shared by the replicas where it is
-            self.admission = Admission(self.admission.keys, self.admission.per_address, state.limiter)
+            self.admission = self.admission.with_limiter(state.limiter)
         self.state = state or ProcessState()  # the translated files until fetched, and the windows
         self.memory = memory  # the first model's, for its own direction (as a glossary is)
         self.metrics = ServerMetrics()
@@ -299,9 +304,15 @@ class TranslationService:
         return body, ready
 
     def admit(self, request: Request, key: Any, cost: int) -> Refusal | None:
-        """The key and rate-limit check of a request costing `cost` units (None: admitted)."""
+        """The key and rate-limit check of a request costing `cost` units (None: admitted). An
+        admitted request's translation-cache scope (its key's, where each key has its own) is kept
+        with it, for `translate`."""
+        offered = key if isinstance(key, str) else None
         address = request.client.host if request.client else ""
-        return self.admission.check(key if isinstance(key, str) else None, address, cost)
+        refusal = self.admission.check(offered, address, cost)
+        if refusal is None:
+            request.state.cache_scope = self.admission.cache_scope(offered)
+        return refusal
 
     async def body(self, request: Request) -> bytes | None:
         """The request's body within the size and time limits (ApiError past them); None where the
@@ -340,7 +351,7 @@ class TranslationService:
         if not caching:
             return await self.searched(request, index, texts, search, deadline, extras)
         identity = self.models[index][1].get("identity") or json.dumps(self.models[index][1], sort_keys=True)
-        keys = cache_keys(identity, texts, search, extras)
+        keys = cache_keys(identity, texts, search, extras, scope=getattr(request.state, "cache_scope", None))
         kept = self.state.cached(keys)
         results = [from_cache_form(k) for k in kept]
         missing = [i for i, found in enumerate(results) if found is None]
