@@ -93,15 +93,21 @@ def test_a_workbook_translates_text_cells_and_keeps_numbers_and_formulas():
     )
 
 
-def test_an_opendocument_text_keeps_its_span_and_a_spreadsheet_its_numbers():
+def odt_with_bold_span(before: str, bold_text: str, after: str) -> OpenDocumentText:
+    """An OpenDocument text of one paragraph: `before`, `bold_text` in a bold span, `after`."""
     text = OpenDocumentText()
     bold = Style(name="B", family="text")
     bold.addElement(TextProperties(fontweight="bold"))
     text.automaticstyles.addElement(bold)
-    p = P(text="A man rides ")
-    p.addElement(Span(stylename=bold, text="a red"))
-    p.addText(" bike.")
+    p = P(text=before)
+    p.addElement(Span(stylename=bold, text=bold_text))
+    p.addText(after)
     text.text.addElement(p)
+    return text
+
+
+def test_an_opendocument_text_keeps_its_span_and_a_spreadsheet_its_numbers():
+    text = odt_with_bold_span("A man rides ", "a red", " bike.")
     out = load(io.BytesIO(translate_document(saved(text), "a.odt", upper, lang="en")))
     assert [teletype.extractText(x) for x in out.getElementsByType(P)] == ["A MAN RIDES A RED BIKE."]
     assert [teletype.extractText(x) for x in out.getElementsByType(Span)] == ["A RED"]

@@ -196,3 +196,16 @@ def test_translate_a_catalog_from_the_command_line(tiny_model_dir, tmp_path):
     assert run.returncode == 0 and "Already done" in run.stdout  # a .pot is text: written to stdout
     run = subprocess.run([*command, "--retranslate"], input="Hallo\n", capture_output=True, text=True)
     assert run.returncode == 2 and "--retranslate is for .po, .pot, .xlf, .xliff files" in run.stderr
+
+
+@pytest.mark.parametrize("comment", ["# :", "# :src/main.c", "# ,x", "# :1\n# , fuzzy words"])
+def test_a_header_comment_starting_with_a_colon_or_comma_reads_back_as_itself(tmp_path, comment):
+    """polib writes the header comment ":src/main.c" as "#:src/main.c", a reference line it cannot
+    read back; nmt writes it as gettext does, "# :src/main.c"."""
+    catalog = comment + "\n" + CATALOG.split("\n", 1)[1]
+    out = translate_document(catalog.encode(), "demo.pot", upper, lang="en", target="cs")
+    assert out.decode().startswith(comment + "\n")
+    assert polib.pofile(out.decode()).header == polib.pofile(catalog).header
+    if shutil.which("msgfmt"):
+        check = msgfmt_check(tmp_path, out)
+        assert check.returncode == 0, check.stderr

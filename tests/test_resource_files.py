@@ -117,6 +117,30 @@ def test_a_bad_resource_file_is_one_error_naming_the_file(name, content, message
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        "? key  # a note\n: Hello there\n",  # written back without its "?": "key  # a note\n: HELLO THERE"
+        "{a-- \n\n  }",  # a flow mapping over a blank line: written back with a ":" it cannot read
+        "#c\n  []",  # ruamel.yaml's emitter fails (IndexError)
+    ],
+)
+def test_yaml_that_ruamel_cannot_write_back_is_refused_before_translating(content):
+    asked = []
+    with pytest.raises(
+        DocumentError, match=r"^a\.yml: YAML that ruamel\.yaml cannot write back as it reads it \("
+    ) as e:
+        translate_document(content.encode(), "a.yml", lambda sentences: asked.extend(sentences), lang="en")
+    assert "\n" not in str(e.value) and asked == []
+    YAML(typ="rt").load(content)  # the input itself is YAML
+
+
+def test_yaml_nmt_writes_reads_back_to_the_same_tree():
+    content = "? plain key\n: Hello there\n? [a, b]\n: Good bye  # a note\nlist:\n  - One\n"
+    out = translate_document(content.encode(), "a.yml", upper, lang="en").decode()
+    assert YAML(typ="safe").load(out) == {"plain key": "HELLO THERE", ("a", "b"): "GOOD BYE", "list": ["ONE"]}
+
+
 def test_the_output_must_be_a_file_of_the_inputs_kind(tmp_path, capsys):
     from nmt.cli import main
 

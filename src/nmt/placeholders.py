@@ -22,6 +22,7 @@ A line break in a string ends a paragraph: each line is translated on its own.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -148,6 +149,70 @@ class MaskedText:
                             part = part._joined([next(answers) for _ in part.sentences], escape, apart=apart)
                         out.append(part)
         return "".join(out)
+
+
+class MaskedNodes:
+    """A paragraph of a document whose text lies in pieces (a .docx paragraph's runs, the text
+    between a Markdown paragraph's markup, a subtitle's cue) read with its placeholders kept:
+    `sentences`, then `rebuilt(results)`, the new text of each piece.
+
+    The pieces are read together; each code found in that text (CODE: a URL, {name}, %s, even one
+    that Word split over two runs) is cut out of its pieces, so the model reads the words around it,
+    and is written back as it was while the translated words are placed into the pieces by word
+    alignment (nmt.markup.placed_texts). A paragraph with no letter outside its codes has no
+    sentence: it stays as it is."""
+
+    def __init__(self, nodes: Sequence[str], lang: str):
+        self.nodes = list(nodes)
+        joined = "".join(self.nodes)
+        spans = [m.span() for m in CODE.finditer(joined)]
+        self.codes = [joined[start:end] for start, end in spans]
+        bounds = sorted({b for span in spans for b in span})
+        starts = [start for start, _ in spans]
+        # The parts the placement sees: each piece cut where a code starts or ends, a code's parts
+        # seen as empty (no word goes there). Per part: its piece, its text, whether it is code.
+        # Bisection keeps it O(parts log codes): a paragraph of 30,000 runs and codes is no square.
+        self.parts: list[tuple[int, str, bool]] = []
+        at = 0
+        for k, node in enumerate(self.nodes):
+            inside = bounds[bisect_right(bounds, at) : bisect_left(bounds, at + len(node))]
+            cuts = [0, *(b - at for b in inside), len(node)]
+            for start, end in zip(cuts, cuts[1:], strict=False) if node else [(0, 0)]:
+                owner = bisect_right(starts, at + start) - 1  # the last code starting at or before the part
+                self.parts.append((k, node[start:end], owner >= 0 and at + start < spans[owner][1]))
+            at += len(node)
+        text = "".join("" if code else part for _, part, code in self.parts)
+        paragraph = Paragraph.parse(text, lang) if any(c.isalpha() for c in text) else None
+        self.paragraph = paragraph or Paragraph([], [text])
+        self.sentences = self.paragraph.sentences
+
+    def rebuilt(self, results: Sequence[Result]) -> list[str]:
+        """The new text of each piece, each sentence translated (results: one per sentence) and
+        every code as it was; anything in the model's words that reads as a code is removed."""
+        if len(results) != len(self.sentences):
+            raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        if not self.sentences:
+            return list(self.nodes)
+        placed = placed_texts(["" if code else part for _, part, code in self.parts], self.paragraph, results)
+        out = self._joined(placed, apart=False)
+        if [m.group(0) for m in CODE.finditer("".join(out))] != self.codes:
+            out = self._joined(placed, apart=True)  # words moved next to a code made a new one with it
+        return out
+
+    def _joined(self, placed: list[str], *, apart: bool) -> list[str]:
+        """Each piece again from its parts: codes as written, the placed words beside them, set apart
+        from a code by a space where the source glued no word to it (or everywhere, `apart`)."""
+        out = ["" for _ in self.nodes]
+        for k, (new, (node, old, code)) in enumerate(zip(placed, self.parts, strict=True)):
+            if not code and new != old:
+                new = without_codes(new)
+                if k > 0 and self.parts[k - 1][2]:  # after a code
+                    if new[:1].isalnum() and not old[:1].isalnum() or apart and new[:1] not in " ":
+                        new = " " + new
+                if apart and k + 1 < len(self.parts) and self.parts[k + 1][2] and new[-1:] not in " ":
+                    new += " "
+            out[node] += old if code else new
+        return out
 
 
 def without_codes(text: str) -> str:

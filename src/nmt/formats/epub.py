@@ -2,11 +2,12 @@
 
 An EPUB is a zip of XHTML chapters, a package file (content.opf: metadata, manifest, reading order)
 and a navigation document. Chapters and the EPUB 3 navigation page go through the HTML path
-(nmt.markup: markup, attributes, images and links kept); an EPUB 2 table of contents (toc.ncx) has
-its entries' labels translated. The metadata, the manifest, styles, fonts and images are copied as
-they were, but for the language where the target is known: the package's <dc:language>, each
-chapter's <html lang> and xml:lang, and the table of contents' xml:lang name the target. (The
-package's own xml:lang, the language of the metadata's title and the like, is kept with them.)
+(nmt.markup: markup, attributes, images and links kept; placeholders and URLs in the text kept as
+written, nmt.placeholders); an EPUB 2 table of contents (toc.ncx) has its entries' labels
+translated. The metadata, the manifest, styles, fonts and images are copied as they were, but for
+the language where the target is known: the package's <dc:language>, each chapter's <html lang>
+and xml:lang, and the table of contents' xml:lang name the target. (The package's own xml:lang, the
+language of the metadata's title and the like, is kept with them.)
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..markup import HtmlPage
+from ..placeholders import CODE
 from .errors import DocumentError
 from .language_tags import target_tag
 from .packages import Package
@@ -40,7 +42,7 @@ class EpubDocument:
                     text = self.package.data[part].decode("utf-8-sig")
                 except UnicodeDecodeError:
                     raise DocumentError(f"{name}: {part} is not UTF-8") from None
-                self.pages[part] = HtmlPage(text, lang)
+                self.pages[part] = HtmlPage(text, lang, codes=CODE)
         self.tocs = {
             part: parse_xml(self.package.data[part], f"{name}: {part}")
             for part in self.package.names()

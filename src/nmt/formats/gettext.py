@@ -165,7 +165,7 @@ class GettextCatalog:
                 entry.flags.insert(0, "fuzzy")
             entry.previous_msgid = entry.previous_msgid_plural = entry.previous_msgctxt = None
         self._set_header()
-        return self.catalog.__unicode__().encode("utf-8")
+        return written_catalog(self.catalog).encode("utf-8")
 
     def _set_header(self) -> None:
         metadata = self.catalog.metadata
@@ -191,6 +191,19 @@ class GettextCatalog:
                         len(forms),
                         self.count,
                     )
+
+
+def written_catalog(catalog: polib.POFile) -> str:
+    """The catalog as polib writes it, but for the header's comment lines: polib writes one that
+    starts with ":" or "," as "#:" or "#,", a reference or flags line, which gettext's tools read as
+    such and polib cannot read back ("# :src" -> "#:src": a syntax error). Written as gettext writes
+    a translator's comment ("# :src"), each reads back as itself."""
+    text = catalog.__unicode__()
+    lines = catalog.header.split("\n")
+    polibs = "".join("#\n" if not line else f"#{line}\n" if line[:1] in ",:" else f"# {line}\n" for line in lines)
+    if not text.startswith(polibs):  # another polib's way of writing: its own is kept
+        return text
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines) + text[len(polibs) :]
 
 
 _KEYWORD_LINE = re.compile(r'^(?:#~\s*)?(?:(?:msgid|msgid_plural|msgstr|msgctxt|msgstr\[\d+\])\s+)?"(.*)$')

@@ -5,7 +5,9 @@ heading and table cell, with its lines. Within it, each text token is found in t
 what lies between them (emphasis marks, code spans, a link's `](target "title")`, inline HTML) is
 kept as it is, and the translated words are placed into the text pieces by word alignment (the
 HTML path's placement, nmt.markup), so an emphasised word stays emphasised and a link keeps its
-target. Code blocks, fenced code, HTML blocks and YAML/TOML front matter are not read at all.
+target. Placeholders and URLs in the prose ({name}, %s, https://...: nmt.placeholders) are never
+read by the model and come back as written. Code blocks, fenced code, HTML blocks and YAML/TOML
+front matter are not read at all.
 
 A paragraph, heading or cell without a letter (a number, a date) is left as it is, as in the
 other formats. A paragraph whose text the parser changed (entities such as `&amp;`, backslash
@@ -22,8 +24,7 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from ..documents import Paragraph
-from ..markup import placed_texts
+from ..placeholders import MaskedNodes
 from .text_files import UTF8_BOM, check_results, decoded
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class InlineText:
     end: int
     pieces: list[str]
     is_text: list[bool]
-    paragraph: Paragraph
+    text: MaskedNodes  # the text pieces (markup as empty ones), placeholders in them kept
 
 
 def _code_span_end(source: str, at: int, token) -> int:
@@ -187,13 +188,12 @@ class MarkdownDocument:
             if found is None:
                 kept += 1
                 continue
-            words = "".join(piece for piece, text in zip(found.pieces, found.is_text, strict=True) if text)
-            if not any(c.isalpha() for c in words):  # a number, a date: no text to translate (a model would guess)
+            if not found.text.sentences:  # a number, a date, a URL: no text to translate (a model would guess)
                 continue
             self.inlines.append(found)
         if kept:
             log.warning("%s: %d Markdown paragraph(s) kept untranslated: entities or escapes in their text", name, kept)
-        self.sentences = [s for inline in self.inlines for s in inline.paragraph.sentences]
+        self.sentences = [s for inline in self.inlines for s in inline.text.sentences]
 
     def _locate(self, token, first: int, lines_end: int) -> InlineText | None:
         lines = token.content.split("\n")
@@ -212,7 +212,7 @@ class MarkdownDocument:
             return None
         pieces, is_text = cut
         nodes = [p if t else "" for p, t in zip(pieces, is_text, strict=True)]
-        return InlineText(start, end, pieces, is_text, Paragraph.parse("".join(nodes), self.lang))
+        return InlineText(start, end, pieces, is_text, MaskedNodes(nodes, self.lang))
 
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The file with its prose translated and all else as it was."""
@@ -220,9 +220,8 @@ class MarkdownDocument:
         answers = iter(results)
         edits = []
         for inline in self.inlines:
-            mine = [next(answers) for _ in inline.paragraph.sentences]
-            nodes = [p if t else "" for p, t in zip(inline.pieces, inline.is_text, strict=True)]
-            new = placed_texts(nodes, inline.paragraph, mine)
+            mine = [next(answers) for _ in inline.text.sentences]
+            new = inline.text.rebuilt(mine)
             written = [n if t else p for n, p, t in zip(new, inline.pieces, inline.is_text, strict=True)]
             edits.append((inline.start, inline.end, "".join(written)))
         out, at = [], 0

@@ -12,7 +12,9 @@ order stay as they were.
 - YAML is read and written by ruamel.yaml's round trip: comments, key order, quoting and block
   styles are kept; a Rails file's one root key naming the source language is renamed to the target.
   A string that anchors and aliases repeat is translated once; a tree of aliases cannot make the
-  walk exponential ("billion laughs"), and YAML tags make no objects.
+  walk exponential ("billion laughs"), and YAML tags make no objects. A file that the round trip
+  would write back as YAML it cannot read (an explicit "? key" with a comment after it) is refused
+  when it is read, before anything is translated.
 """
 
 from __future__ import annotations
@@ -180,10 +182,28 @@ class YamlResources:
             self.strings = StringTree(self.root, lang)
         except ValueError as err:
             raise DocumentError(f"{name}: {err}", too_large=True) from None
+        self.name = name
+        self.written()  # refused now, before any translation, where the file cannot be written back
         self.sentences = self.strings.sentences
 
     def rebuilt(self, results: Results) -> bytes:
         self.strings.fill(results)
+        return self.written().encode("utf-8")
+
+    def written(self) -> str:
+        """The tree as ruamel.yaml's round trip writes it; a DocumentError where that is no YAML it
+        reads back as written. Its emitter writes some odd but valid files wrongly: a key with a
+        comment after it ("? key  # note") loses its "?", a flow mapping broken over a blank line
+        gains a ":", and some it cannot write at all (an IndexError)."""
+        from ruamel.yaml import YAML  # noqa: PLC0415
+
         out = StringIO()
-        self.yaml.dump(self.root, out)
-        return out.getvalue().encode("utf-8")
+        try:
+            self.yaml.dump(self.root, out)
+            YAML(typ="rt").load(out.getvalue())
+        except Exception as err:  # noqa: BLE001 - whatever ruamel.yaml raises, writing or reading back
+            problem = " ".join(str(getattr(err, "problem", None) or err).split())[:100]
+            raise DocumentError(
+                f"{self.name}: YAML that ruamel.yaml cannot write back as it reads it ({type(err).__name__}: {problem})"
+            ) from None
+        return out.getvalue()

@@ -8,7 +8,9 @@ the log names its line. A cue's lines are translated as one paragraph (a sentenc
 two lines) and the translation is wrapped again over as many lines, of balanced length.
 
 Markup inside a cue (<i>, <b>, <u>, <font>) goes through the HTML placement (nmt.markup), so an
-italic word stays italic; a WebVTT voice tag at the start (<v Roger>) is kept as it is.
+italic word stays italic; a WebVTT voice tag at the start (<v Roger>) is kept as it is. Placeholders
+and URLs in a cue ({name}, %s, https://...: nmt.placeholders) are never read by the model and come
+back as written, placed by the same alignment.
 
 A parsing library (srt, webvtt-py) would write the file again from its own model of it,
 renumbering cues and normalising timings; reading only the text lines keeps the rest exact.
@@ -21,8 +23,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..documents import Paragraph
 from ..markup import HtmlPage
+from ..placeholders import CODE, MaskedNodes
 from .errors import DocumentError
 from .text_files import UTF8_BOM, check_results, decoded
 
@@ -60,7 +62,11 @@ class Cue:
     count: int
     voice: str
     page: HtmlPage | None  # for a cue with markup
-    paragraph: Paragraph | None  # for a cue without
+    text: MaskedNodes | None  # for a cue without
+
+    @property
+    def sentences(self) -> list[str]:
+        return self.page.sentences if self.page is not None else self.text.sentences
 
 
 class Subtitles:
@@ -93,7 +99,7 @@ class Subtitles:
             )
         if not any("-->" in line for line in self.lines):
             raise DocumentError(f"{name}: no cue timings ('00:00:01,000 --> 00:00:04,000'): not a subtitle file")
-        self.sentences = [s for cue in self.cues for s in (cue.page.sentences if cue.page else cue.paragraph.sentences)]
+        self.sentences = [s for cue in self.cues for s in cue.sentences]
 
     def _cue(self, first: int, count: int, lang: str) -> Cue:
         text = " ".join(line.strip() for line in self.lines[first : first + count])
@@ -103,8 +109,8 @@ class Subtitles:
             if text.endswith("</v>"):
                 text = text[: -len("</v>")].rstrip()
         if "<" in text:
-            return Cue(first, count, voice, HtmlPage(text, lang), None)
-        return Cue(first, count, voice, None, Paragraph.parse(text, lang))
+            return Cue(first, count, voice, HtmlPage(text, lang, codes=CODE), None)
+        return Cue(first, count, voice, None, MaskedNodes([text], lang))
 
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The file with each cue's text translated, every other line as it was."""
@@ -112,9 +118,8 @@ class Subtitles:
         lines = list(self.lines)
         answers = iter(results)
         for cue in self.cues:
-            n = len(cue.page.sentences) if cue.page else len(cue.paragraph.sentences)
-            mine = [next(answers) for _ in range(n)]
-            new = cue.page.rebuilt(mine) if cue.page is not None else cue.paragraph.rebuilt([t for t, _ in mine])
+            mine = [next(answers) for _ in cue.sentences]
+            new = cue.page.rebuilt(mine) if cue.page is not None else cue.text.rebuilt(mine)[0]
             old = lines[cue.first : cue.first + cue.count]
             ending = "\r\n" if old[0].endswith("\r\n") else "\n"
             last_ending = old[-1][len(old[-1].rstrip("\r\n")) :]  # the file's last line may have none

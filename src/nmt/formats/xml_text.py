@@ -4,7 +4,9 @@ Office and OpenDocument files keep a paragraph's text in pieces: the runs of a .
 with its own bold, italic or link), of a slide (`<a:r>`), the spans of an .odt. A paragraph is read
 as one text (the pieces joined), translated in context, and the output words are put back into the
 pieces by word alignment (nmt.markup.placed_texts, the placement the HTML path uses), so a bold word
-stays bold. Only text changes: elements, attributes and every other part stay as they were.
+stays bold. Placeholders in the text ({name}, %s, a URL, an e-mail address; nmt.placeholders.MaskedNodes)
+are never read by the model and come back as written, even one that a word processor split over
+two runs. Only text changes: elements, attributes and every other part stay as they were.
 
 A Slot is one piece: an element's text, or the tail after one (OpenDocument mixes text and
 elements). A tab, a line break or a run of spaces written as an element is a fixed slot: it reads
@@ -23,8 +25,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from ..documents import Paragraph
-from ..markup import placed_texts
+from ..placeholders import MaskedNodes
 from .errors import DocumentError
 from .text_files import UTF8_BOM, check_results
 
@@ -120,21 +121,22 @@ class Slot:
 
 
 class XmlBlocks:
-    """The paragraphs of some XML parts, ready to translate: `sentences`, then `put_back(results)`."""
+    """The paragraphs of some XML parts, ready to translate: `sentences`, then `put_back(results)`.
+    Placeholders in their text (a URL, {name}, %s: nmt.placeholders) are kept as written."""
 
     def __init__(self, blocks: Sequence[list[Slot]], lang: str):
-        # a block without a letter (a number, a date, a dash) is no text to translate: a model would guess
-        self.blocks = [b for b in blocks if any(c.isalpha() for s in b for c in s.get())]
-        self.paragraphs = [Paragraph.parse("".join(s.get() for s in block), lang) for block in self.blocks]
-        self.sentences = [s for p in self.paragraphs for s in p.sentences]
+        read = [(block, MaskedNodes([s.get() for s in block], lang)) for block in blocks]
+        # a block without a letter outside its codes (a number, a date, a URL) is no text to
+        # translate: a model would guess
+        self.blocks = [(block, text) for block, text in read if text.sentences]
+        self.sentences = [s for _, text in self.blocks for s in text.sentences]
 
     def put_back(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> None:
         """Each sentence replaced by its translation ((text, word alignment or None) per sentence)."""
         check_results(results, self.sentences)
         answers = iter(results)
-        for block, paragraph in zip(self.blocks, self.paragraphs, strict=True):
-            mine = [next(answers) for _ in paragraph.sentences]
-            originals = [s.get() for s in block]
-            for slot, new, old in zip(block, placed_texts(originals, paragraph, mine), originals, strict=True):
+        for block, text in self.blocks:
+            mine = [next(answers) for _ in text.sentences]
+            for slot, new, old in zip(block, text.rebuilt(mine), text.nodes, strict=True):
                 if new != old:
                     slot.set(new)
