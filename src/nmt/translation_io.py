@@ -177,6 +177,8 @@ def translate_stream(
     glossary: Glossary | None = None,
     memory: TranslationMemory | None = None,
     memory_update: TextIO | None = None,
+    qe_passes: int = 1,
+    qe_seed: int = 0,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of input lines translated.
 
@@ -187,7 +189,8 @@ def translate_stream(
     else each line is one sentence, cut to the model's limit with a warning if it is longer.
     scores / quality / alignments (line mode): each output line is followed by " ||| " and the
     translation's confidence and token probabilities, its quality score, flag and word scores, and
-    its word alignment (see `output_line`).
+    its word alignment (see `output_line`); qe_passes > 1: the quality scores are MC dropout's over
+    that many passes, drawn from qe_seed (Translator.translate_detailed).
     glossary: its target terms are required wherever its source terms occur (line mode); a line
     whose terms could not all be placed is named in a warning.
     request.n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
@@ -222,6 +225,8 @@ def translate_stream(
                 target.write(text + "\n")
         else:
             more = {"glossary": glossary} if glossary is not None else {}
+            if quality and qe_passes > 1:
+                more |= {"qe_passes": qe_passes, "qe_seed": qe_seed}
             searched = functools.partial(
                 translator.translate_detailed,
                 request=chunk_request,

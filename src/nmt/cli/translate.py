@@ -20,6 +20,7 @@ from .common import (
     length_penalty_options,
     load_translator,
     model_options,
+    qe_passes_option,
     scored_set_options,
 )
 from .memory import memory_options, open_memory
@@ -93,6 +94,7 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "word's mean piece log-probability), ' ||| ' doubtful or ok (by the model's calibration, `nmt "
         "calibrate`; - without one) and ' ||| ' each word's score (line format)",
     )
+    qe_passes_option(p)
     p.add_argument(
         "--alignments",
         action="store_true",
@@ -133,7 +135,12 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"with --sample: draw among the k most likely tokens, 0 among all (default {sampling.top_k})",
     )
-    p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="with --sample or --qe-passes: seed for reproducible draws (--qe-passes: default 0)",
+    )
     p.set_defaults(func=cmd_translate)
     add_scoring_commands(sub)
 
@@ -263,8 +270,8 @@ def sampling_option(args: argparse.Namespace):
         if v is not None
     }
     if not args.sample:
-        if given:
-            raise CommandError("--temperature, --top-k and --seed apply to --sample only")
+        if set(given) - ({"seed"} if getattr(args, "qe_passes", 1) > 1 else set()):
+            raise CommandError("--temperature and --top-k apply to --sample only, --seed to --sample or --qe-passes")
         return None
     if args.beam is not None:
         raise CommandError("--sample draws one translation at random: leave out --beam")
@@ -375,6 +382,10 @@ def cmd_translate(args: argparse.Namespace) -> int:
     split = args.split_sentences or args.format == "text"
     if split and (args.scores or args.qe or args.alignments):
         raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
+    if args.qe_passes != 1 and (args.qe_passes < 1 or not args.qe):
+        raise CommandError(
+            f"--qe-passes averages the quality scores of --qe: at least 1, with --qe (got {args.qe_passes})"
+        )
     if args.n_best < 1:
         raise CommandError(f"--n-best must be at least 1, got {args.n_best}")
     if args.n_best > 1 and (split or sampling is not None):
@@ -405,6 +416,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             split_sentences=split,
             scores=args.scores,
             quality=args.qe,
+            qe_passes=args.qe_passes,
+            qe_seed=args.seed or 0,
             alignments=args.alignments,
             glossary=glossary,
             memory=memory,
