@@ -131,6 +131,7 @@ ALLOWED = {
         "memory",
         "model_dir",
         "placeholders",
+        "quality",
         "search_settings",
         "tokenizer",
         "translation_io",
