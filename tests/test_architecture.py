@@ -27,6 +27,7 @@ ALLOWED = {
     "translation": {"decoding", "forced_scoring", "tokenizer"},
     # What a model's quality scores mean: a calibration kept in its directory.
     "quality": {"files"},
+    "quality_report": {"files", "quality"},
     "truecaser": {"files"},
     "documents": set(),
     "markup": {"documents"},
@@ -156,6 +157,7 @@ ALLOWED = {
         "plots",
         "pretrained",
         "quality",
+        "quality_report",
         "search_settings",
         "server",
         "training",

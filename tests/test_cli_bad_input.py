@@ -184,6 +184,7 @@ TRANSLATE_CASES = [
     case(f"{TRANSLATE} --top-k 5", 2, "--temperature and --top-k apply to --sample only"),
     case(f"{TRANSLATE} --seed 5", 2, "--seed to --sample or --qe-passes"),
     case(f"{TRANSLATE} --qe-passes 3", 2, r"--qe-passes averages the quality scores of --qe: .*got 3"),
+    case(f"{TRANSLATE} --qe-report {{new_dir}}/r.csv", 2, r"--qe-report is for documents and web pages"),
     case(
         f"{TRANSLATE} --qe --qe-passes 3 --engine ctranslate2",
         2,

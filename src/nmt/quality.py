@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .files import atomic_write_text
 
@@ -34,6 +35,25 @@ BINS = 10  # the expected chrF: one mean per tenth of the fitting set, by score
 def sentence_score(word_scores: Sequence[float]) -> float:
     """A sentence's score: the mean of its words' (0.0, certain, for an empty translation)."""
     return sum(word_scores) / len(word_scores) if word_scores else 0.0
+
+
+class Scored(Protocol):
+    """What a quality score is read from: a Translation (nmt.translation) scored or not."""
+
+    word_scores: list[float] | None
+    doubtful: bool | None
+
+
+def combined_quality(found: Sequence[Scored]) -> tuple[float | None, bool | None]:
+    """The quality of a text made of several translations (its sentences, or a long sentence's
+    pieces): the score of the least sure, and whether any is doubtful (None where the model has no
+    calibration). Translations without word scores (a memory's) are left out; (None, None) where
+    none has them."""
+    scored = [t for t in found if t.word_scores is not None]
+    if not scored:
+        return None, None
+    flags = [t.doubtful for t in scored]
+    return min(sentence_score(t.word_scores) for t in scored), None if None in flags else any(flags)
 
 
 @dataclass(frozen=True)

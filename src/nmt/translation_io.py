@@ -140,9 +140,22 @@ def aligned_translations(
     """(best translation, its word alignment or None) of each sentence, for putting markup back
     (nmt.markup); a sentence too long for the model is cut at a safe point and joined back.
     request: the search (`translator.request(beam=1)`; None: the model's own settings)."""
+    return scored_translations(translator, sentences, request)[0]
+
+
+def scored_translations(
+    translator: Translator, sentences: list[str], request: SearchRequest | None = None, *, scores: bool = False
+) -> tuple[list[tuple[str, list[tuple[int, int]] | None]], list[list[Translation]]]:
+    """aligned_translations, and with it the best Translation of each sentence's pieces (one for a
+    sentence that was not cut), with word scores and the model's flag where `scores`."""
     cut = cut_sentences(translator, sentences)
-    found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator))
-    return cut.joined([best[0] for best in found], translator.target_lang or translator.directions.output)
+    found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator), scores=scores)
+    best = iter(found)
+    pieces = [[next(best)[0] for _ in parts] for parts in cut.parts]
+    joined = cut.joined(
+        [piece for parts in pieces for piece in parts], translator.target_lang or translator.directions.output
+    )
+    return joined, pieces
 
 
 def align_memory_hits(

@@ -96,6 +96,13 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
     )
     qe_passes_option(p)
     p.add_argument(
+        "--qe-report",
+        metavar="FILE",
+        help="a document or web page (--input DOC --output OUT): also write FILE, each of its sentences once "
+        "with its translation, quality score and flag (as --qe gives them), how often and where first it "
+        "comes, the doubtful and least sure first; CSV, or an HTML table for a FILE ending in .html",
+    )
+    p.add_argument(
         "--alignments",
         action="store_true",
         help="after each translation: ' ||| ' and its word alignment, source-target pairs of 0-based word "
@@ -295,6 +302,8 @@ def refuse_line_options(args: argparse.Namespace, kind: str) -> None:
     used for --format text."""
     if args.scores or args.qe or args.alignments:
         raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
+    if args.qe_passes != 1:
+        raise CommandError("--qe-passes averages the scores of --qe (--format lines); --qe-report scores one pass")
     if args.n_best > 1:
         raise CommandError("--n-best lists each sentence's translations: use it with --format lines, without --sample")
     if args.glossary:
@@ -340,7 +349,7 @@ def translated_document(args, translator, request, content: bytes, extension: st
     """The document's bytes translated: the memory's exact matches first, the model for the rest."""
     from ..formats import read_document
     from ..memory import memory_first, memory_summary
-    from ..translation_io import align_memory_hits, aligned_translations
+    from ..translation_io import align_memory_hits, scored_translations
 
     name = args.input or "<stdin>"
     if args.retranslate and extension not in BILINGUAL_FORMATS:
@@ -349,12 +358,14 @@ def translated_document(args, translator, request, content: bytes, extension: st
     lang = translator.source_lang or "en"
     document = read_document(content, name, lang, extension, target=target, retranslate=args.retranslate)
     log.info("%s: %d sentences to translate", name, len(document.sentences))
-    found, matches = memory_first(
-        memory,
-        document.sentences,
-        lambda rest: aligned_translations(translator, rest, request),
-        lambda match: (match.target, None),
-    )
+    pieces_of: dict[str, list] = {}  # each searched sentence's pieces' Translations, for --qe-report
+
+    def search(rest: list[str]) -> list:
+        found, pieces = scored_translations(translator, rest, request, scores=bool(args.qe_report))
+        pieces_of.update(zip(rest, pieces, strict=True))
+        return found
+
+    found, matches = memory_first(memory, document.sentences, search, lambda match: (match.target, None))
     found = align_memory_hits(translator, document.sentences, found, matches)
     if memory is not None:
         log.info("%s: %s", name, memory_summary(matches, memory.threshold))
@@ -362,6 +373,14 @@ def translated_document(args, translator, request, content: bytes, extension: st
         for sentence, (text, _), match in zip(document.sentences, found, matches, strict=True):
             if match is None or not match.exact:
                 memory_update.write(f"{' '.join(sentence.split())}\t{' '.join(text.split())}\n")
+    if args.qe_report:
+        from ..quality_report import report_rows, write_report
+
+        rows = report_rows(document.sentences, [text for text, _ in found], pieces_of)
+        write_report(args.qe_report, rows, title=f"{name}: quality of its translation")
+        log.info(
+            "%s: %d sentences, %d doubtful: %s", name, len(rows), sum(bool(r.doubtful) for r in rows), args.qe_report
+        )
     return document.rebuilt(found)
 
 
@@ -382,6 +401,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
     split = args.split_sentences or args.format == "text"
     if split and (args.scores or args.qe or args.alignments):
         raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
+    if args.qe_report:
+        raise CommandError("--qe-report is for documents and web pages (--input DOC --output OUT); lines take --qe")
     if args.qe_passes != 1 and (args.qe_passes < 1 or not args.qe):
         raise CommandError(
             f"--qe-passes averages the quality scores of --qe: at least 1, with --qe (got {args.qe_passes})"

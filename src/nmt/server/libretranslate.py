@@ -38,7 +38,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..formats import DOCUMENT_FORMATS
-from ..quality import sentence_score
+from ..quality import combined_quality
 from ..translator import Translation
 from .requests import printable
 
@@ -297,18 +297,10 @@ def yes_or_no(value: Any, name: str) -> bool:
 
 
 def text_quality(found: Sequence[Translation]) -> dict[str, Any]:
-    """A translated text's quality, from the translations of its sentences (or of their pieces):
-    the score of the least sure (nmt.quality's sentence score, the mean of its words') and whether
-    any is doubtful by the model's calibration (None without one). Sentences the memory answered
-    carry no score and are left out; a text with none scored is null on both."""
-    scored = [t for t in found if t.word_scores is not None]
-    if not scored:
-        return {"score": None, "doubtful": None}
-    flags = [t.doubtful for t in scored]
-    return {
-        "score": round(min(sentence_score(t.word_scores) for t in scored), 4),
-        "doubtful": None if None in flags else any(flags),
-    }
+    """A translated text's "quality": nmt.quality.combined_quality of its sentences (or of their
+    pieces), the score rounded; null on both where none was scored (the memory answered it)."""
+    score, doubtful = combined_quality(found)
+    return {"score": None if score is None else round(score, 4), "doubtful": doubtful}
 
 
 def translate_answer(
