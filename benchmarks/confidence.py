@@ -16,7 +16,11 @@ Sentence-level chrF and this word label are themselves noisy judges. Where the m
 calibration (`nmt calibrate`, fitted on other sentences), also: the share of the set its flag marks
 doubtful, and the share of the worst tenth by chrF among them.
 
-    python benchmarks/confidence.py --model runs/ted_pt_en_q --test ted_hrlr:test:pt-en [--beam 5]
+With --qe-passes N, a third sentence score: MC dropout (Fomicheva et al. 2020's D-TP), the mean word
+score averaged over N teacher-forced passes with the model's dropout on (nmt's engine), and the
+seconds the search, the one scoring pass and the N passes each took (indicative: one run).
+
+    python benchmarks/confidence.py --model runs/ted_pt_en_q --test ted_hrlr:test:pt-en [--beam 5] [--qe-passes 10]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import argparse
 import json
 import math
 import re
+import time
 
 import numpy as np
 import sacrebleu
@@ -72,12 +77,28 @@ def word_level(found, references: list[str]) -> dict:
     }
 
 
+def mc_dropout_scores(translator, sources: list[str], found, passes: int, pretokenized: bool):
+    """Each sentence's MC dropout score (the mean of its word scores averaged over `passes` passes
+    with dropout on), and the seconds one scoring pass and the `passes` took on these outputs."""
+    ids = [translator.encode_source(translator.model_input(s, pretokenized=pretokenized))[0] for s in sources]
+    outputs = [best[0].tokens for best in found]
+    start = time.perf_counter()
+    translator.scorer.score(ids, outputs, alignments=False)
+    one_pass = time.perf_counter() - start
+    start = time.perf_counter()
+    words = translator.scorer.mc_word_scores(ids, outputs, passes=passes, seed=0)
+    mc = time.perf_counter() - start
+    score = np.array([np.mean(w) if w else 0.0 for w in words])
+    return score, {"one_pass": one_pass, f"mc_dropout_{passes}_passes": mc}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--test", required=True, help="corpus:split:src-tgt, e.g. ted_hrlr:test:pt-en")
     parser.add_argument("--beam", type=int, default=None)
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
+    parser.add_argument("--qe-passes", type=int, default=1, help="also MC dropout over N passes (N > 1)")
     args = parser.parse_args()
 
     from nmt.data.corpus import read_parallel
@@ -89,8 +110,10 @@ def main() -> None:
     pairs = list(read_parallel(*parallel_files(corpus, split, src_lang, tgt_lang)))[: args.limit]
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     pretokenized = is_pretokenized(corpus)
-    translator = Translator.load(args.model)
+    translator = Translator.load(args.model, engine="torch" if args.qe_passes > 1 else "auto")
+    start = time.perf_counter()
     found = translator.translate_detailed(sources, beam=args.beam, scores=True, pretokenized=pretokenized)
+    seconds = {"search_and_one_pass": time.perf_counter() - start}
     texts = [best[0].text for best in found]
     chrf = np.array([sacrebleu.sentence_chrf(t, [r]).score for t, r in zip(texts, references, strict=True)])
     tenth, fifth = max(1, len(chrf) // 10), max(1, len(chrf) // 5)
@@ -99,7 +122,10 @@ def main() -> None:
         "confidence": np.array([best[0].confidence for best in found]),
         "word_mean": np.array([np.mean(best[0].word_scores) if best[0].word_scores else 0.0 for best in found]),
     }
-    result: dict = {"model": args.model, "test": args.test, "sentences": len(sources)}
+    if args.qe_passes > 1:
+        scores["mc_dropout"], more = mc_dropout_scores(translator, sources, found, args.qe_passes, pretokenized)
+        seconds |= more
+    result: dict = {"model": args.model, "test": args.test, "sentences": len(sources), "qe_passes": args.qe_passes}
     for name, score in scores.items():
         order = np.argsort(score, kind="stable")
         result[name] = {
@@ -117,6 +143,7 @@ def main() -> None:
         }
     result["words"] = word_level(found, references)
     result["corpus_chrf"] = round(sacrebleu.corpus_chrf(texts, [references]).score, 2)
+    result["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     print(json.dumps(result))
 
 

@@ -188,6 +188,11 @@ def test_what_the_engine_cannot_do_is_refused(tmp_path, tiny_model_dir):
         ct2.translate(["Ein Hund."], sampling=Sampling(seed=1))
     with pytest.raises(ValueError, match="no PyTorch model"):
         _ = ct2.model
+    mc_dropout = r"^MC dropout \(--qe-passes\): the ctranslate2 engine cannot; nmt's engine can"
+    with pytest.raises(ValueError, match=mc_dropout):
+        ct2.translate_detailed(["Ein Hund."], scores=True, qe_passes=3)
+    with pytest.raises(ValueError, match=mc_dropout):
+        ct2.engine.score_ids([ct2.encode_source("Ein Hund.")[0]], [[5, 6]], dropout_seed=0)
     with pytest.raises(ValueError, match="no bf16 on CPU"):
         Translator.load(tiny_model_dir, engine="ctranslate2", precision="bf16", device="cpu")
     with pytest.raises(ValueError, match="--quantization must be one of"):

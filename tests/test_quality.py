@@ -82,3 +82,57 @@ def test_translate_qe_gives_each_line_its_score_flag_and_word_scores(tiny_model_
         assert text == t.text and float(score) == pytest.approx(sentence_score(t.word_scores), abs=1e-4)
         assert flag == "doubtful" and t.doubtful  # a log-probability is below 1.5
         assert [float(w) for w in words.split()] == pytest.approx(t.word_scores, abs=1e-4)
+
+
+def with_dropout(translator, p: float):
+    """`translator` with its model's residual dropout set to `p` (the tiny model is trained with none)."""
+    from nmt.model.dropout import Dropout
+
+    for module in translator.model.modules():
+        if isinstance(module, Dropout):
+            module.p = p
+    return translator
+
+
+def test_mc_dropout_averages_seeded_passes_and_one_pass_is_today_s_score(tiny_model_dir, multi30k_dir, caplog):
+    from nmt.translator import Translator
+
+    sources = read_head(multi30k_dir / "data/task1/raw/val.de.gz", 8)
+    plain = Translator.load(tiny_model_dir)
+    found = plain.translate_detailed(sources, beam=1, scores=True)
+    today = [best[0].word_scores for best in found]
+    one = plain.translate_detailed(sources, beam=1, scores=True, qe_passes=1)
+    assert [best[0].word_scores for best in one] == today
+    ids, outputs = [plain.encode_source(s)[0] for s in sources], [best[0].tokens for best in found]
+    # the tiny model has no dropout: every pass is the one pass, and the average is today's score
+    averaged = plain.scorer.mc_word_scores(ids, outputs, passes=3, seed=0)
+    assert averaged == [pytest.approx(words, abs=1e-5) for words in today]
+    assert "has no dropout" in caplog.text
+
+    dropping = with_dropout(Translator.load(tiny_model_dir), 0.3)
+    first = dropping.scorer.mc_word_scores(ids, outputs, passes=4, seed=5)
+    assert first == dropping.scorer.mc_word_scores(ids, outputs, passes=4, seed=5)  # seeded: the same masks
+    assert first != dropping.scorer.mc_word_scores(ids, outputs, passes=4, seed=6) and first != today
+    assert [len(words) for words in first] == [len(words) for words in today]
+    mc = dropping.translate_detailed(sources, beam=1, scores=True, qe_passes=4, qe_seed=5)
+    assert [best[0].text for best in mc] == [best[0].text for best in found]  # the search keeps its dropout off
+    assert [best[0].word_scores for best in mc] == first
+    assert dropping.scorer.score(ids, outputs, alignments=False)[0].word_scores == today[0]  # off again after
+    with pytest.raises(ValueError, match="with scores=True"):
+        plain.translate_detailed(sources, beam=1, qe_passes=3)
+
+
+def test_a_calibration_flags_only_scores_of_its_own_number_of_passes(tiny_model_dir, tmp_path, capsys):
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    fit_calibration([float(i) for i in range(10)], [0.0] * 10, fitted_on="x").save(model_dir)  # one pass
+    src = tmp_path / "in.de"
+    src.write_text("Ein Hund.\nZwei Männer.\n", encoding="utf-8")
+    command = ["translate", "--model", str(model_dir), "--input", str(src), "--beam", "1", "--qe"]
+    assert main([*command, "--qe-passes", "3", "--seed", "2"]) == 0
+    assert [line.split(" ||| ")[2] for line in capsys.readouterr().out.splitlines()] == ["-", "-"]
+    fit_calibration([float(i) for i in range(10)], [0.0] * 10, fitted_on="x", passes=3).save(model_dir)
+    assert QualityCalibration.load(model_dir).describe().startswith("fitted on x (10 sentences, MC dropout over 3")
+    assert main([*command, "--qe-passes", "3"]) == 0
+    assert [line.split(" ||| ")[2] for line in capsys.readouterr().out.splitlines()] == ["doubtful", "doubtful"]
+    assert main(command) == 0
+    assert [line.split(" ||| ")[2] for line in capsys.readouterr().out.splitlines()] == ["-", "-"]

@@ -11,6 +11,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -591,3 +592,64 @@ def test_a_memory_answers_what_it_holds_without_a_search_in_both_apis():
         metrics = client.get("/metrics").text
         assert 'nmt_memory_lookups_total{result="exact"} 2.0' in metrics
         assert 'nmt_memory_lookups_total{result="fuzzy"} 1.0' in metrics
+
+
+# --- nmt's quality field ---------------------------------------------------------------------------------
+class Scored(NBestEcho):
+    """An echo that scores what it translates: each word -0.1, a word naming cats -2.0; a sentence
+    below -1 is doubtful (as a model with a calibration flags it)."""
+
+    def translate_detailed(self, texts, request, scores=False, **_):
+        found = []
+        for t in texts:
+            words = [-2.0 if w.lower().startswith("katze") else -0.1 for w in t.split()]
+            mean = sum(words) / len(words)
+            translation = Translation(f"{t}|0", 0.0, 0.0, [], [])
+            if scores:
+                translation.word_scores, translation.doubtful = words, mean < -1
+            found.append([translation])
+        return found
+
+
+def test_quality_true_adds_each_text_s_score_and_flag_that_libretranslate_s_clients_pass_over():
+    from nmt.memory import TranslationMemory
+
+    stub = Scored()
+    memory = TranslationMemory([("Hallo Welt", "Hello world")])
+    app = create_app(stub, ServerLimits(max_chars=40), info=INFO, memory=memory)
+    with TestClient(app, base_url=LOCAL) as client:
+        body = {"q": ["Ein Hund.", "Ein Hund. Katzen!", "Hallo Welt"], "source": "de", "target": "en"}
+        plain = client.post("/translate", json=body).json()
+        assert "quality" not in plain  # not asked: LibreTranslate's answer as it is
+        scored = client.post("/translate", json={**body, "quality": True}).json()
+        assert scored["translatedText"] == plain["translatedText"]
+        assert scored["quality"] == [
+            {"score": -0.1, "doubtful": False},
+            {"score": -2.0, "doubtful": True},  # its least sure sentence's score; one doubtful sentence
+            {"score": None, "doubtful": None},  # the memory's: no model score
+        ]
+        form = client.post("/translate", data={"q": "Ein Hund.", "source": "de", "target": "en", "quality": "true"})
+        assert form.json() == {"translatedText": "Ein Hund.|0", "quality": {"score": -0.1, "doubtful": False}}
+        alternatives = client.post("/translate", json={**body, "q": "Katzen", "quality": True, "alternatives": 1})
+        assert alternatives.json()["quality"] == {"score": -2.0, "doubtful": True}
+        assert "quality" not in client.post("/translate", data={**body, "q": "Ein Hund.", "quality": "0"}).json()
+        refused = client.post("/translate", json={**body, "quality": "maybe"})
+        assert refused.status_code == 400
+        assert refused.json() == {"error": "Invalid request: quality must be true or false"}
+
+
+def test_quality_from_a_real_model_is_the_mean_word_score_of_its_translation(served):
+    from nmt.quality import sentence_score
+
+    url, translator = served
+    sentence = "Ein Mann fährt Fahrrad."
+    request = urllib.request.Request(
+        f"{url}/translate",
+        data=json.dumps({"q": sentence, "source": "de", "target": "en", "quality": True}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())
+    (best,) = translator.translate_detailed([sentence], scores=True)[0][:1]
+    assert answer["translatedText"] == best.text
+    assert answer["quality"] == {"score": pytest.approx(sentence_score(best.word_scores), abs=1e-4), "doubtful": None}

@@ -308,3 +308,36 @@ def test_the_page_works_on_the_engine_nmt_serve_chooses(browser, tiny_model_dir,
             assert not browser.find_element(By.ID, "attention-controls").is_displayed()
         errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
         assert not errors, errors
+
+
+def test_doubtful_words_and_sentences_are_marked_with_their_scores_and_explained(browser, tiny_model_dir, tmp_path):
+    import math
+
+    from nmt.quality import fit_calibration, sentence_score
+
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    fit_calibration([float(i) for i in range(10)], [0.0] * 10, fitted_on="x").save(model_dir)  # doubtful below 1.5
+    translator = Translator.load(model_dir, device="cpu")
+    expected = translator.translate_detailed([SENTENCE], beam=1, scores=True)[0][0]
+    words, scores = expected.text.split(" "), expected.word_scores
+    assert len(words) == len(scores) and expected.doubtful  # every log-probability is below 1.5
+    app = create_app(translator, ServerLimits(), info=model_info(model_dir, translator))
+    with serve_in_thread(app) as url:
+        browser.get(url + "/")
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#beam option"))
+        Select(browser.find_element(By.ID, "beam")).select_by_value("1")
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda b: b.find_elements(By.CSS_SELECTOR, "#translations .word"))
+        shown = browser.find_elements(By.CSS_SELECTOR, "#translations .word")
+        assert [w.text for w in shown] == words
+        marked = [w.text for w in browser.find_elements(By.CSS_SELECTOR, "#translations .word.doubtful")]
+        assert marked == [w for w, s in zip(words, scores, strict=True) if s < math.log(0.5)] and marked
+        assert [w.get_attribute("title").split("word score ")[1] for w in shown] == [f"{s:.2f})" for s in scores]
+        line = browser.find_element(By.CSS_SELECTOR, "#translations li")
+        assert "doubtful" in line.get_attribute("class") and line.text.endswith("⚠ check this sentence")
+        assert line.get_attribute("title").startswith(f"quality score {sentence_score(scores):.2f}")
+        assert "score -" not in line.text  # no bare number beside the line any more
+        key = browser.find_element(By.ID, "quality-key").text
+        assert "underlined words are ones the model gave less than even odds" in key and "least sure of" in key

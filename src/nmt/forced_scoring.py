@@ -60,13 +60,20 @@ class ForcedScorer:
         *,
         need_attention: bool,
         need_log_probs: bool = True,
+        dropout_seed: int | None = None,
     ) -> list[ForcedScore]:
         """The engine's teacher-forced pass over outputs of its own search: an output as long as its
-        length limit was cut there (no end token to score), any shorter one ended."""
+        length limit was cut there (no end token to score), any shorter one ended. dropout_seed: an
+        MC dropout pass (Engine.score_ids)."""
         limits = self.limits.max_steps(torch.tensor([len(s) for s in src_ids])).tolist()
         ended = [len(out) < limit for out, limit in zip(outputs, limits, strict=True)]
         return self.engine.score_ids(
-            src_ids, outputs, ended=ended, need_attention=need_attention, need_log_probs=need_log_probs
+            src_ids,
+            outputs,
+            ended=ended,
+            need_attention=need_attention,
+            need_log_probs=need_log_probs,
+            dropout_seed=dropout_seed,
         )
 
     def score(
@@ -88,6 +95,21 @@ class ForcedScorer:
             words = self.word_scores(out, log_probs) if probabilities else None
             scored.append(ScoredOutput([math.exp(lp) for lp in log_probs], confidence, pairs, words))
         return scored
+
+    def mc_word_scores(
+        self, src_ids: Sequence[Sequence[int]], outputs: Sequence[Sequence[int]], *, passes: int, seed: int
+    ) -> list[list[float]]:
+        """Each output's word scores averaged over `passes` teacher-forced passes with the model's
+        dropout on (MC dropout: nmt.inference.mc_dropout), pass k's masks drawn from seed + k. The
+        mean of a sentence's averaged word scores is the mean of its per-pass sentence scores
+        (Fomicheva et al.'s D-TP over Bergamot's sentence score)."""
+        self.engine.capabilities.require(["mc_dropout"], self.engine.name)
+        per_pass = []
+        for k in range(passes):
+            forced = self.forced(src_ids, outputs, need_attention=False, dropout_seed=seed + k)
+            per_pass.append([self.word_scores(out, f.token_log_probs) for out, f in zip(outputs, forced, strict=True)])
+        by_sentence = zip(*per_pass, strict=True)  # per_pass[k][sentence][word]: each sentence's passes
+        return [[sum(word) / passes for word in zip(*passes_of, strict=True)] for passes_of in by_sentence]
 
     def word_scores(self, tgt_ids: Sequence[int], log_probs: Sequence[float]) -> list[float]:
         """The mean log-probability of each output word's pieces, words counted as alignments count

@@ -22,6 +22,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Protocol
 
 from .files import atomic_write_text
 
@@ -36,6 +37,25 @@ def sentence_score(word_scores: Sequence[float]) -> float:
     return sum(word_scores) / len(word_scores) if word_scores else 0.0
 
 
+class Scored(Protocol):
+    """What a quality score is read from: a Translation (nmt.translation) scored or not."""
+
+    word_scores: list[float] | None
+    doubtful: bool | None
+
+
+def combined_quality(found: Sequence[Scored]) -> tuple[float | None, bool | None]:
+    """The quality of a text made of several translations (its sentences, or a long sentence's
+    pieces): the score of the least sure, and whether any is doubtful (None where the model has no
+    calibration). Translations without word scores (a memory's) are left out; (None, None) where
+    none has them."""
+    scored = [t for t in found if t.word_scores is not None]
+    if not scored:
+        return None, None
+    flags = [t.doubtful for t in scored]
+    return min(sentence_score(t.word_scores) for t in scored), None if None in flags else any(flags)
+
+
 @dataclass(frozen=True)
 class QualityCalibration:
     """What a model's sentence scores meant on a set with references (see the module's docstring)."""
@@ -47,18 +67,26 @@ class QualityCalibration:
     sentences: int
     fitted_on: str
     word_threshold: float = WORD_THRESHOLD
+    passes: int = 1  # the scores fitted were MC dropout's over this many passes (1: one pass, no dropout)
 
     def doubtful(self, score: float) -> bool:
         return score < self.threshold
+
+    def flag(self, score: float, passes: int = 1) -> bool | None:
+        """Whether a sentence scored `score` over `passes` is doubtful; None where this calibration
+        was fitted on scores of another number of passes (dropout lowers them: not comparable)."""
+        return self.doubtful(score) if passes == self.passes else None
 
     def expected_chrf(self, score: float) -> float:
         """The mean sentence chrF of the fitting set's sentences in the score's tenth."""
         return self.bin_chrf[sum(score >= edge for edge in self.bin_edges)]
 
     def describe(self) -> str:
+        scored = f", MC dropout over {self.passes} passes" if self.passes > 1 else ""
         return (
-            f"fitted on {self.fitted_on} ({self.sentences} sentences): below {self.threshold:.3f} a sentence is "
-            f"doubtful (a fifth of that set, holding {self.caught:.0%} of its worst tenth by chrF); "
+            f"fitted on {self.fitted_on} ({self.sentences} sentences{scored}): "
+            f"below {self.threshold:.3f} a sentence is doubtful "
+            f"(a fifth of that set, holding {self.caught:.0%} of its worst tenth by chrF); "
             f"expected chrF {self.bin_chrf[0]:.1f} for the least sure tenth, {self.bin_chrf[-1]:.1f} for the surest"
         )
 
@@ -80,8 +108,11 @@ class QualityCalibration:
             raise ValueError(f"{path}: not a quality calibration ({err}); `nmt calibrate` writes it again") from None
 
 
-def fit_calibration(scores: Sequence[float], chrfs: Sequence[float], *, fitted_on: str) -> QualityCalibration:
-    """The calibration of sentence `scores` against their sentence `chrfs` (one each, at least BINS)."""
+def fit_calibration(
+    scores: Sequence[float], chrfs: Sequence[float], *, fitted_on: str, passes: int = 1
+) -> QualityCalibration:
+    """The calibration of sentence `scores` (of `passes` MC dropout passes, 1: none) against their
+    sentence `chrfs` (one each, at least BINS)."""
     if len(scores) != len(chrfs) or len(scores) < BINS:
         raise ValueError(f"need one chrF per score and at least {BINS} sentences, got {len(scores)} and {len(chrfs)}")
     order = sorted(range(len(scores)), key=lambda i: scores[i])  # least sure first
@@ -95,4 +126,4 @@ def fit_calibration(scores: Sequence[float], chrfs: Sequence[float], *, fitted_o
     tenth = max(1, n // 10)
     worst = set(sorted(range(n), key=lambda i: chrfs[i])[:tenth])
     caught = sum(1 for i in worst if scores[i] < threshold) / tenth
-    return QualityCalibration(threshold, bin_edges, bin_chrf, caught, n, fitted_on)
+    return QualityCalibration(threshold, bin_edges, bin_chrf, caught, n, fitted_on, passes=passes)

@@ -64,12 +64,15 @@ def fill_scores(
     *,
     alignments: bool,
     probabilities: bool = True,
+    passes: int = 1,
+    seed: int = 0,
 ) -> None:
     """Fill token_probs, confidence and word_scores (with `probabilities`) and the word alignment
     (with `alignments`) of every Translation in `found` (n-best lists for the sources `src_ids`;
     has_text[i]: source i is not blank) from one teacher-forced pass of `scorer`. An empty output of
     a real sentence is scored too (its end token: how sure the model was that there is nothing to
-    say); that of a blank input is certain and aligns nothing."""
+    say); that of a blank input is certain and aligns nothing. passes > 1: the word scores are
+    those of MC dropout instead (ForcedScorer.mc_word_scores, from `seed`)."""
     rows = [(i, t) for i, sentence in enumerate(found) for t in sentence if has_text[i]]
     sources, outputs = [src_ids[i] for i, _ in rows], [t.tokens for _, t in rows]
     scored = scorer.score(sources, outputs, alignments=alignments, probabilities=probabilities)
@@ -77,6 +80,10 @@ def fill_scores(
         t.token_probs, t.confidence, t.word_scores = one.token_probs, one.confidence, one.word_scores
         if alignments:
             t.alignment = one.alignment
+    if probabilities and passes > 1:
+        averaged = scorer.mc_word_scores(sources, outputs, passes=passes, seed=seed)
+        for (_, t), words in zip(rows, averaged, strict=True):
+            t.word_scores = words
     for i, sentence in enumerate(found):
         for t in sentence:
             if not has_text[i]:

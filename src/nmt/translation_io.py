@@ -140,9 +140,22 @@ def aligned_translations(
     """(best translation, its word alignment or None) of each sentence, for putting markup back
     (nmt.markup); a sentence too long for the model is cut at a safe point and joined back.
     request: the search (`translator.request(beam=1)`; None: the model's own settings)."""
+    return scored_translations(translator, sentences, request)[0]
+
+
+def scored_translations(
+    translator: Translator, sentences: list[str], request: SearchRequest | None = None, *, scores: bool = False
+) -> tuple[list[tuple[str, list[tuple[int, int]] | None]], list[list[Translation]]]:
+    """aligned_translations, and with it the best Translation of each sentence's pieces (one for a
+    sentence that was not cut), with word scores and the model's flag where `scores`."""
     cut = cut_sentences(translator, sentences)
-    found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator))
-    return cut.joined([best[0] for best in found], translator.target_lang or translator.directions.output)
+    found = translator.translate_detailed(cut.pieces, request, alignments=gives_alignments(translator), scores=scores)
+    best = iter(found)
+    pieces = [[next(best)[0] for _ in parts] for parts in cut.parts]
+    joined = cut.joined(
+        [piece for parts in pieces for piece in parts], translator.target_lang or translator.directions.output
+    )
+    return joined, pieces
 
 
 def align_memory_hits(
@@ -177,6 +190,8 @@ def translate_stream(
     glossary: Glossary | None = None,
     memory: TranslationMemory | None = None,
     memory_update: TextIO | None = None,
+    qe_passes: int = 1,
+    qe_seed: int = 0,
 ) -> int:
     """Translate every line of `source` into `target`; returns the number of input lines translated.
 
@@ -187,7 +202,8 @@ def translate_stream(
     else each line is one sentence, cut to the model's limit with a warning if it is longer.
     scores / quality / alignments (line mode): each output line is followed by " ||| " and the
     translation's confidence and token probabilities, its quality score, flag and word scores, and
-    its word alignment (see `output_line`).
+    its word alignment (see `output_line`); qe_passes > 1: the quality scores are MC dropout's over
+    that many passes, drawn from qe_seed (Translator.translate_detailed).
     glossary: its target terms are required wherever its source terms occur (line mode); a line
     whose terms could not all be placed is named in a warning.
     request.n_best > 1 (line mode): each line's n best translations, best first, as Moses and Marian write
@@ -222,6 +238,8 @@ def translate_stream(
                 target.write(text + "\n")
         else:
             more = {"glossary": glossary} if glossary is not None else {}
+            if quality and qe_passes > 1:
+                more |= {"qe_passes": qe_passes, "qe_seed": qe_seed}
             searched = functools.partial(
                 translator.translate_detailed,
                 request=chunk_request,

@@ -200,6 +200,8 @@ class Translator:
         scores: bool = False,
         alignments: bool = False,
         glossary: Glossary | None = None,
+        qe_passes: int = 1,
+        qe_seed: int = 0,
         **settings,
     ) -> list[list[Translation]]:
         """n-best Translations per sentence (best first), optionally with cross-attention.
@@ -213,12 +215,19 @@ class Translator:
         (one teacher-forced pass over the results: nmt.decoding.forced).
         glossary: the sentences where its source terms occur are searched one by one under the
         constraint that their target terms appear (nmt.decoding.constrained; the torch engine);
-        glossary_missed lists any that could not be placed."""
+        glossary_missed lists any that could not be placed.
+        qe_passes: with scores, the word scores (and the sentence's, their mean) averaged over this
+        many teacher-forced passes with the model's dropout on, drawn from qe_seed on (MC dropout;
+        nmt's engine); 1: the one pass without dropout."""
         if isinstance(texts, str):  # a str is a sequence too: of one-character "sentences"
             raise TypeError("texts must be a list of sentences, not one str: translate([text])")
         request = self.request_of(request, settings)
         if alignments:
             self.scorer.check_aligns()
+        if qe_passes != 1:
+            if qe_passes < 1 or not scores:
+                raise ValueError(f"qe_passes ({qe_passes}) averages quality scores: at least 1, with scores=True")
+            self.engine.capabilities.require(["mc_dropout"], self.engine.name)
         if target_lang is not None:
             self.directions.check_into(target_lang, self.source_lang)
         glossary = self.glossary if glossary is None else glossary
@@ -246,7 +255,7 @@ class Translator:
                 t.glossary_missed = terms_missed
         has_text = [bool(t.strip()) for t in texts]
         details = dict(scores=scores, alignments=alignments, in_search=align_in_search, keep_attention=asked_attention)
-        self._add_details(out, ids, has_text, typed, terms, form, **details)
+        self._add_details(out, ids, has_text, typed, terms, form, **details, passes=qe_passes, seed=qe_seed)
         return out
 
     def _add_details(
@@ -262,11 +271,14 @@ class Translator:
         alignments: bool,
         in_search: bool,
         keep_attention: bool,
+        passes: int = 1,
+        seed: int = 0,
     ) -> None:
         """What a call asked for beyond the search, into each of `out` (the n-best of the sources
         `ids`, as `typed`; has_text[i]: source i is not blank): scores and word alignments (read off
         the search's own attention where `in_search`, which is then dropped unless `keep_attention`;
-        else from one teacher-forced pass), and the text as running text (`form`)."""
+        else from one teacher-forced pass; word scores from `passes` of MC dropout, fill_scores), and
+        the text as running text (`form`)."""
         # A lower-cased model's names take the source's capitals through the word alignment: one
         # teacher-forced pass over the sentences whose source has any (all of them, if scores or
         # alignments are asked for anyway).
@@ -278,8 +290,9 @@ class Translator:
                     t.alignment = self.scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
                     t.attention = t.attention if keep_attention else None
         elif scores or alignments:
+            aligned = alignments or case_by_alignment
             fill_scores(
-                self.scorer, out, ids, has_text, alignments=alignments or case_by_alignment, probabilities=scores
+                self.scorer, out, ids, has_text, alignments=aligned, probabilities=scores, passes=passes, seed=seed
             )
         elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
             pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
@@ -290,7 +303,7 @@ class Translator:
                     t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
         for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
             if scores and self.quality is not None:
-                t.doubtful = self.quality.doubtful(sentence_score(t.word_scores))
+                t.doubtful = self.quality.flag(sentence_score(t.word_scores), passes)
             if not scores:
                 t.token_probs = t.confidence = t.word_scores = None
             if not alignments:

@@ -272,10 +272,12 @@ def calibrate_quality(
     *,
     fitted_on: str,
     pretokenized: bool = False,
+    passes: int = 1,
 ) -> QualityCalibration:
     """What `translator`'s quality scores mean on a set with references (nmt.quality): each
-    translation's score (the mean of its word scores) against its sentence chrF."""
-    found = translator.translate_detailed(list(sources), scores=True, pretokenized=pretokenized)
+    translation's score (the mean of its word scores; over `passes` of MC dropout where more than
+    one) against its sentence chrF."""
+    found = translator.translate_detailed(list(sources), scores=True, pretokenized=pretokenized, qe_passes=passes)
     chrfs = sentence_chrf([best[0].text for best in found], list(references))
     scores = [sentence_score(best[0].word_scores or []) for best in found]
-    return fit_calibration(scores, chrfs, fitted_on=fitted_on)
+    return fit_calibration(scores, chrfs, fitted_on=fitted_on, passes=passes)

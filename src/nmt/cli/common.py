@@ -176,7 +176,21 @@ def asked_features(args: argparse.Namespace) -> list[str]:
     """The engine features a command line asks for; --no-early-stopping named by the user is
     honoured or refused, never a warning."""
     asked = [feature for dest, feature in FEATURE_OPTIONS.items() if getattr(args, dest, None)]
+    asked += ["mc_dropout"] if getattr(args, "qe_passes", 1) > 1 else []
     return asked + (["transformers_stopping"] if getattr(args, "early_stopping", None) is False else [])
+
+
+def qe_passes_option(p: argparse.ArgumentParser) -> None:
+    """--qe-passes: quality scores by MC dropout (translate --qe, calibrate)."""
+    p.add_argument(
+        "--qe-passes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="quality scores averaged over N teacher-forced passes with the model's dropout kept on (MC dropout, "
+        "Fomicheva et al. 2020; N times the scoring's cost; nmt's engine; default 1: one pass, no dropout). A "
+        "calibration fitted with one N flags only scores of that N",
+    )
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:

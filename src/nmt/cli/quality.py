@@ -11,6 +11,7 @@ from .common import (
     engine_arguments,
     load_translator,
     model_options,
+    qe_passes_option,
     scored_set_options,
 )
 from .translate import read_test_set, target_lang_option, target_of_test_set
@@ -34,6 +35,7 @@ def add_calibrate(sub: argparse._SubParsersAction) -> None:
         "doubtful sentences (nmt.quality).",
     )
     target_lang_option(p)
+    qe_passes_option(p)
     p.set_defaults(func=cmd_calibrate)
 
 
@@ -45,10 +47,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         raise CommandError(
             f"{src_path}: {len(sources)} sentences; a calibration needs at least 10 (a few hundred is better)"
         )
+    if args.qe_passes < 1:
+        raise CommandError(f"--qe-passes must be at least 1, got {args.qe_passes}")
     translator = load_translator(args)
     translator.choose_target_language(target_of_test_set(args, translator.target_languages))
     fitted_on = args.test or str(src_path)
-    calibration = calibrate_quality(translator, sources, references, fitted_on=fitted_on, pretokenized=pretokenized)
+    calibration = calibrate_quality(
+        translator, sources, references, fitted_on=fitted_on, pretokenized=pretokenized, passes=args.qe_passes
+    )
     path = calibration.save(args.model)
     print(f"wrote {path}: {calibration.describe()}")
     return 0

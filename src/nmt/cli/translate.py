@@ -20,6 +20,7 @@ from .common import (
     length_penalty_options,
     load_translator,
     model_options,
+    qe_passes_option,
     scored_set_options,
 )
 from .memory import memory_options, open_memory
@@ -93,6 +94,14 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         "word's mean piece log-probability), ' ||| ' doubtful or ok (by the model's calibration, `nmt "
         "calibrate`; - without one) and ' ||| ' each word's score (line format)",
     )
+    qe_passes_option(p)
+    p.add_argument(
+        "--qe-report",
+        metavar="FILE",
+        help="a document or web page (--input DOC --output OUT): also write FILE, each of its sentences once "
+        "with its translation, quality score and flag (as --qe gives them), how often and where first it "
+        "comes, the doubtful and least sure first; CSV, or an HTML table for a FILE ending in .html",
+    )
     p.add_argument(
         "--alignments",
         action="store_true",
@@ -133,7 +142,12 @@ def add_translate_commands(sub: argparse._SubParsersAction) -> None:
         default=None,
         help=f"with --sample: draw among the k most likely tokens, 0 among all (default {sampling.top_k})",
     )
-    p.add_argument("--seed", type=int, default=None, help="with --sample: seed for reproducible draws")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="with --sample or --qe-passes: seed for reproducible draws (--qe-passes: default 0)",
+    )
     p.set_defaults(func=cmd_translate)
     add_scoring_commands(sub)
 
@@ -263,8 +277,8 @@ def sampling_option(args: argparse.Namespace):
         if v is not None
     }
     if not args.sample:
-        if given:
-            raise CommandError("--temperature, --top-k and --seed apply to --sample only")
+        if set(given) - ({"seed"} if getattr(args, "qe_passes", 1) > 1 else set()):
+            raise CommandError("--temperature and --top-k apply to --sample only, --seed to --sample or --qe-passes")
         return None
     if args.beam is not None:
         raise CommandError("--sample draws one translation at random: leave out --beam")
@@ -288,6 +302,8 @@ def refuse_line_options(args: argparse.Namespace, kind: str) -> None:
     used for --format text."""
     if args.scores or args.qe or args.alignments:
         raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
+    if args.qe_passes != 1:
+        raise CommandError("--qe-passes averages the scores of --qe (--format lines); --qe-report scores one pass")
     if args.n_best > 1:
         raise CommandError("--n-best lists each sentence's translations: use it with --format lines, without --sample")
     if args.glossary:
@@ -333,7 +349,7 @@ def translated_document(args, translator, request, content: bytes, extension: st
     """The document's bytes translated: the memory's exact matches first, the model for the rest."""
     from ..formats import read_document
     from ..memory import memory_first, memory_summary
-    from ..translation_io import align_memory_hits, aligned_translations
+    from ..translation_io import align_memory_hits, scored_translations
 
     name = args.input or "<stdin>"
     if args.retranslate and extension not in BILINGUAL_FORMATS:
@@ -342,12 +358,14 @@ def translated_document(args, translator, request, content: bytes, extension: st
     lang = translator.source_lang or "en"
     document = read_document(content, name, lang, extension, target=target, retranslate=args.retranslate)
     log.info("%s: %d sentences to translate", name, len(document.sentences))
-    found, matches = memory_first(
-        memory,
-        document.sentences,
-        lambda rest: aligned_translations(translator, rest, request),
-        lambda match: (match.target, None),
-    )
+    pieces_of: dict[str, list] = {}  # each searched sentence's pieces' Translations, for --qe-report
+
+    def search(rest: list[str]) -> list:
+        found, pieces = scored_translations(translator, rest, request, scores=bool(args.qe_report))
+        pieces_of.update(zip(rest, pieces, strict=True))
+        return found
+
+    found, matches = memory_first(memory, document.sentences, search, lambda match: (match.target, None))
     found = align_memory_hits(translator, document.sentences, found, matches)
     if memory is not None:
         log.info("%s: %s", name, memory_summary(matches, memory.threshold))
@@ -355,6 +373,14 @@ def translated_document(args, translator, request, content: bytes, extension: st
         for sentence, (text, _), match in zip(document.sentences, found, matches, strict=True):
             if match is None or not match.exact:
                 memory_update.write(f"{' '.join(sentence.split())}\t{' '.join(text.split())}\n")
+    if args.qe_report:
+        from ..quality_report import report_rows, write_report
+
+        rows = report_rows(document.sentences, [text for text, _ in found], pieces_of)
+        write_report(args.qe_report, rows, title=f"{name}: quality of its translation")
+        log.info(
+            "%s: %d sentences, %d doubtful: %s", name, len(rows), sum(bool(r.doubtful) for r in rows), args.qe_report
+        )
     return document.rebuilt(found)
 
 
@@ -375,6 +401,12 @@ def cmd_translate(args: argparse.Namespace) -> int:
     split = args.split_sentences or args.format == "text"
     if split and (args.scores or args.qe or args.alignments):
         raise CommandError("--scores, --qe and --alignments are per sentence: use them with --format lines")
+    if args.qe_report:
+        raise CommandError("--qe-report is for documents and web pages (--input DOC --output OUT); lines take --qe")
+    if args.qe_passes != 1 and (args.qe_passes < 1 or not args.qe):
+        raise CommandError(
+            f"--qe-passes averages the quality scores of --qe: at least 1, with --qe (got {args.qe_passes})"
+        )
     if args.n_best < 1:
         raise CommandError(f"--n-best must be at least 1, got {args.n_best}")
     if args.n_best > 1 and (split or sampling is not None):
@@ -405,6 +437,8 @@ def cmd_translate(args: argparse.Namespace) -> int:
             split_sentences=split,
             scores=args.scores,
             quality=args.qe,
+            qe_passes=args.qe_passes,
+            qe_seed=args.seed or 0,
             alignments=args.alignments,
             glossary=glossary,
             memory=memory,

@@ -8,6 +8,7 @@
     batch_search.py   what one batch computes: a free function of model, ids, request and limits
     workers.py        where batches run: in the caller, in threads or in worker processes
     torch_engine.py   nmt's engine: plan -> workers -> results in input order
+    mc_dropout.py     the model's dropout kept on for seeded scoring passes (MC dropout quality scores)
     shortlist.py      a lexical shortlist: the candidate words a batch's search scores
     precision.py      fp32 / bf16 / int8 models (int8_linear.py, packed_linear.py: their layers)
     export_ctranslate2.py, ctranslate2_engine.py   the same model run by CTranslate2

@@ -42,6 +42,7 @@ class Capabilities:
     sampling: bool = False  # random draws (SearchRequest.sampling)
     constraints: bool = False  # glossary terms placed by constrained beam search
     transformers_stopping: bool = False  # beam search under transformers' rule (early_stopping false)
+    mc_dropout: bool = False  # teacher-forced scoring with the model's dropout kept on (score_ids' dropout_seed)
 
     # How a refusal names each feature (and the option that asks for it).
     NAMES: ClassVar[dict[str, str]] = {
@@ -50,6 +51,7 @@ class Capabilities:
         "sampling": "sampling (--sample)",
         "constraints": "a glossary (--glossary)",
         "transformers_stopping": "transformers' stopping rule (--no-early-stopping)",
+        "mc_dropout": "MC dropout (--qe-passes)",
     }
 
     def missing(self, asked: Iterable[str]) -> list[str]:
@@ -71,7 +73,9 @@ class Capabilities:
 # What each engine can do, known before one loads. A CTranslate2 export made before exports carried
 # alignment.json gives no alignments: its engine says so (Capabilities with alignment False).
 ENGINE_CAPABILITIES = {
-    "torch": Capabilities(attention=True, alignment=True, sampling=True, constraints=True, transformers_stopping=True),
+    "torch": Capabilities(
+        attention=True, alignment=True, sampling=True, constraints=True, transformers_stopping=True, mc_dropout=True
+    ),
     "ctranslate2": Capabilities(alignment=True),
 }
 
@@ -157,10 +161,13 @@ class Engine(Protocol):
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
         need_log_probs: bool = True,
+        dropout_seed: int | None = None,
     ) -> list[ForcedScore]:
         """Each output's per-token log-probabilities (and, with need_attention, cross-attention: every
         layer where capabilities.attention, else the one alignments read) under teacher forcing; see
-        nmt.decoding.forced. need_log_probs=False: the attention alone (token_log_probs empty)."""
+        nmt.decoding.forced. need_log_probs=False: the attention alone (token_log_probs empty).
+        dropout_seed: the model's dropout kept on, its masks drawn from this seed (one pass of MC
+        dropout; capabilities.mc_dropout, else a ValueError)."""
 
     def translate_constrained(
         self, ids: Sequence[int], constraints: Sequence[Sequence[int]], request: SearchRequest

@@ -244,10 +244,14 @@ class CTranslate2Engine:
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
         need_log_probs: bool = True,
+        dropout_seed: int | None = None,
     ) -> list[ForcedScore]:
         """Teacher-forced per-token log-probabilities of given outputs (CTranslate2's score_batch,
         which scores an end token after each); with need_attention, the attention word alignments
-        read as cross_attention, (1, 1, steps, src_len): one layer, its heads averaged."""
+        read as cross_attention, (1, 1, steps, src_len): one layer, its heads averaged. A
+        dropout_seed is refused: CTranslate2's models have no dropout to keep on."""
+        if dropout_seed is not None:
+            self.capabilities.require(["mc_dropout"], self.name)
         if need_attention and not self.capabilities.alignment:
             raise ValueError(
                 "this CTranslate2 export returns no alignment attention (made by an older nmt): export it "

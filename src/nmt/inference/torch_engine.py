@@ -11,6 +11,7 @@ results go back to input order.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -25,6 +26,7 @@ from ..model import Transformer
 from ..search_settings import SearchRequest
 from .batch_search import BatchJob, search_limits
 from .contract import ENGINE_CAPABILITIES, EngineOptions
+from .mc_dropout import dropout_twin, drops_out, seeded
 from .plan import (
     DEFAULT_POLICY,
     WorkerPolicy,
@@ -101,6 +103,7 @@ class TorchEngine:
         if shortlist is not None and precision == "int8":
             log.info("the lexical shortlist is left out with int8 on nmt's engine (measured slower there)")
         self.runner = Workers(self.model, precision, process_weights, policy)
+        self._dropout_twin: torch.nn.Module | None = None  # made on the first MC dropout pass
 
     @property
     def device(self) -> torch.device:
@@ -126,16 +129,26 @@ class TorchEngine:
         ended: Sequence[bool] | None = None,
         need_attention: bool = False,
         need_log_probs: bool = True,
+        dropout_seed: int | None = None,
     ) -> list[ForcedScore]:
         """Teacher-forced scores of given outputs (see nmt.decoding.forced), in this thread, in batches
-        of similar length within decode.batch_tokens."""
+        of similar length within decode.batch_tokens; with `dropout_seed`, by the model with its
+        dropout on, masks drawn from that seed (nmt.inference.mc_dropout): the same call, the same scores."""
         ended = [True] * len(outputs) if ended is None else list(ended)
         lengths = [len(s) + len(o) + 1 for s, o in zip(sources, outputs, strict=True)]
         found: dict[int, ForcedScore] = {}
-        with self.autocast():
+        model = self.model
+        draws = contextlib.nullcontext()
+        if dropout_seed is not None:
+            if self._dropout_twin is None:
+                self._dropout_twin = dropout_twin(self.model)
+                if not drops_out(self.model):
+                    log.warning("MC dropout: this model has no dropout (dropout 0), so every pass scores alike")
+            model, draws = self._dropout_twin, seeded(dropout_seed, self.device)
+        with self.autocast(), draws:
             for rows in batches_by_length(lengths, 1, self.decode.batch_tokens):
                 scored = force_decode(
-                    self.model,
+                    model,
                     [sources[i] for i in rows],
                     [outputs[i] for i in rows],
                     ended=[ended[i] for i in rows],

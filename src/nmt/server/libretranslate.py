@@ -7,6 +7,7 @@ This module answers as its documentation and source specify, so those work again
     POST /translate         q (a string or a list), source (a code or "auto"), target, format,
                             alternatives, api_key; form-encoded or JSON
                             -> {"translatedText": ..., ["detectedLanguage": ..., "alternatives": ...]}
+                            nmt's own: quality=true adds "quality": {"score", "doubtful"} per text
     POST /detect            q -> [{"confidence": 0-100, "language": code}, ...] best first
     GET  /languages         [{"code", "name", "targets": [...]}, ...]
     GET  /frontend/settings the settings LibreTranslate's web page reads
@@ -22,12 +23,13 @@ translates from or to, so it never answers a language nothing here can translate
 
 from __future__ import annotations
 
+import dataclasses
 import email.parser
 import email.policy
 import functools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -36,6 +38,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..formats import DOCUMENT_FORMATS
+from ..quality import combined_quality
+from ..translator import Translation
 from .requests import printable
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
@@ -240,6 +244,7 @@ class TranslateCall:
     target: str
     alternatives: int
     format: str = "text"  # "text" or "html"
+    quality: bool = False  # nmt's field: each text's quality score and flag (text_quality)
 
 
 def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) -> TranslateCall:
@@ -274,19 +279,48 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
         raise LibreTranslateError(400, f"{text_format} format is not supported")
     if text_format == "text":  # LibreTranslate's line-ending normalisation; a page keeps its bytes
         texts = ["\n".join(t.splitlines()) for t in texts]
-    return TranslateCall(texts, isinstance(q, list), source.lower(), target.lower(), alternatives, text_format)
+    call = TranslateCall(texts, isinstance(q, list), source.lower(), target.lower(), alternatives, text_format)
+    return dataclasses.replace(call, quality=yes_or_no(fields.get("quality"), "quality"))
+
+
+YES, NO = ("true", "1", "on", "yes"), ("false", "0", "off", "no", "")
+
+
+def yes_or_no(value: Any, name: str) -> bool:
+    """A JSON boolean, or a form's word for one (a form sends only strings); absent is no. Anything
+    else is a 400 naming the field."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in YES + NO:
+        return value.strip().lower() in YES
+    raise LibreTranslateError(400, f"Invalid request: {name} must be true or false")
+
+
+def text_quality(found: Sequence[Translation]) -> dict[str, Any]:
+    """A translated text's "quality": nmt.quality.combined_quality of its sentences (or of their
+    pieces), the score rounded; null on both where none was scored (the memory answered it)."""
+    score, doubtful = combined_quality(found)
+    return {"score": None if score is None else round(score, 4), "doubtful": doubtful}
 
 
 def translate_answer(
-    call: TranslateCall, texts: list[str], alternatives: list[list[str]] | None, detected: list[dict] | None
+    call: TranslateCall,
+    texts: list[str],
+    alternatives: list[list[str]] | None,
+    detected: list[dict] | None,
+    quality: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """LibreTranslate's answer: the text(s), and the detected language of each and alternatives where asked."""
+    """LibreTranslate's answer: the text(s), and the detected language of each and alternatives where
+    asked; and nmt's "quality" of each (text_quality) where the call asked for it, a field
+    LibreTranslate's clients pass over."""
     answer: dict[str, Any] = {"translatedText": texts if call.batch else texts[0]}
     if detected is not None:
         answer["detectedLanguage"] = detected if call.batch else detected[0]
     if call.alternatives:
         others = alternatives or [[] for _ in texts]
         answer["alternatives"] = others if call.batch else others[0]
+    if call.quality and quality is not None:
+        answer["quality"] = quality if call.batch else quality[0]
     return answer
 
 

@@ -43,6 +43,7 @@ from .libretranslate import (
     query_fields,
     request_fields,
     sends_form,
+    text_quality,
     translate_answer,
 )
 from .requests import ApiError, check_json_content_type
@@ -158,9 +159,11 @@ class LibreTranslateApi:
         n_best: int = 1,
         alignments: bool = False,
         deadline: float | None = None,
+        scores: bool = False,
     ) -> list[list[Translation]] | None:
         """The n-best of each text from the model that serves source -> target (None: the client left).
-        deadline: a time.monotonic() value, the whole request's (default: deadline_s from now)."""
+        deadline: a time.monotonic() value, the whole request's (default: deadline_s from now);
+        scores: with word scores and the model's flag (nmt.quality)."""
         source, target = self.served(source, target)
         chosen, target_lang = self.service.routes[(source, target)]
         self.check_texts(chosen, texts, target_lang)
@@ -183,6 +186,7 @@ class LibreTranslateApi:
                 deadline=deadline,
                 target_lang=target_lang,
                 alignments=alignments,
+                **({"scores": True} if scores else {}),  # unscored requests keep their cache keys
             )
         except Overloaded as err:  # 429 + "Slowdown": what LibreTranslate's clients read as "back off and retry"
             raise LibreTranslateError(429, f"Slowdown: the server is busy: {err}", err.retry_after_s) from None
@@ -197,12 +201,14 @@ class LibreTranslateApi:
         texts: list[str],
         html: bool,
         charge: Callable[[int], None] | None = None,
-    ) -> list[str] | None:
+        scores: bool = False,
+    ) -> tuple[list[str], list[list[Translation]]] | None:
         """Each text translated as a document: paragraphs (lines) split into sentences, or a web page
         with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
         sentences go through the route's queue in requests of max_sentences, under one deadline for
         them all (None: the client left). charge: called with the sentence count before any is
-        translated (a file's cost for the rate limit)."""
+        translated (a file's cost for the rate limit). With each text, the Translations of its
+        sentences' pieces (with word scores where `scores`: libretranslate.text_quality)."""
         deadline = time.monotonic() + self.limits.deadline_s
         source, target = self.served(source, target)
         chosen, target_lang = self.service.routes[(source, target)]
@@ -221,9 +227,12 @@ class LibreTranslateApi:
         docs, sentences, cut = await asyncio.to_thread(prepare)
         placed = html or any(doc.codes for doc in docs)  # markup or placeholders to put back among the words
         aligned = placed and gives_alignments(translator)
-        found = await self.translate_cut(request, source, target, cut, aligned, deadline, charge)
-        if found is None:
+        cut_found = await self.translate_cut(request, source, target, cut, aligned, deadline, charge, scores)
+        if cut_found is None:
             return None
+        found, pieces = cut_found
+        sizes, flat = iter(len(part) for part in cut.parts), iter(pieces)  # cut.parts: each sentence's pieces
+        pieces_of_text = [[next(flat) for _ in doc for _ in range(next(sizes))] for doc in sentences]
 
         def rebuild() -> list[str]:
             answers = iter(found)
@@ -233,7 +242,7 @@ class LibreTranslateApi:
                 out.append(doc.rebuilt(mine).decode("utf-8") if html else doc.rebuilt(mine))
             return out
 
-        return await asyncio.to_thread(rebuild)
+        return await asyncio.to_thread(rebuild), pieces_of_text
 
     async def translate_cut(
         self,
@@ -244,11 +253,13 @@ class LibreTranslateApi:
         aligned: bool,
         deadline: float,
         charge: Callable[[int], None] | None,
-    ) -> list[tuple[str, list[tuple[int, int]] | None]] | None:
+        scores: bool = False,
+    ) -> tuple[list[tuple[str, list[tuple[int, int]] | None]], list[Translation]] | None:
         """(translation, word alignment or None) of each cut sentence, through the route's queue in
         requests of max_sentences (None: the client left); `aligned`: ask for word alignments (markup
         to place, and a model that gives them). A sentence the server's memory holds exactly is
-        answered from it, not searched."""
+        answered from it, not searched. With them, the Translation of each piece (cut.pieces), scored
+        where `scores`."""
         if charge is not None:
             charge(len(cut.pieces))
         chosen, target_lang = self.service.routes[self.served(source, target)]
@@ -258,15 +269,14 @@ class LibreTranslateApi:
         for start in range(0, len(searched), step):  # the queue's request size, one after another
             part = searched[start : start + step]
             results = await self.translate_via_route(
-                request, source, target, part, alignments=aligned, deadline=deadline
+                request, source, target, part, alignments=aligned, deadline=deadline, scores=scores
             )
             if results is None:
                 return None
             best += [found[0] for found in results]
         answers = iter(best)
-        return cut.joined(
-            [memory_translation(m)[0] if m and m.exact else next(answers) for m in matches], target_lang or target
-        )
+        pieces = [memory_translation(m)[0] if m and m.exact else next(answers) for m in matches]
+        return cut.joined(pieces, target_lang or target), pieces
 
     async def translate_document_file(
         self, request: Request, fields: dict[str, str], upload: tuple[str, bytes], extension: str
@@ -298,7 +308,7 @@ class LibreTranslateApi:
         found = await self.translate_cut(request, source, target, cut, gives_alignments(translator), deadline, charge)
         if found is None:
             return self.service.client_left(LEFT)
-        translated = await asyncio.to_thread(document.rebuilt, found)
+        translated = await asyncio.to_thread(document.rebuilt, found[0])
         download = f"{uuid.uuid4().hex}_{target}{extension}"
         self.keep_download(download, translated)
         return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{download}"})
@@ -326,24 +336,27 @@ class LibreTranslateApi:
         plain = [page_text(t) for t in call.texts] if html else call.texts
         sources, detected = await asyncio.to_thread(self.resolve_sources, call.source, call.target, plain)
         translated = [""] * len(call.texts)
+        quality: list[dict[str, Any]] = [{} for _ in call.texts]
         others: list[list[str]] | None = [[] for _ in call.texts] if call.alternatives and not html else None
         for source in dict.fromkeys(sources):  # the texts of each source language together, through its route
             group = [i for i, s in enumerate(sources) if s == source]
             texts = [call.texts[i] for i in group]
             if others is not None:  # alternatives of a whole text: each text is one input
-                results = await self.translate_via_route(request, source, call.target, texts, call.alternatives + 1)
+                results = await self.translate_via_route(
+                    request, source, call.target, texts, call.alternatives + 1, scores=call.quality
+                )
                 if results is None:
                     return self.service.client_left(LEFT)
                 kept = alternatives_of(results, call.alternatives)
                 for i, best, alternatives in zip(group, results, kept, strict=True):
-                    translated[i], others[i] = best[0].text, alternatives
+                    translated[i], others[i], quality[i] = best[0].text, alternatives, text_quality(best[:1])
             else:
-                found = await self.translate_documents(request, source, call.target, texts, html)
+                found = await self.translate_documents(request, source, call.target, texts, html, scores=call.quality)
                 if found is None:
                     return self.service.client_left(LEFT)
-                for i, text in zip(group, found, strict=True):
-                    translated[i] = text
-        return JSONResponse(translate_answer(call, translated, others, detected))
+                for i, text, pieces in zip(group, *found, strict=True):
+                    translated[i], quality[i] = text, text_quality(pieces)
+        return JSONResponse(translate_answer(call, translated, others, detected, quality))
 
     async def translate_file(self, request: Request) -> Response:
         self.require_languages()
@@ -379,7 +392,7 @@ class LibreTranslateApi:
         if translated is None:
             return self.service.client_left(LEFT)
         name = f"{uuid.uuid4().hex}_{target}{extension}"
-        self.keep_download(name, (translated[0] + "\n").encode("utf-8"))
+        self.keep_download(name, (translated[0][0] + "\n").encode("utf-8"))
         return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
 
     def keep_download(self, name: str, content: bytes) -> None:
