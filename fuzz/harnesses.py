@@ -17,6 +17,7 @@ HARNESSES: dict[str, tuple[str, ...]] = {
     **{kind: ("fuzz_document.py", kind) for kind in (*DOCUMENT_FORMATS, *LOCALISATION_FORMATS)},
     "masked_text": ("fuzz_masked_text.py",),
     "html_page": ("fuzz_html_page.py",),
+    "paragraphs": ("fuzz_paragraphs.py",),
     **{f"corpus_{kind}": ("fuzz_corpus.py", kind) for kind in ("plain", "gz", "tsv", "jsonl")},
     "config": ("fuzz_config.py",),
     "memory_tmx": ("fuzz_memory.py", "tmx"),

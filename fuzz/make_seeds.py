@@ -204,6 +204,7 @@ def seed_files() -> dict[str, list[bytes]]:
             b"Replace %s with underscores (`_`).",
         ],
         "html_page": [test_markup.PAGE.encode(), WEB_PAGE.encode(), b'<p>Ein<br/>Hund <img src="a.png" alt="x"/>.</p>'],
+        "paragraphs": [line.encode() for line in PARAGRAPHS],
         "corpus_plain": [corpus + b"\0" + corpus.upper(), corpus + b"\0short\n"],
         "corpus_gz": [gzip.compress(corpus, mtime=0), gzip.compress(tsv, mtime=0), gzip.compress(jsonl, mtime=0)],
         "corpus_tsv": [tsv, b"a\tb\n"],
@@ -216,6 +217,14 @@ def seed_files() -> dict[str, list[bytes]]:
         "memory_tmx": memory_tmx,
         "memory_tsv": [b"Guten Morgen\tGood morning\nL\xc3\xb6sche {0} Dateien?\tDelete {0} files?\n"],
     }
+
+
+# lines of running text for sentence splitting: spacing around sentences, abbreviations, quotes, no spaces
+PARAGRAPHS = [
+    "  Ein Mann läuft. Er ist müde!  ",
+    'Dr. Smith went to Washington D.C. on Jan. 5th.  He said: "Hi!" Then left...',
+    "彼は走った。彼女は歩いた！ 本当？",
+]
 
 
 def main() -> None:

@@ -56,13 +56,18 @@ def tiny_model_dir(tmp_path_factory, multi30k_dir) -> Path:
     """A complete model directory (config.yaml, model.json, tokenizer.json, model.safetensors) holding a
     tiny de->en Transformer with random weights and a joint BPE tokenizer trained on 500 Multi30k pairs.
     Its translations are nonsense, but every code path from text to text runs for real."""
+    return write_tiny_model(tmp_path_factory.mktemp("tiny_model"), multi30k_dir)
+
+
+def write_tiny_model(model_dir: Path, multi30k: Path) -> Path:
+    """The tiny model (see tiny_model_dir) written into `model_dir`, from the Multi30k mirror `multi30k`
+    (also fuzz/api's model when it is given none)."""
     from nmt.checkpoint import save_model_dir
     from nmt.config import DecodeConfig, ExperimentConfig
     from nmt.model import ModelConfig, Transformer
     from nmt.tokenizer import TokenizerConfig, save_tokenizers, train_tokenizers
 
-    model_dir = tmp_path_factory.mktemp("tiny_model")
-    raw = multi30k_dir / "data/task1/raw"
+    raw = multi30k / "data/task1/raw"
     de, en = read_head(raw / "train.de.gz", 500), read_head(raw / "train.en.gz", 500)
     src_tok, tgt_tok = train_tokenizers(de, en, TokenizerConfig(vocab_size=500))
     save_tokenizers(src_tok, tgt_tok, model_dir)

@@ -303,10 +303,13 @@ SERVER = {
     "metrics": {"batching_queue"},
     "libretranslate": {"requests"},
     "service": {"batching_queue", "keys", "metrics", "requests", "settings", "shared_state"},
-    "libretranslate_api": {"batching_queue", "libretranslate", "requests", "service", "shared_state"},
-    "nmt_api": {"batching_queue", "requests", "service"},  # the two API routers are peers
+    # The OpenAPI description of both APIs, which the routers declare on their routes.
+    "api_schema": {"libretranslate", "requests", "settings"},
+    "libretranslate_api": {"api_schema", "batching_queue", "libretranslate", "requests", "service", "shared_state"},
+    "nmt_api": {"api_schema", "batching_queue", "requests", "service"},  # the two API routers are peers
     "app": {
         "access",
+        "api_schema",
         "batching_queue",
         "connections",
         "keys",

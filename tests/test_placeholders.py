@@ -89,6 +89,28 @@ def test_words_moved_next_to_a_code_never_make_a_new_one():
     assert codes_of(out) == ["{count}"], out
 
 
+@pytest.mark.parametrize(
+    "text",
+    [  # found by fuzz/fuzz_masked_text.py once it held every string to its codes, exactly
+        "Delete %d of %d files } x {a!b",  # "{a!b %d x %d }" read as one code, {name!r} with a spec
+        "{n, plural, =0 {no {no files} more}}",  # a message's own "{...}" parted: the plural unread
+        "You have {n, plural, one {a {b c} d} other {#}}",
+        "{n, plural, =0 {no {# file} more} other {#}}",
+    ],
+)
+def test_braces_of_the_text_moved_around_a_code_never_make_or_unmake_one(text):
+    masked = MaskedText(text, "en")
+    out = masked.rebuilt(reversed_words(masked.sentences))
+    assert codes_of(out) == masked.codes, out
+
+
+def test_a_code_taken_out_of_the_model_s_words_leaves_none_behind():
+    """Removing "${d. [n}" from "in{${d. [n}}" left "in{}", a code (found by fuzz/fuzz_masked_text.py)."""
+    masked = MaskedText("a [n}} in{${d.", "en")
+    assert codes_of(masked.rebuilt(reversed_words(masked.sentences))) == []
+    assert without_codes("in{${d. [n}} x") == "in x"
+
+
 def test_a_placeholder_the_model_writes_is_removed():
     masked = MaskedText("Save %s now", "en")
     invented = [("Speichern {0} %d jetzt", [(0, 0), (1, 2), (2, 3)])]

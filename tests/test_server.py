@@ -351,6 +351,14 @@ def test_wrong_types_get_422_saying_what_is_wrong(client, body, field):
     assert response.json()["error"] == "invalid_request" and field in response.json()["message"]
 
 
+def test_a_whole_number_written_as_a_float_is_that_integer(client, translator):
+    """JSON has numbers: 2.0 is the integer 2 (JSON Schema's rule, and a Python client's json.dumps of a
+    float); schemathesis found it refused while the published schema allows it."""
+    response = client.post("/translate", json={"text": ["Ein Hund."], "beam": 2.0, "no_repeat_ngram_size": 0.0})
+    assert response.status_code == 200 and response.json()["beam"] == 2
+    assert client.post("/translate", json={"text": ["a"], "beam": 2.5}).status_code == 422
+
+
 def test_a_422_states_every_field_the_body_may_have(client):
     from nmt.server.requests import TranslateRequest
 

@@ -170,6 +170,46 @@ def test_bad_requests_get_libretranslate_s_400(echo, body, message):
         assert response.status_code == 400 and re.search(message, response.json()["error"]), response.json()
 
 
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [  # found by schemathesis (tests/test_api_schema.py): each was read as the field left out
+        ({"alternatives": {}}, "alternatives parameter is not a number"),
+        ({"alternatives": True}, "alternatives parameter is not a number"),
+        ({"alternatives": 2.5}, "alternatives parameter is not a number"),
+        ({"format": {}}, "{} format is not supported"),
+        ({"format": False}, "False format is not supported"),
+        ({"api_key": 1234}, "api_key must be a string, not int"),
+    ],
+)
+def test_a_json_field_of_no_type_libretranslate_takes_is_a_400_not_the_field_left_out(echo, fields, message):
+    _, client = echo
+    response = client.post("/translate", json={"q": "a", "source": "de", "target": "en", **fields})
+    assert response.status_code == 400 and message in response.json()["error"]
+    if "api_key" in fields:
+        detect = client.post("/detect", json={"q": "Ein Mann fährt Fahrrad.", **fields})
+        assert detect.status_code == 400 and message in detect.json()["error"]
+
+
+def test_json_null_or_a_whole_number_is_what_libretranslate_reads_it_as(echo):
+    _, client = echo
+    nulls = {"q": "a", "source": "de", "target": "en", "format": None, "alternatives": None, "api_key": None}
+    assert client.post("/translate", json=nulls).json() == {"translatedText": "a|0"}
+    whole = {"q": "a", "source": "de", "target": "en", "alternatives": 2.0}  # the best, its duplicate, a|1
+    assert client.post("/translate", json=whole).json() == {"translatedText": "a|0", "alternatives": ["a|1"]}
+
+
+def test_auto_picks_among_the_sources_that_translate_into_the_target(echo):
+    """English text sent to a de-en server with source "auto" is translated as German (the only source
+    into English), not refused as English -> English (found by schemathesis: "ø" was read as English)."""
+    _, client = echo
+    for q in ("ø", "A man is riding a bicycle."):
+        answer = client.post("/translate", json={"q": q, "source": "auto", "target": "en"})
+        assert answer.status_code == 200, answer.json()
+        assert answer.json()["detectedLanguage"]["language"] == "de"
+    # /detect itself still tells every language the server knows
+    assert client.post("/detect", json={"q": "A man is riding a bicycle."}).json()[0]["language"] == "en"
+
+
 def test_a_form_post_from_another_site_is_refused(echo):
     """Form bodies need no CORS preflight, so the Origin check is what keeps other sites' pages out."""
     _, client = echo

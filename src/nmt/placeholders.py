@@ -52,6 +52,9 @@ CODE = re.compile(
     r"|\{[\w.\[\]]*(?:[!:][^{}]*)?\}"  # {0}, {name}, {0:.2f}, {name!r}
     r"|\{\s*\w+\s*,\s*(?:number|date|time|spellout|ordinal|duration)[^{}]*\}"  # ICU simple arguments
 )
+# What every code that may hold spaces begins or ends with, and "#" (a plural's number), "%", "\\":
+# none of them in the model's words, and words set apart from the codes, no new code can be read.
+CODE_MAKERS = re.compile(r"[{}<>$%#\\]")
 _ICU_START = re.compile(r"\{\s*\w+\s*,\s*(plural|selectordinal|select)\s*,")
 _ICU_SELECTOR = re.compile(r"\s*(?:offset:\d+\s*)?(=?[\w-]+)\s*\{")
 
@@ -113,13 +116,19 @@ class MaskedText:
 
         Words moved next to a code can make a new one with it ("% of" before "{count}", reversed:
         "%{count}"); where the string read again has other codes than its source, the model's words
-        are set apart from the codes by a space."""
-        out = self._joined(results, escape, apart=False)
-        if escape is None and self.codes and codes_of(out, in_plural=self.in_plural) != self.codes:
-            out = self._joined(results, escape, apart=True)
+        are set apart from the codes by a space; where it still has (a "{" and a "}" of the words moved
+        around a code: "{a!b %d c }" reads as one), the characters codes are made of are left out of
+        the model's words: no code is ever made that the source did not have."""
+        out = self._joined(results, escape)
+        for bare in (False, True):
+            if escape is not None or not self.codes or codes_of(out, in_plural=self.in_plural) == self.codes:
+                break
+            out = self._joined(results, escape, apart=True, bare=bare)
         return out
 
-    def _joined(self, results: Sequence[Result], escape: Callable[[str], str] | None, *, apart: bool) -> str:
+    def _joined(
+        self, results: Sequence[Result], escape: Callable[[str], str] | None, *, apart: bool = False, bare: bool = False
+    ) -> str:
         if len(results) != len(self.sentences):
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
         answers = iter(results)
@@ -130,23 +139,28 @@ class MaskedText:
                 continue
             mine = [next(answers) for _ in line.paragraph.sentences]
             if not line.codes:  # nothing to place: the spacing between sentences kept exactly
-                words = without_codes(line.paragraph.rebuilt([text for text, _ in mine]))
+                words = without_codes(line.paragraph.rebuilt([text for text, _ in mine]), in_plural=self.in_plural)
+                words = CODE_MAKERS.sub("", words) if bare else words  # an ICU message's "{" may lose its "}"
                 out.append(words if escape is None else escape(words))
                 continue
             pieces = placed_texts(line.pieces, line.paragraph, mine) if mine else line.pieces
             for k, piece in enumerate(pieces):
                 if piece != line.pieces[k]:
-                    piece = without_codes(piece) if escape is None else escape(without_codes(piece))
+                    piece = without_codes(piece, in_plural=self.in_plural)
+                    piece = piece if escape is None else escape(piece)
                     glued = line.pieces[k][:1].isalnum()  # the source wrote a word against the code before
                     if k > 0 and (piece[:1].isalnum() and not glued or apart and piece[:1] not in " "):
                         piece = " " + piece  # words moved in after a "?": "{x} the", not "{x}the"
                     if apart and k < len(line.codes) and piece[-1:] not in " ":
                         piece += " "
+                if bare and CODE_MAKERS.search(piece):  # the source's own text too: its "{" may lose its "}"
+                    piece = CODE_MAKERS.sub("", piece) or " "  # what is left between two codes still parts them
                 out.append(piece)
                 if k < len(line.codes):
                     for part in line.codes[k].parts:
                         if isinstance(part, MaskedText):
-                            part = part._joined([next(answers) for _ in part.sentences], escape, apart=apart)
+                            answered = [next(answers) for _ in part.sentences]
+                            part = part._joined(answered, escape, apart=apart, bare=bare)
                         out.append(part)
         return "".join(out)
 
@@ -194,14 +208,17 @@ class MaskedNodes:
         if not self.sentences:
             return list(self.nodes)
         placed = placed_texts(["" if code else part for _, part, code in self.parts], self.paragraph, results)
-        out = self._joined(placed, apart=False)
-        if [m.group(0) for m in CODE.finditer("".join(out))] != self.codes:
-            out = self._joined(placed, apart=True)  # words moved next to a code made a new one with it
+        out = self._joined(placed)
+        for bare in (False, True):  # as MaskedText.rebuilt: words set apart, then left without code characters
+            if [m.group(0) for m in CODE.finditer("".join(out))] == self.codes:
+                break
+            out = self._joined(placed, apart=True, bare=bare)
         return out
 
-    def _joined(self, placed: list[str], *, apart: bool) -> list[str]:
+    def _joined(self, placed: list[str], *, apart: bool = False, bare: bool = False) -> list[str]:
         """Each piece again from its parts: codes as written, the placed words beside them, set apart
-        from a code by a space where the source glued no word to it (or everywhere, `apart`)."""
+        from a code by a space where the source glued no word to it (or everywhere, `apart`), and
+        without the characters codes are made of (`bare`)."""
         out = ["" for _ in self.nodes]
         for k, (new, (node, old, code)) in enumerate(zip(placed, self.parts, strict=True)):
             if not code and new != old:
@@ -211,15 +228,22 @@ class MaskedNodes:
                         new = " " + new
                 if apart and k + 1 < len(self.parts) and self.parts[k + 1][2] and new[-1:] not in " ":
                     new += " "
+            if bare and not code and CODE_MAKERS.search(new):
+                new = CODE_MAKERS.sub("", new) or " "  # what is left between two codes still parts them
             out[node] += old if code else new
         return out
 
 
-def without_codes(text: str) -> str:
-    """`text` (a model's output) with anything that reads as a placeholder removed: none is invented."""
-    if not CODE.search(text):
-        return text
-    return re.sub(r"  +", " ", CODE.sub("", text))
+def without_codes(text: str, *, in_plural: bool = False) -> str:
+    """`text` (a model's output) with anything that reads as a placeholder removed: none is invented.
+    Until none is left: what is around a code taken out can read as another ("{" + "${x}" + "}": "{}"),
+    and an ICU construct or a plural's "#" is a code too."""
+    while CODE.search(text) or "{" in text or in_plural and "#" in text:
+        pieces, codes = _cut(text, "en", in_plural)
+        if not codes:
+            break
+        text = re.sub(r"  +", " ", "".join(pieces))
+    return text
 
 
 def codes_of(text: str, *, in_plural: bool = False) -> list[str]:

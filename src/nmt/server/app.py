@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 
 from ..memory import TranslationMemory
+from . import api_schema
 from .access import AccessGuard, AccessPolicy
 from .batching_queue import BatchingConfig
 from .connections import CloseWhenDraining
@@ -81,7 +82,8 @@ def create_app(
         memory=memory,
         state=state,
     )
-    app = FastAPI(title="nmt", lifespan=service.lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    # /openapi.json describes both APIs (api_schema.py); no docs pages, which would load scripts from a CDN
+    app = FastAPI(title="nmt", lifespan=service.lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json")
     # for running.py, the tests and anyone embedding the app
     app.state.service, app.state.queues, app.state.metrics = service, service.queues, service.metrics
     app.state.queue = service.queues[0]
@@ -94,7 +96,12 @@ def create_app(
     nmt_api, libretranslate = NmtApi(service), LibreTranslateApi(service)
     app.include_router(nmt_api.router())
     app.include_router(libretranslate.router())
-    app.add_api_route("/translate", TranslateRoute(service, nmt_api, libretranslate).translate, methods=["POST"])
+    app.add_api_route(
+        "/translate",
+        TranslateRoute(service, nmt_api, libretranslate).translate,
+        methods=["POST"],
+        **api_schema.translate_route(limits, service.routes, nmt_api.available),
+    )
     return app
 
 

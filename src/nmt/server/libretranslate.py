@@ -29,7 +29,7 @@ import email.policy
 import functools
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -148,17 +148,21 @@ class LanguageDetector:
             identifier.set_languages(known)
         return identifier, known
 
-    def detect(self, text: str) -> list[dict[str, Any]]:
+    def detect(self, text: str, among: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Up to 3 candidates, best first; [] when the text says nothing (digits, symbols, empty),
-        i.e. when every language is as likely as the others."""
+        i.e. when every language is as likely as the others. among: the candidates allowed (a
+        request's sources that translate into its target), each with its confidence among all the
+        languages served; [] where none of them is one langid knows."""
         if not any(c.isalpha() for c in text):  # digits, symbols, emoji: no language to tell
             return []
         identifier, known = self._identifier
+        allowed = [code for code in self.languages if among is None or code in among]
         if len(known) < 2:  # one language (or none langid knows): nothing to choose between
-            return [{"confidence": 100.0, "language": self.languages[0]}]
+            return [{"confidence": 100.0, "language": allowed[0]}] if allowed else []
         ranked = identifier.rank(text)
         if ranked[0][1] - ranked[-1][1] < 1e-3:
             return []
+        ranked = [(code, p) for code, p in ranked if code in allowed]
         return [{"confidence": round(p * 100, 1), "language": code} for code, p in ranked[:MAX_DETECTED]]
 
 
@@ -258,11 +262,7 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
     texts = q if isinstance(q, list) else [q]
     if not all(isinstance(t, str) for t in texts):
         raise LibreTranslateError(400, "Invalid request: q must be a string or a list of strings")
-    try:
-        alternatives = int(fields.get("alternatives") or 0)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: JSON's 1e999 is infinity
-        raise LibreTranslateError(400, "Invalid request: alternatives parameter is not a number") from None
-    alternatives = max(0, alternatives)  # LibreTranslate reads a negative count as none
+    alternatives = max(0, count_field(fields.get("alternatives")))  # LibreTranslate reads a negative count as none
     if alternatives > 4:
         raise LibreTranslateError(400, "Invalid request: alternatives parameter must be <= 4")
     if len(texts) > max_sentences:
@@ -274,8 +274,9 @@ def parse_translate(fields: dict[str, Any], max_sentences: int, max_chars: int) 
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise LibreTranslateError(400, "Invalid request: q is not valid Unicode text") from None
-    text_format = fields.get("format") or "text"
-    if text_format not in ("text", "html"):
+    text_format = fields.get("format")
+    text_format = "text" if text_format is None or text_format == "" else text_format
+    if text_format not in ("text", "html"):  # JSON's {} or false is no format either
         raise LibreTranslateError(400, f"{text_format} format is not supported")
     if text_format == "text":  # LibreTranslate's line-ending normalisation; a page keeps its bytes
         texts = ["\n".join(t.splitlines()) for t in texts]
@@ -301,6 +302,20 @@ def text_quality(found: Sequence[Translation]) -> dict[str, Any]:
     pieces), the score rounded; null on both where none was scored (the memory answered it)."""
     score, doubtful = combined_quality(found)
     return {"score": None if score is None else round(score, 4), "doubtful": doubtful}
+
+
+def count_field(value: Any) -> int:
+    """A count as LibreTranslate's fields send it: a JSON integer, or its digits (a form's, or JSON's
+    string); none (absent, null, "") is 0. A 400 for anything else: JSON's true, {}, 2.5 are no count."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, int | str | float) and not isinstance(value, bool):
+        try:
+            if not isinstance(value, float) or value.is_integer():
+                return int(value)
+        except (ValueError, OverflowError):  # OverflowError: JSON's 1e999 is infinity
+            pass
+    raise LibreTranslateError(400, "Invalid request: alternatives parameter is not a number")
 
 
 def translate_answer(

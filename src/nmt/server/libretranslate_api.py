@@ -14,7 +14,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -26,6 +26,7 @@ from ..markup import page_text
 from ..placeholders import MaskedText
 from ..translation_io import CutSentences, cut_sentences, gives_alignments, memory_translation
 from ..translator import Translation
+from . import api_schema
 from .batching_queue import Overloaded
 from .libretranslate import (
     DOWNLOAD_NAME,
@@ -83,12 +84,13 @@ class LibreTranslateApi:
 
     def router(self) -> APIRouter:
         router = APIRouter(route_class=LibreTranslateRoute)
-        router.add_api_route("/translate_file", self.translate_file, methods=["POST"])
-        router.add_api_route("/download_file/{name}", self.download_file, methods=["GET"])
-        router.add_api_route("/languages", self.languages, methods=["GET"])
-        router.add_api_route("/frontend/settings", self.settings, methods=["GET"])
-        router.add_api_route("/suggest", self.suggest, methods=["POST"])
-        router.add_api_route("/detect", self.detect, methods=["POST"])
+        schema = api_schema.translate_file_route(self.limits, self.service.routes)
+        router.add_api_route("/translate_file", self.translate_file, methods=["POST"], **schema)
+        router.add_api_route("/download_file/{name}", self.download_file, methods=["GET"], **api_schema.DOWNLOAD)
+        router.add_api_route("/languages", self.languages, methods=["GET"], **api_schema.LANGUAGES)
+        router.add_api_route("/frontend/settings", self.settings, methods=["GET"], **api_schema.SETTINGS)
+        router.add_api_route("/suggest", self.suggest, methods=["POST"], **api_schema.SUGGEST)
+        router.add_api_route("/detect", self.detect, methods=["POST"], **api_schema.detect_route(self.limits))
         return router
 
     # --- checks -----------------------------------------------------------------------------------
@@ -103,9 +105,11 @@ class LibreTranslateApi:
     def admit(self, request: Request, fields: dict[str, Any], sentences: int | None = None, *, charge=True) -> None:
         """The key and rate checks: the rate limit charged one unit per text of q (or `sentences`: a
         file's); charge False checks the key alone."""
-        q = fields.get("q")
+        q, key = fields.get("q"), fields.get("api_key")
+        if key is not None and not isinstance(key, str):  # read as no key at all, it would pass as anonymous
+            raise LibreTranslateError(400, f"Invalid request: api_key must be a string, not {type(key).__name__}")
         cost = sentences if sentences is not None else len(q) if isinstance(q, list) and q else 1
-        refusal = self.service.admit(request, fields.get("api_key"), cost if charge else 0)
+        refusal = self.service.admit(request, key, cost if charge else 0)
         if refusal is not None:
             raise LibreTranslateError(refusal.status, refusal.message, refusal.retry_after_s)
 
@@ -113,15 +117,20 @@ class LibreTranslateApi:
         """(source language, the detected-language answer where source was "auto")."""
         if source != "auto":
             return source, None
-        found = self.detector.detect(" ".join(texts))
+        into = self.sources_into(target)
+        # Only a language that translates into the target is a candidate: English text sent to a de-en
+        # server with source "auto" is read as German, not refused as English -> English.
+        found = self.detector.detect(" ".join(texts), among=into or None)
         if found:
             return found[0]["language"], found[0]
         # digits, symbols, emoji: no language to tell; LibreTranslate then takes a default, confidence 0:
         # here the first source language that translates into the target
-        directions = self.directions
-        into = [s for s in directions.sources if (s, directions.code(target)) in directions.pairs]
-        best = {"confidence": 0.0, "language": (into or directions.sources)[0]}
+        best = {"confidence": 0.0, "language": (into or self.directions.sources)[0]}
         return best["language"], best
+
+    def sources_into(self, target: str) -> list[str]:
+        """The source languages served into `target` (any code that names it)."""
+        return [s for s in self.directions.sources if (s, self.directions.code(target)) in self.directions.pairs]
 
     def resolve_sources(self, source: str, target: str, texts: list[str]) -> tuple[list[str], list[dict] | None]:
         """Each text's source language, and the detected-language answer of each where source was "auto".
@@ -131,7 +140,10 @@ class LibreTranslateApi:
         if source != "auto":
             return [source] * len(texts), None
         _, overall = self.resolve_source(source, target, texts)
-        detected = [overall if len(text) <= 40 else (self.detector.detect(text) or [overall])[0] for text in texts]
+        into = self.sources_into(target) or None
+        detected = [
+            overall if len(text) <= 40 else (self.detector.detect(text, among=into) or [overall])[0] for text in texts
+        ]
         return [found["language"] for found in detected], detected
 
     def served(self, source: str, target: str) -> tuple[str, str]:
@@ -400,7 +412,7 @@ class LibreTranslateApi:
         (shared_state.py: its bound and expiry)."""
         self.service.state.keep_file(name, content)
 
-    async def download_file(self, name: str) -> Response:
+    async def download_file(self, name: Annotated[str, api_schema.DOWNLOAD_NAME_PARAMETER]) -> Response:
         if not DOWNLOAD_NAME.fullmatch(name):
             raise LibreTranslateError(400, "Invalid filename")
         try:

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from ..placeholders import CODE, MaskedText
 from ..translation_io import memory_translation
 from ..translator import Translation
+from . import api_schema
 from .batching_queue import Overloaded
 from .requests import ApiError, TranslateRequest, answer_body, parse_request
 from .service import TranslationService
@@ -71,11 +72,11 @@ class NmtApi:
 
     def router(self) -> APIRouter:
         router = APIRouter()
-        router.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse)
-        router.add_api_route("/health", self.health, methods=["GET"])
-        router.add_api_route("/livez", self.livez, methods=["GET"])
-        router.add_api_route("/readyz", self.readyz, methods=["GET"])
-        router.add_api_route("/metrics", self.metrics, methods=["GET"])
+        router.add_api_route("/", self.index, methods=["GET"], **api_schema.PAGE)
+        router.add_api_route("/health", self.health, methods=["GET"], **api_schema.HEALTH)
+        router.add_api_route("/livez", self.livez, methods=["GET"], **api_schema.LIVEZ)
+        router.add_api_route("/readyz", self.readyz, methods=["GET"], **api_schema.READYZ)
+        router.add_api_route("/metrics", self.metrics, methods=["GET"], **api_schema.METRICS)
         return router
 
     async def index(self) -> HTMLResponse:

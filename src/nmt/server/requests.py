@@ -12,11 +12,11 @@ import json
 import math
 import typing
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 from starlette.requests import ClientDisconnect
 
 from ..alignment import pharaoh
@@ -26,7 +26,15 @@ from ..tokenizer import EOS
 from ..translator import Translation
 from .settings import ServerLimits
 
-_TYPES = {"int": int, "float": float, "str": str, "bool": bool}  # a search field's type, by its name
+
+def _whole(value: Any) -> Any:
+    """JSON has numbers, not integers: 5.0 is the integer 5 (JSON Schema's rule), as a client's json.dumps
+    of a float writes it; 5.5, "5" and true stay what the strict check refuses."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+WholeNumber = Annotated[int, BeforeValidator(_whole)]
+_TYPES = {"int": WholeNumber, "float": float, "str": str, "bool": bool}  # a search field's type, by its name
 
 
 class _Text(BaseModel):
