@@ -191,7 +191,11 @@ class Deployment:
 
     def wait_for_replica(self, replica: Replica) -> None:
         """Until the replica's /livez answers (its model loaded)."""
-        wait_until(lambda: http_ok(f"{replica.url}/livez"), f"nmt serve on port {replica.port}", replica.process)
+        try:
+            wait_until(lambda: http_ok(f"{replica.url}/livez"), f"nmt serve on port {replica.port}", replica.process)
+        except RuntimeError as error:  # say why: the replica's last words
+            lines = replica.log.read_text(encoding="utf-8", errors="replace").splitlines()[-5:]
+            raise RuntimeError(f"{error}; {replica.log.name} ends: " + " | ".join(lines)) from None
 
     def spawn(self, command: list[str], name: str) -> subprocess.Popen:
         with open(self.folder / f"{name}.log", "wb") as log:  # the child holds its own copy
