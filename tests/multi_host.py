@@ -44,6 +44,15 @@ def namespaces_allowed() -> str | None:
     return None
 
 
+def parent(pid: int) -> int | None:
+    """A process's parent's id (None once it has gone)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # after the name, which may hold spaces: state, ppid
+
+
 @dataclass(frozen=True)
 class Host:
     """One namespace: its name, its end of the veth link and its address on it."""
@@ -60,6 +69,11 @@ class Host:
         """Every process whose network is this host's (a torchrun, its workers, anything they started)."""
         listed = ip("netns", "pids", self.namespace, check=False).stdout.split()
         return [int(pid) for pid in listed]
+
+    def workers(self) -> list[int]:
+        """The processes a torchrun on this host started (its workers), not the torchrun itself."""
+        pids = set(self.pids())
+        return [pid for pid in pids if parent(pid) in pids]
 
     def kill(self) -> None:
         """SIGKILL every process on this host, as if the machine lost power."""

@@ -9,7 +9,7 @@ from nmt.checkpoint import load_model_dir
 from nmt.config import load_config
 from nmt.training.distributed import Distributed
 from nmt.training.loss import teacher_forced_states
-from nmt.training.run import build_trainer, train
+from nmt.training.run import build_trainer, continues_after_restart, train
 from nmt.training.validation import validation_loss
 
 SHORT = ["train.valid_every=100", "train.valid_bleu_sentences=0", "train.best_metric=loss"]
@@ -102,3 +102,22 @@ def test_a_run_logging_to_a_file_says_its_progress_every_log_every_steps(overrid
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ") and "/" in r.getMessage()]
     assert [line.split(":")[0] for line in lines] == ["step 1/4", "step 2/4", "step 4/4"]
     assert all("loss " in line and "tok/s " in line for line in lines)
+
+
+def test_a_run_torchrun_restarted_resumes_and_one_it_did_not_is_refused(tmp_path, monkeypatch):
+    """Under torchrun --max-restarts the ranks decide together (Distributed.restarted) whether a run
+    already in the directory is theirs to resume; no process group is needed to check the decision."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "1")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    dist = Distributed(rank=1, world_size=2)
+    monkeypatch.setattr(dist, "restarted", lambda: True)
+    assert continues_after_restart(dist, run)
+    assert not continues_after_restart(dist, tmp_path / "new")  # restarted before anything was written
+    monkeypatch.setattr(dist, "restarted", lambda: False)
+    with pytest.raises(ValueError, match="already holds a training run: add --resume"):
+        continues_after_restart(dist, run)
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "0")  # nmt train's command line refuses it before
+    assert not continues_after_restart(dist, run)

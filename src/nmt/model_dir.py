@@ -199,6 +199,14 @@ def holds_training_run(model_dir: str | Path) -> bool:
     return (model_dir / METRICS).exists() or (checkpoints.is_dir() and any(checkpoints.glob("step_*")))
 
 
+def already_holds_run(model_dir: str | Path) -> str:
+    """Why a new run may not start in `model_dir`, which holds one (holds_training_run)."""
+    return (
+        f"{model_dir} already holds a training run: add --resume to continue it, "
+        "or choose another --out (a tokenizer alone there is reused)"
+    )
+
+
 def stored_parameter_count(weights: str | Path) -> int:
     """Parameters in a safetensors weights file, from its header (no tensor is read): the size an
     engine that holds no PyTorch model (CTranslate2) reports for the model it runs."""

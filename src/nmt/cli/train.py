@@ -42,7 +42,8 @@ def add_train(sub: argparse._SubParsersAction) -> None:
 
 def config_path(args: argparse.Namespace) -> Path | str:
     """The config file a run reads: CONFIG, or with --resume alone the run's own config.yaml."""
-    from ..model_dir import RUN_CONFIG, holds_training_run
+    from ..model_dir import RUN_CONFIG, already_holds_run, holds_training_run
+    from ..training.distributed import restarts_allowed
 
     out = Path(args.out)
     if args.init_from:
@@ -60,11 +61,9 @@ def config_path(args: argparse.Namespace) -> Path | str:
         return path
     if args.config is None:
         raise CommandError("give a CONFIG file (or --resume with --out DIR)")
-    if holds_training_run(out):
-        raise CommandError(
-            f"{out} already holds a training run: add --resume to continue it, "
-            "or choose another --out (a tokenizer alone there is reused)"
-        )
+    # Where torchrun may have restarted the job (--max-restarts), the ranks decide together in train().
+    if holds_training_run(out) and not restarts_allowed():
+        raise CommandError(already_holds_run(out))
     return args.config
 
 

@@ -13,15 +13,19 @@ shards) is placement.py's.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+log = logging.getLogger(__name__)
 
 # Set by nmt train's own launcher (launch.py) for its workers.
 RENDEZVOUS_FILE = "NMT_RENDEZVOUS_FILE"  # the FileStore the workers meet through: no port to choose or collide
@@ -33,6 +37,9 @@ VALIDATION_THREADS = "NMT_VALIDATION_THREADS"  # rank 0 validates alone while th
 # that the survivors of a lost host stop in seconds (docs/distributed.md, "Two machines, tested").
 COLLECTIVE_TIMEOUT = "NMT_COLLECTIVE_TIMEOUT"
 DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+# Set by torchrun in its workers: its --max-restarts, and how often this host's agent restarted them.
+MAX_RESTARTS = "TORCHELASTIC_MAX_RESTARTS"
+RESTART_COUNT = "TORCHELASTIC_RESTART_COUNT"
 
 
 def collective_timeout() -> timedelta:
@@ -49,6 +56,27 @@ def collective_timeout() -> timedelta:
     return timedelta(seconds=seconds)
 
 
+def restarts_allowed() -> bool:
+    """Whether torchrun may restart this job's workers after a failure (--max-restarts above 0)."""
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and _count(MAX_RESTARTS) > 0
+
+
+def _count(name: str) -> int:
+    text = os.environ.get(name, "").strip()
+    return int(text) if text.isdigit() else 0
+
+
+class PeerFailed(RuntimeError):
+    """Another rank failed where every rank checks or waits (its inputs, rank 0's data preparation)."""
+
+
+def one_line(err: BaseException) -> str:
+    """An error's message on one line, as another rank will print it."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 class LostContact(RuntimeError):
     """A collective failed: its peer closed the connection, or did not answer within the collective timeout."""
 
@@ -60,6 +88,8 @@ def lost_contact(err: BaseException, rank: int, world_size: int) -> LostContact 
     closed, and only the wait when the peer went silent ("Timed out waiting 5000ms for recv").
     """
     text = " ".join(str(err).split())
+    if isinstance(err, PeerFailed):
+        return None
     if not (isinstance(err, dist.DistError) or "gloo" in text or "Connection closed by peer" in text):
         return None
     peer = re.search(r"\[([0-9a-fA-F.:]+)\]:\d+", text)
@@ -132,6 +162,12 @@ class Distributed:
                 device_id=target if use_cuda else None,
                 **meet,
             )
+        if rank == 0 and restarts_allowed() and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+            log.warning(
+                "torchrun --max-restarts with its shared store: restarted workers may read the first ones' "
+                "addresses and fail to meet (pytorch issue 135712); start torchrun with "
+                "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 set"
+            )
         threads = os.environ.get(VALIDATION_THREADS)
         return cls(
             rank=rank,
@@ -168,12 +204,60 @@ class Distributed:
 
     @contextmanager
     def main_first(self):
-        """Rank 0 runs the block first (downloads, tokenizer training, caches); the others then reuse its files."""
+        """Rank 0 runs the block first (downloads, tokenizer training, caches); the others then reuse its files.
+
+        If the block fails on rank 0, the others raise PeerFailed with its message as soon as it
+        does, instead of waiting for a rank that is gone (a closed socket, or the collective timeout).
+        """
+        if not self.active:
+            yield
+            return
         if not self.is_main:
-            self.barrier()
-        yield
-        if self.is_main:
-            self.barrier()
+            failure = self._from_main(None)
+            if failure is not None:
+                raise PeerFailed(f"rank 0 of {self.world_size} failed: {failure}")
+            yield
+            return
+        try:
+            yield
+        except Exception as err:
+            try:
+                self._from_main(one_line(err))
+            except Exception:  # the others are gone too: rank 0's own error is the one to tell
+                pass
+            raise
+        self._from_main(None)
+
+    def _from_main(self, message: str | None) -> str | None:
+        """Rank 0's `message` on every rank (one broadcast, which the other ranks wait in)."""
+        box = [message]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        return box[0]
+
+    def restarted(self) -> bool:
+        """True on every rank when torchrun has restarted the job's workers after a failure.
+
+        Only the failed host's agent counts the restart; the others restart their workers to meet
+        it again and count none, so one rank's count above 0 tells every rank.
+        """
+        return self.any(_count(RESTART_COUNT) > 0)
+
+    def check_everywhere(self, check: Callable[[], None]) -> None:
+        """Run `check` on every rank (each reads its own machine's files): where it fails on any rank,
+        every rank raises, the failing ones their own error, the others PeerFailed naming it."""
+        own: Exception | None = None
+        try:
+            check()
+        except Exception as err:
+            if not self.active:
+                raise
+            own = err
+        failures = self.gather(None if own is None else one_line(own))
+        if own is not None:
+            raise own
+        for rank, failure in enumerate(failures):
+            if failure is not None:
+                raise PeerFailed(f"rank {rank} of {self.world_size} failed: {failure}")
 
     def close(self) -> None:
         if self.active and dist.is_initialized():

@@ -25,10 +25,20 @@ from ..data.corpus_alignment import MAX_ALIGNED_CELLS
 from ..data.registry import is_pretokenized
 from ..files import atomic_write, atomic_write_text, remove_stale_temp_files
 from ..model import ModelConfig, Transformer
-from ..model_dir import IMPORTED_FROM, INIT_FROM, MODEL_CONFIG, RUN_CONFIG, TOKENIZER_FILES, WEIGHTS, write_text_form
+from ..model_dir import (
+    IMPORTED_FROM,
+    INIT_FROM,
+    MODEL_CONFIG,
+    RUN_CONFIG,
+    TOKENIZER_FILES,
+    WEIGHTS,
+    already_holds_run,
+    holds_training_run,
+    write_text_form,
+)
 from ..text_form import TextForm
 from .datasets import TrainingData, check_input_files, load_training_data, split_files
-from .distributed import Distributed, lost_contact
+from .distributed import Distributed, lost_contact, restarts_allowed
 from .loss import LossModule
 from .multilingual import load_multilingual_data
 from .placement import place
@@ -55,12 +65,14 @@ def train(
     model_dir = Path(model_dir)
     # config.yaml names the corpus files as found from here, so a later --resume works from anywhere
     config = dataclasses.replace(config, data=config.data.with_absolute_paths())
-    if resume and not list_checkpoints(model_dir) and (model_dir / INIT_FROM).is_file():
-        # A fine-tuning run stopped before its first checkpoint starts again from its parent, not from scratch.
-        init_from = (model_dir / INIT_FROM).read_text(encoding="utf-8").strip()
-        log.info("--resume: no checkpoint yet; starting again from the weights of %s", init_from)
     dist = Distributed.from_environment(config.train.device)
     try:
+        if not resume and continues_after_restart(dist, model_dir):
+            resume, init_from = True, None  # the run's own init_from file says where a fine-tuning run began
+        if resume and not list_checkpoints(model_dir) and (model_dir / INIT_FROM).is_file():
+            # A fine-tuning run stopped before its first checkpoint starts again from its parent, not from scratch.
+            init_from = (model_dir / INIT_FROM).read_text(encoding="utf-8").strip()
+            log.info("--resume: no checkpoint yet; starting again from the weights of %s", init_from)
         trainer = build_trainer(
             config, model_dir, dist=dist, progress_bar=progress_bar, init_from=init_from, resume=resume
         )
@@ -77,6 +89,23 @@ def train(
         raise
     finally:
         dist.close()
+
+
+def continues_after_restart(dist: Distributed, model_dir: Path) -> bool:
+    """Whether torchrun (--max-restarts) restarted the workers of the run under way in `model_dir`:
+    then every rank resumes from its last checkpoint, as `--resume` would (torchrun starts them
+    again with the same arguments). A run there that torchrun did not restart is refused, as
+    nmt train refuses it where torchrun may not restart (only here can the ranks agree which it is).
+    """
+    if not (dist.active and restarts_allowed()):
+        return False
+    restarted = dist.restarted()  # a collective: asked on every rank, whatever model_dir holds
+    if not holds_training_run(model_dir):
+        return False
+    if not restarted:
+        raise ValueError(already_holds_run(model_dir))
+    log.warning("torchrun restarted the workers: resuming from the last checkpoint in %s", model_dir)
+    return True
 
 
 def corpus_text_form(config: ExperimentConfig) -> TextForm | None:
@@ -113,9 +142,13 @@ def build_trainer(
     init_from = Path(init_from) if init_from is not None else None
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    check_input_files(config.data)  # before anything is written or encoded
-    if init_from is not None:  # refuse another model before anything is written or encoded
-        check_same_model(config, init_from)
+
+    def check_inputs() -> None:  # before anything is written or encoded; on every host, whose files may differ
+        check_input_files(config.data)
+        if init_from is not None:  # refuse another model
+            check_same_model(config, init_from)
+
+    dist.check_everywhere(check_inputs)
     aligning = wants_guided_alignment(config, model_dir, init_from=init_from, resume=resume)
     with dist.main_first():  # rank 0 downloads, trains the tokenizer and fills the caches
         if dist.is_main:
