@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from nmt.alignment import AlignmentMethod, align_pieces, align_words, pharaoh, word_index
+from nmt.alignment import (
+    AlignmentMethod,
+    align_pieces,
+    align_words,
+    pharaoh,
+    word_attention,
+    word_groups,
+    word_index,
+)
 
 SPECIALS = {"[START]", "[END]"}
 
@@ -14,6 +22,35 @@ def test_pieces_are_grouped_into_the_words_of_the_text():
     assert word_index(["ein", "ma", "##nn", "."], set(), wordpiece=True) == [0, 1, 1, 2]  # "##" continues
     assert word_index(["nn", "▁x"], set()) == [0, 1]  # a first piece starts a word whatever it looks like
     assert word_index(["3", "3", "▁3"], set()) == [0, 0, 1]  # BPE without "▁": the same word
+
+
+READER = {"[START]": "(start)", "[END]": "(end)"}
+
+
+def test_a_reader_sees_words_and_plain_start_and_end_labels():
+    words = word_groups(["[START]", "▁Sch", "nee", "▁fällt", "▁.", "[END]"], READER)
+    assert words.labels == ["(start)", "Schnee", "fällt", ".", "(end)"]
+    assert words.group == [0, 1, 1, 2, 3, 4]
+    assert word_groups(["sch", "##nee", "fällt"], {}, wordpiece=True).labels == ["schnee", "fällt"]
+    # byte-fallback pieces are read as the UTF-8 they spell: "▁f", 0xC3 0xA4, "llt" -> "fällt"
+    assert word_groups(["▁f", "<0xC3>", "<0xA4>", "llt"], {}).labels == ["fällt"]
+
+
+def test_word_attention_sums_over_a_words_pieces_to_it_and_averages_them_from_it():
+    keys = word_groups(["[START]", "▁Sch", "nee", "[END]"], READER)  # (start) Schnee (end)
+    queries = word_groups(["▁Snow", "▁fal", "ls"], {})  # Snow falls
+    weights = torch.tensor(
+        [
+            [0.1, 0.2, 0.3, 0.4],  # ▁Snow
+            [0.0, 0.5, 0.5, 0.0],  # ▁fal
+            [0.2, 0.2, 0.2, 0.4],  # ls
+        ]
+    ).expand(3, 2, 3, 4)  # (layers, heads, query pieces, key pieces)
+    words = word_attention(weights, queries, keys)
+    assert words.shape == (3, 2, 2, 3)
+    expected = torch.tensor([[0.1, 0.5, 0.4], [0.1, 0.7, 0.2]])  # "falls": the mean of its two rows
+    torch.testing.assert_close(words[1, 1], expected)
+    torch.testing.assert_close(words.sum(-1), torch.ones(3, 2, 2))  # each word's row is still a distribution
 
 
 def one_hot_attention(rows: list[int], src_len: int, layers: int = 3, heads: int = 2) -> torch.Tensor:

@@ -24,7 +24,7 @@ ALLOWED = {
     # Real text around the model: pure functions of text (and, for alignments, attention tensors).
     "text_form": {"glossary", "truecaser"},
     # A translation, and what a teacher-forced pass adds to it (scores, word alignment).
-    "translation": {"decoding", "forced_scoring", "tokenizer"},
+    "translation": {"alignment", "decoding", "forced_scoring", "tokenizer"},
     # What a model's quality scores mean: a calibration kept in its directory.
     "quality": {"files"},
     "quality_report": {"files", "quality"},
@@ -93,7 +93,7 @@ ALLOWED = {
     },
     # Choosing a decoding setting on held-out data: translate and score, then write the model's config.
     "tuning": {"config", "evaluation", "inference", "model_dir", "quality", "search_settings", "translator"},
-    "plots": {"model", "model_dir", "search_settings", "tokenizer", "translator"},
+    "plots": {"alignment", "model", "model_dir", "search_settings", "tokenizer", "translator"},
     # Models of other toolkits, read into (and written from) nmt's model and tokenizers.
     "pretrained": {
         "checkpoint",

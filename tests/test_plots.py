@@ -128,7 +128,10 @@ def test_attention_maps_are_distributions_of_the_right_shape(translator, maps):
         weights = maps.weights[kind]
         assert weights.shape == shape
         assert torch.allclose(weights.sum(-1), torch.ones(shape[:-1]), atol=1e-5)
-        assert (len(maps.labels(kind)[0]), len(maps.labels(kind)[1])) == shape[2:]
+        queries, keys = maps.labels(kind)  # by words: fewer than the pieces, each row still summing to 1
+        words = maps.word_weights(kind)
+        assert words.shape == (*shape[:2], len(queries), len(keys)) and len(keys) < shape[3]
+        assert torch.allclose(words.sum(-1), torch.ones(words.shape[:-1]), atol=1e-5)
     # The decoder sees no future: nothing above the diagonal.
     assert maps.weights["decoder_self_attention"].triu(diagonal=1).abs().max() == 0
 
@@ -143,9 +146,20 @@ def test_teacher_forced_cross_attention_equals_the_search(translator, maps):
     assert torch.allclose(maps.weights["cross_attention"][:, :, :steps], best.attention.float(), atol=1e-5)
 
 
+def test_the_pictures_are_labelled_by_the_words_of_the_source_and_the_output(maps):
+    """A reader sees words and a plain "(start)" / "(end)", never a subword marker or "[START]"."""
+    source, output = maps.labels("cross_attention")[1], maps.labels("cross_attention")[0]
+    assert source == ["(start)", *SENTENCE.split(), "(end)"]  # "schläft." though it is several pieces
+    assert output[0] == "(start)" and set(maps.translation.split()) <= set(output)
+    for kind in ATTENTION_KINDS:
+        fig = attention_figure(maps, kind)
+        shown = [t.get_text() for ax in fig.axes for t in (*ax.get_xticklabels(), *ax.get_yticklabels())]
+        assert shown and not [label for label in shown if "▁" in label or "[START]" in label or "[END]" in label]
+
+
 def test_attention_figure_is_a_layers_by_heads_grid_of_the_weights(maps):
     for kind in ATTENTION_KINDS:
-        weights = maps.weights[kind]
+        weights = maps.word_weights(kind)
         layers, heads = weights.shape[:2]
         fig = attention_figure(maps, kind)
         panels = [ax for ax in fig.axes if ax.images]  # the colour bar is an axes without an image

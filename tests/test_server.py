@@ -116,6 +116,25 @@ def test_attention_has_a_row_per_target_piece_and_a_column_per_source_piece(clie
     assert empty["weights"] == [] and empty["tgt_pieces"] == []  # nothing in, nothing to look at
 
 
+def test_attention_comes_by_words_too_for_a_reader(client):
+    """What the web page draws: the words of the source and of the output, "(start)" and "(end)" said
+    plainly; a word's row is its pieces' mean and its column their sum, so each row still sums to 1."""
+    body = client.post("/translate", json={"text": ["Ein Hund läuft."], "beam": 1, "attention": True}).json()
+    [translation] = body["translations"]
+    attention = translation["attention"]
+    words = attention["words"]
+    assert words["src"] == ["(start)", "Ein", "Hund", "läuft.", "(end)"]
+    assert set(translation["text"].split()) <= set(words["tgt"])
+    assert (words["tgt"][-1] == "(end)") == (attention["tgt_pieces"][-1] == "[END]")  # the step that chose it
+    for label in words["src"] + words["tgt"]:
+        assert "▁" not in label and "[START]" not in label and "[END]" not in label
+    assert len(words["weights"]) == len(attention["weights"])  # every layer and head, as the pieces'
+    for head in (h for layer in words["weights"] for h in layer):
+        assert len(head) == len(words["tgt"])
+        for row in head:
+            assert len(row) == len(words["src"]) and sum(row) == pytest.approx(1, abs=1e-2)
+
+
 def test_default_beam_is_the_models_capped_at_max_beam(client, translator):
     body = client.post("/translate", json={"text": ["Hallo."]}).json()
     assert body["beam"] == min(translator.decode.beam, 4)

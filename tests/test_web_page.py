@@ -91,10 +91,21 @@ def test_translate_a_sentence_and_see_its_attention(browser, url, translator):
     [expected] = translator.translator.translate_detailed([SENTENCE], beam=2, return_attention=True)
     calls = translator.calls
     assert browser.find_element(By.CSS_SELECTOR, "#translations li").text.startswith(expected[0].text)
-    layers, heads, steps, src_len = expected[0].attention.shape
-    assert len(heatmap_titles(browser)) == steps * src_len  # one cell per (target piece, source piece)
+    # By words, as a reader looks for them: one row per output word, one column per source word, the
+    # start and end tokens said plainly, and no subword marker anywhere.
+    src_words, tgt_words = expected[0].src_words.labels, expected[0].tgt_words.labels
+    cells = len(src_words) * len(tgt_words)
+    assert len(heatmap_titles(browser)) == cells  # one cell per (output word, source word)
     source_headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#heatmap th.src")]
-    assert source_headers[0] == "[START]" and len(source_headers) == src_len
+    assert source_headers == ["(start)", *SENTENCE.split(), "(end)"]
+    output_headers = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#heatmap th.tgt")]
+    assert output_headers == tgt_words and set(expected[0].text.split()) <= set(output_headers)
+    shown = browser.find_element(By.ID, "heatmap").text + " ".join(heatmap_titles(browser))
+    assert "▁" not in shown and "[START]" not in shown and "[END]" not in shown
+    titles = heatmap_titles(browser)  # each cell titled "word → word: 0.123"
+    for row in range(len(tgt_words)):  # each word's row still sums to 1
+        weights = [float(t.rsplit(": ", 1)[1]) for t in titles[row * len(src_words) : (row + 1) * len(src_words)]]
+        assert sum(weights) == pytest.approx(1, abs=1e-2)
 
     # Another layer and head: the same table shape, other weights, and no new request.
     mean_of_last_layer = heatmap_titles(browser)
@@ -102,7 +113,7 @@ def test_translate_a_sentence_and_see_its_attention(browser, url, translator):
     Select(browser.find_element(By.ID, "head")).select_by_value("1")
     table = browser.find_element(By.CSS_SELECTOR, "#heatmap table")
     assert (table.get_attribute("data-layer"), table.get_attribute("data-head")) == ("0", "1")
-    assert len(heatmap_titles(browser)) == steps * src_len and heatmap_titles(browser) != mean_of_last_layer
+    assert len(heatmap_titles(browser)) == cells and heatmap_titles(browser) != mean_of_last_layer
     assert translator.calls == calls
 
     errors = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]

@@ -7,6 +7,9 @@ Each target piece is aligned to the source piece it attends to most; pieces are 
 (a piece starting with "▁" starts a word; WordPiece's "##" continues one), and the word pairs are
 written as fast_align/Pharaoh does: "0-0 1-2 2-1", source index first, 0-based.
 
+The same grouping labels attention pictures for people (`word_groups`, `word_attention`): a word in
+place of its pieces, the start and end tokens said plainly, "(start)" and "(end)".
+
 A model trained with guided alignment (nmt.training.guided_alignment) has a head taught to align:
 head 0 of one layer, which its model.json names (alignment_layer, alignment_heads = 1), and its
 alignments read that head alone. For other models (imported ones, runs without it) the layer and the
@@ -17,12 +20,15 @@ measured.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
 METASPACE = "▁"
+BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a byte-fallback piece, as tokenizer.BYTE_PIECES spells it
+BYTE_RUN = re.compile(r"(?:<0x[0-9A-Fa-f]{2}>)+")
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,62 @@ def word_index(pieces: Sequence[str], specials: set[str], *, wordpiece: bool = F
             index += 1
         words.append(index)
     return words
+
+
+@dataclass(frozen=True)
+class Words:
+    """Pieces shown as words: labels[k] names group k (a word as it is written, or a special token
+    said plainly, such as "(start)"); group[i] is the group of piece i."""
+
+    labels: list[str]
+    group: list[int]
+
+
+def word_groups(pieces: Sequence[str], specials: Mapping[str, str], *, wordpiece: bool = False) -> Words:
+    """The words of `pieces`, grouped as word_index groups them, each special piece a group of its own
+    labelled by `specials` (piece -> label): ["[START]", "▁Ein", "▁Ma", "nn", "[END]"] with
+    {"[START]": "(start)", "[END]": "(end)"} -> labels ["(start)", "Ein", "Mann", "(end)"],
+    group [0, 1, 2, 2, 3]."""
+    labels: list[str] = []
+    group: list[int] = []
+    words: dict[int, list[str]] = {}  # word index -> its pieces, spelled into its label at the end
+    where: dict[int, int] = {}  # word index -> its group
+    for piece, word in zip(pieces, word_index(pieces, set(specials), wordpiece=wordpiece), strict=True):
+        if word is None:
+            labels.append(specials[piece])
+            group.append(len(labels) - 1)
+            continue
+        if word not in where:
+            where[word] = len(labels)
+            labels.append("")
+            words[word] = [piece]
+        else:  # WordPiece marks a continuing piece with "##"; SentencePiece's carry no mark
+            words[word].append(piece.removeprefix("##") if wordpiece else piece)
+        group.append(where[word])
+    for word, k in where.items():
+        labels[k] = _spelling(words[word])
+    return Words(labels, group)
+
+
+def _spelling(parts: Sequence[str]) -> str:
+    """A word's pieces as the word: no "▁" (a word holds no space), byte pieces read as UTF-8."""
+    text = "".join(parts).replace(METASPACE, "")
+    text = BYTE_RUN.sub(lambda run: bytes.fromhex("".join(BYTE.findall(run[0]))).decode("utf-8", "replace"), text)
+    return text or "(space)"  # a lone "▁" piece: a space the tokenizer kept as a piece of its own
+
+
+def word_attention(weights: torch.Tensor, queries: Words, keys: Words) -> torch.Tensor:
+    """(..., query pieces, key pieces) attention -> (..., query words, key words), float32.
+
+    The attention *to* a word is the sum over its pieces (the share of the row the word received),
+    the attention *from* a word the mean of its pieces' rows (a sum would exceed 1): each row stays
+    a distribution, summing to 1 as the pieces' rows do."""
+    to_word = torch.zeros(len(keys.group), len(keys.labels))  # (key pieces, key words)
+    to_word[torch.arange(len(keys.group)), torch.tensor(keys.group, dtype=torch.long)] = 1.0
+    from_word = torch.zeros(len(queries.labels), len(queries.group))  # (query words, query pieces)
+    from_word[torch.tensor(queries.group, dtype=torch.long), torch.arange(len(queries.group))] = 1.0
+    from_word /= from_word.sum(dim=1, keepdim=True)
+    return from_word @ weights.float().cpu() @ to_word
 
 
 def align_pieces(attention: torch.Tensor, method: AlignmentMethod = DEFAULT_METHOD) -> torch.Tensor:

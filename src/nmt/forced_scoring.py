@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .alignment import AlignmentMethod, align_words, word_index
+from .alignment import AlignmentMethod, Words, align_words, word_groups, word_index
 from .decoding import SearchLimits
 from .decoding.forced import ForcedScore
 from .inference.contract import Engine
@@ -154,7 +154,22 @@ class ForcedScorer:
 
     def special_pieces(self, pieces: Sequence[str]) -> set[str]:
         """The pieces among `pieces` that are no word: start, end, padding, and >>xx<< language tokens."""
-        known = set()
+        return set(self.special_labels(pieces))
+
+    def special_labels(self, pieces: Sequence[str]) -> dict[str, str]:
+        """The special pieces (those of special_pieces) as a reader is told them: "[START]" ->
+        "(start)", "[END]" -> "(end)", ">>de<<" -> "(into de)". A piece that is both start and
+        padding (Marian's decoder starts on <pad>) is the start."""
+        labels: dict[str, str] = {}
         for tokenizer in (self.src_tokenizer, self.tgt_tokenizer):
-            known |= set(tokenizer.lookup([tokenizer.start_id, tokenizer.eos_id, tokenizer.pad_id]))
-        return known | {p for p in pieces if p.startswith(">>") and p.endswith("<<")}
+            ids = (tokenizer.start_id, tokenizer.eos_id, tokenizer.pad_id)
+            for piece, label in zip(tokenizer.lookup(ids), ("(start)", "(end)", "(padding)"), strict=True):
+                labels.setdefault(piece, label)
+        languages = {p: f"(into {p[2:-2]})" for p in pieces if p.startswith(">>") and p.endswith("<<")}
+        return labels | languages
+
+    def words(self, ids: Sequence[int], *, source: bool) -> Words:
+        """A source's (or an output's) ids as the words a reader sees, for attention pictures."""
+        tokenizer = self.src_tokenizer if source else self.tgt_tokenizer
+        pieces = tokenizer.lookup(list(ids))
+        return word_groups(pieces, self.special_labels(pieces), wordpiece=tokenizer.kind == "wordpiece")

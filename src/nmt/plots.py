@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from matplotlib.figure import Figure
 
+from .alignment import Words, word_attention
 from .model import ModelConfig
 from .model.embedding import sinusoidal_encoding
 from .model_dir import METRICS as METRICS_FILE
@@ -29,9 +30,9 @@ from .search_settings import SearchRequest
 from .translator import Translator
 
 DPI = 120
-FONT = "DejaVu Sans"  # ships with matplotlib and has the "▁" word-start marker of the subword pieces
+FONT = "DejaVu Sans"  # ships with matplotlib, with the letters of most scripts' words
 MAX_PANEL_INCHES = 6.0  # one heatmap's largest side: a 6-layer, 8-head grid stays a few thousand pixels
-MAX_LABELS = 60  # most piece labels along one side of a heatmap
+MAX_LABELS = 60  # most word labels along one side of a heatmap
 ATTENTION_KINDS = ("cross_attention", "encoder_self_attention", "decoder_self_attention")
 ATTENTION_TITLES = {
     "cross_attention": "Cross-attention: target queries over source keys",
@@ -145,6 +146,8 @@ class AttentionMaps:
     ATTENTION_KINDS. Source positions are the source pieces (BOS/EOS included); target
     positions are the decoder inputs, [START] followed by the output pieces, so query
     row t is the attention while predicting output token t (row 0 predicts the first word).
+    src_words, tgt_words: those pieces as the words a reader sees (nmt.alignment.word_groups),
+    which label the pictures.
     """
 
     source: str
@@ -152,14 +155,27 @@ class AttentionMaps:
     src_pieces: list[str]
     tgt_pieces: list[str]
     weights: dict[str, torch.Tensor]
+    src_words: Words
+    tgt_words: Words
+
+    def sides(self, kind: str) -> tuple[Words, Words]:
+        """(query words, key words) of one kind of attention."""
+        return {
+            "cross_attention": (self.tgt_words, self.src_words),
+            "encoder_self_attention": (self.src_words, self.src_words),
+            "decoder_self_attention": (self.tgt_words, self.tgt_words),
+        }[kind]
 
     def labels(self, kind: str) -> tuple[list[str], list[str]]:
-        """(query pieces, key pieces) of one kind of attention."""
-        return {
-            "cross_attention": (self.tgt_pieces, self.src_pieces),
-            "encoder_self_attention": (self.src_pieces, self.src_pieces),
-            "decoder_self_attention": (self.tgt_pieces, self.tgt_pieces),
-        }[kind]
+        """(query labels, key labels) of one kind of attention: words, "(start)" and "(end)"."""
+        queries, keys = self.sides(kind)
+        return queries.labels, keys.labels
+
+    def word_weights(self, kind: str) -> torch.Tensor:
+        """(layers, heads, query words, key words): the attention to a word is the sum over its
+        pieces, from a word the mean over its pieces (nmt.alignment.word_attention), so that each
+        row still sums to 1."""
+        return word_attention(self.weights[kind], *self.sides(kind))
 
 
 @torch.no_grad()
@@ -189,18 +205,19 @@ def attention_maps(translator: Translator, sentence: str, request: SearchRequest
         "encoder_self_attention": stack(encoded.self_weights),
         "decoder_self_attention": stack(decoded.self_weights),
     }
-    return AttentionMaps(
-        sentence, best.text, translator.src_tokenizer.lookup(src_ids), translator.tgt_tokenizer.lookup(tgt_ids), weights
-    )
+    src_pieces, tgt_pieces = translator.src_tokenizer.lookup(src_ids), translator.tgt_tokenizer.lookup(tgt_ids)
+    src_words, tgt_words = translator.scorer.words(src_ids, source=True), translator.scorer.words(tgt_ids, source=False)
+    return AttentionMaps(sentence, best.text, src_pieces, tgt_pieces, weights, src_words, tgt_words)
 
 
 def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
-    """A layers x heads grid of heatmaps (rows: queries, columns: keys) on one shared colour scale."""
-    weights = maps.weights[kind]  # (layers, heads, queries, keys)
+    """A layers x heads grid of heatmaps (rows: queries, columns: keys) on one shared colour scale,
+    by words: a reader looks for words, not for subword pieces (AttentionMaps.word_weights)."""
+    weights = maps.word_weights(kind)  # (layers, heads, query words, key words)
     layers, heads, n_queries, n_keys = weights.shape
     queries, keys = maps.labels(kind)
-    # Panels grow with the sentence so that every piece keeps a readable row, up to a cap; past
-    # it (long inputs) only every `step`-th piece is labelled, so the labels never overprint.
+    # Panels grow with the sentence so that every word keeps a readable row, up to a cap; past
+    # it (long inputs) only every `step`-th word is labelled, so the labels never overprint.
     panel_w = min(max(1.8, 0.22 * n_keys + 0.9), MAX_PANEL_INCHES)
     panel_h = min(max(1.8, 0.22 * n_queries + 0.6), MAX_PANEL_INCHES)
     x_step, y_step = math.ceil(n_keys / MAX_LABELS), math.ceil(n_queries / MAX_LABELS)
@@ -219,7 +236,7 @@ def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
                 interpolation="nearest",
             )
             ax.set_title(f"layer {layer + 1}, head {head + 1}", fontsize=9)
-            # Piece labels on the outer panels only: the columns and rows line up across the grid
+            # Word labels on the outer panels only: the columns and rows line up across the grid
             # (and the hundreds of tick labels of a big grid are what makes drawing it slow).
             if layer == layers - 1:
                 ax.set_xticks(range(0, n_keys, x_step), keys[::x_step], rotation=90, fontsize=7, fontname=FONT)
@@ -232,8 +249,11 @@ def attention_figure(maps: AttentionMaps, kind: str) -> Figure:
             ax.tick_params(length=2)
     query_side = "source" if kind == "encoder_self_attention" else "decoder input"
     key_side = "target" if kind == "decoder_self_attention" else "source"
-    fig.supylabel(f"query ({query_side})")
-    fig.supxlabel(f"key ({key_side})")
+    fig.supylabel(f"query ({query_side} words)")
+    # said once, small: how a word of several pieces got its cells (AttentionMaps.word_weights)
+    fig.supxlabel(
+        f"key ({key_side} words)\nweight on a word: its pieces' sum; a word's row: its pieces' mean", fontsize=8
+    )
     fig.colorbar(image, ax=grid, shrink=min(1.0, 4.0 / layers + 0.3), label="attention weight")
     fig.suptitle(
         f"{ATTENTION_TITLES[kind]}\nsource: {_shorten(maps.source)}\noutput: {_shorten(maps.translation)}",

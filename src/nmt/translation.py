@@ -1,5 +1,6 @@
 """A translation as the Translator returns it, and what a teacher-forced pass adds to it after the
-search: each token's probability, the sentence's confidence and the word alignment."""
+search: each token's probability, the sentence's confidence and the word alignment (and, beside a
+translation's attention, the words that label it for a reader)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .alignment import Words
 from .decoding import Hypothesis
 from .forced_scoring import ForcedScorer
 from .tokenizer import SubwordTokenizer
@@ -41,6 +43,10 @@ class Translation:
     # With a glossary: the target terms its source called for that this translation lacks (none
     # unless a term could not be placed within the sentence and its length limit).
     glossary_missed: list[str] | None = None
+    # With attention: its source pieces and its steps' pieces (the end token's too, where the search
+    # chose it) as the words a reader sees (nmt.alignment.word_groups; label_words).
+    src_words: Words | None = None
+    tgt_words: Words | None = None
 
 
 def translation_of(
@@ -89,3 +95,14 @@ def fill_scores(
             if not has_text[i]:
                 t.token_probs, t.confidence, t.word_scores = [], 0.0, []
                 t.alignment = [] if alignments else None
+
+
+def label_words(scorer: ForcedScorer, found: list[list[Translation]], src_ids: Sequence[Sequence[int]]) -> None:
+    """Fill src_words and tgt_words of every Translation in `found` (n-best lists for the sources
+    `src_ids`) that carries attention: its columns' and rows' words."""
+    end = scorer.tgt_tokenizer.eos_id
+    for sentence, src in zip(found, src_ids, strict=True):
+        for t in (t for t in sentence if t.attention is not None):
+            t.src_words = scorer.words(src, source=True)
+            # one row per step: each output piece's, then the end token's where the search chose it
+            t.tgt_words = scorer.words([*t.tokens, end][: t.attention.size(2)], source=False)

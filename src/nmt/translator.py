@@ -37,7 +37,7 @@ from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
-from .translation import Translation, fill_scores, translation_of
+from .translation import Translation, fill_scores, label_words, translation_of
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,8 @@ class Translator:
         has_text = [bool(t.strip()) for t in texts]
         details = dict(scores=scores, alignments=alignments, in_search=align_in_search, keep_attention=asked_attention)
         self._add_details(out, ids, has_text, typed, terms, form, **details, passes=qe_passes, seed=qe_seed)
+        if asked_attention:
+            label_words(self.scorer, out, ids)
         return out
 
     def _add_details(

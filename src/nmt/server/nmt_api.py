@@ -8,7 +8,10 @@ GET /health, GET /metrics, the probes GET /livez and GET /readyz, and POST /tran
 
 With `"attention": true` each translation also carries its cross-attention:
 `{"src_pieces": [...], "tgt_pieces": [...], "weights": [layer][head][tgt piece][src piece]}`, one row
-per target piece (the last piece is "[END]" when the sentence ended), each row summing to 1.
+per target piece (the last piece is "[END]" when the sentence ended), each row summing to 1; and, in
+`"words": {"src", "tgt", "weights"}`, the same by words, which the web page draws (a word's column is
+the sum of its pieces', its row their mean: nmt.alignment.word_attention; "(start)" and "(end)" for
+the special tokens).
 
 Errors are ApiError's JSON, `{"error": CODE, "message": TEXT}`, plus `"limit": NAME` when a limit was
 hit. POST /translate is LibreTranslate's path too: app.py hands each body to the router of its shape.

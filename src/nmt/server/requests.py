@@ -14,12 +14,13 @@ import typing
 from collections.abc import Sequence
 from typing import Annotated, Any
 
+import torch
 from fastapi import Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, create_model
 from starlette.requests import ClientDisconnect
 
-from ..alignment import pharaoh
+from ..alignment import pharaoh, word_attention
 from ..memory import MemoryMatch
 from ..search_settings import API_SEARCH_FIELDS, SEARCH_FIELD_INFO
 from ..tokenizer import EOS
@@ -242,10 +243,30 @@ def translation_json(translation: Translation, *, attention: bool) -> dict[str, 
         out["attention"] = {
             "src_pieces": translation.src_pieces,
             "tgt_pieces": tgt_pieces if weights is not None else [],
-            # float64 before rounding, or float32's 0.1234000027 comes back through json
-            "weights": weights.double().round(decimals=4).tolist() if weights is not None else [],
+            "weights": _rounded(weights) if weights is not None else [],
         }
+        src_words, tgt_words = translation.src_words, translation.tgt_words
+        if weights is not None and src_words is not None and tgt_words is not None:
+            out["attention"]["words"] = {  # what the web page draws: words, not pieces
+                "src": src_words.labels,
+                "tgt": tgt_words.labels,
+                "weights": _rounded(word_attention(weights, tgt_words, src_words)),
+            }
     return out
+
+
+def _rounded(weights: torch.Tensor) -> list[Any]:
+    # float64 before rounding, or float32's 0.1234000027 comes back through json
+    return weights.double().round(decimals=4).tolist()
+
+
+def _attention_cells(translation: Translation) -> int:
+    """How many weights a translation's attention puts in an answer: its pieces' and its words'."""
+    if translation.attention is None:
+        return 0
+    layers, heads = translation.attention.shape[:2]
+    words = len(translation.src_words.labels) * len(translation.tgt_words.labels) if translation.src_words else 0
+    return math.prod(translation.attention.shape) + layers * heads * words
 
 
 def answer_body(
@@ -264,7 +285,7 @@ def answer_body(
     the event loop it would stall every other request (and /health) meanwhile.
     """
     if attention:
-        cells = sum(math.prod(best[0].attention.shape) for best in results if best[0].attention is not None)
+        cells = sum(_attention_cells(best[0]) for best in results)
         if cells > max_cells:
             raise ApiError(
                 422,
