@@ -1,5 +1,7 @@
-"""A translation as the Translator returns it, and what a teacher-forced pass adds to it after the
-search: each token's probability, the sentence's confidence and the word alignment."""
+"""A translation as the Translator returns it, and what is added to it after the search: each
+token's probability, the sentence's confidence and the word alignment (a teacher-forced pass), and
+the output step: the text as running text, a lower-cased model's capitals carried through the
+alignment, glossary terms spelled as given (`add_details`, through nmt.text_form)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import torch
 
 from .decoding import Hypothesis
 from .forced_scoring import ForcedScorer
+from .quality import QualityCalibration, sentence_score
+from .text_form import TextForm
 from .tokenizer import SubwordTokenizer
 
 
@@ -82,3 +86,53 @@ def fill_scores(
             if not has_text[i]:
                 t.token_probs, t.confidence, t.word_scores = [], 0.0, []
                 t.alignment = [] if alignments else None
+
+
+def add_details(
+    out: list[list[Translation]],
+    ids: list[list[int]],
+    has_text: list[bool],
+    typed: list[str],
+    terms: list[list[tuple[str, str]]],
+    form: TextForm | None,
+    scorer: ForcedScorer,
+    quality: QualityCalibration | None,
+    case_aligns: bool,
+    *,
+    scores: bool,
+    alignments: bool,
+    in_search: bool,
+    keep_attention: bool,
+) -> None:
+    """What a call asked for beyond the search, into each of `out` (the n-best of the sources
+    `ids`, as `typed`; has_text[i]: source i is not blank): scores and word alignments (read off
+    the search's own attention where `in_search`, which is then dropped unless `keep_attention`;
+    else from one teacher-forced pass of `scorer`), each scored one's `doubtful` by `quality`, and
+    the text as running text (`form`, with the glossary `terms` each source called for spelled as
+    given). case_aligns: the engine gives word alignments to carry a lower-cased model's capitals."""
+    # A lower-cased model's names take the source's capitals through the word alignment: one
+    # teacher-forced pass over the sentences whose source has any (all of them, if scores or
+    # alignments are asked for anyway).
+    case_by_alignment = form is not None and form.lowercased and form.case_from_source
+    case_by_alignment = case_by_alignment and case_aligns
+    if in_search:
+        for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
+            for t in sentence:
+                t.alignment = scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
+                t.attention = t.attention if keep_attention else None
+    elif scores or alignments:
+        fill_scores(scorer, out, ids, has_text, alignments=alignments or case_by_alignment, probabilities=scores)
+    elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
+        pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
+        fill_scores(scorer, *pick, alignments=True, probabilities=False)
+    if form is not None:
+        for sentence, source, found in zip(out, typed, terms, strict=True):
+            for t in sentence:
+                t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
+    for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
+        if scores and quality is not None:
+            t.doubtful = quality.doubtful(sentence_score(t.word_scores))
+        if not scores:
+            t.token_probs = t.confidence = t.word_scores = None
+        if not alignments:
+            t.alignment = None

@@ -32,12 +32,12 @@ from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .model import Transformer
 from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
-from .quality import QualityCalibration, sentence_score
+from .quality import QualityCalibration
 from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
-from .translation import Translation, fill_scores, translation_of
+from .translation import Translation, add_details, translation_of
 
 log = logging.getLogger(__name__)
 
@@ -245,56 +245,10 @@ class Translator:
             for t in out[i]:
                 t.glossary_missed = terms_missed
         has_text = [bool(t.strip()) for t in texts]
+        case_aligns = self.engine.capabilities.alignment and not self.target_languages
         details = dict(scores=scores, alignments=alignments, in_search=align_in_search, keep_attention=asked_attention)
-        self._add_details(out, ids, has_text, typed, terms, form, **details)
+        add_details(out, ids, has_text, typed, terms, form, self.scorer, self.quality, case_aligns, **details)
         return out
-
-    def _add_details(
-        self,
-        out: list[list[Translation]],
-        ids: list[list[int]],
-        has_text: list[bool],
-        typed: list[str],
-        terms: list[list[tuple[str, str]]],
-        form: TextForm | None,
-        *,
-        scores: bool,
-        alignments: bool,
-        in_search: bool,
-        keep_attention: bool,
-    ) -> None:
-        """What a call asked for beyond the search, into each of `out` (the n-best of the sources
-        `ids`, as `typed`; has_text[i]: source i is not blank): scores and word alignments (read off
-        the search's own attention where `in_search`, which is then dropped unless `keep_attention`;
-        else from one teacher-forced pass), and the text as running text (`form`)."""
-        # A lower-cased model's names take the source's capitals through the word alignment: one
-        # teacher-forced pass over the sentences whose source has any (all of them, if scores or
-        # alignments are asked for anyway).
-        case_by_alignment = form is not None and form.lowercased and form.case_from_source
-        case_by_alignment = case_by_alignment and self.engine.capabilities.alignment and not self.target_languages
-        if in_search:
-            for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
-                for t in sentence:
-                    t.alignment = self.scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
-                    t.attention = t.attention if keep_attention else None
-        elif scores or alignments:
-            fill_scores(
-                self.scorer, out, ids, has_text, alignments=alignments or case_by_alignment, probabilities=scores
-            )
-        elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
-            pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
-            fill_scores(self.scorer, *pick, alignments=True, probabilities=False)
-        if form is not None:
-            for sentence, source, found in zip(out, typed, terms, strict=True):
-                for t in sentence:
-                    t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
-        for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
-            if scores and self.quality is not None:
-                t.doubtful = self.quality.doubtful(sentence_score(t.word_scores))
-            if not scores:
-                t.token_probs = t.confidence = t.word_scores = None
-            if not alignments:
-                t.alignment = None
 
     def _search(
         self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
