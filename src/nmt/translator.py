@@ -385,7 +385,11 @@ class Translator:
         vocab = self.tgt_tokenizer.vocab_size
         if 2 * request.beam > vocab:  # beam search ranks 2 * beam distinct tokens a step
             raise ValueError(f"beam ({request.beam}) must be at most {vocab // 2}, half the target vocabulary")
-        wanted = (("sampling", request.sampling is not None), ("attention", request.return_attention))
+        wanted = (
+            ("sampling", request.sampling is not None),
+            ("attention", request.return_attention),
+            ("transformers_stopping", request.beam > 1 and not request.early_stopping),
+        )
         self.engine.capabilities.require([name for name, on in wanted if on], self.engine.name)
         return request
 
