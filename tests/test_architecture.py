@@ -23,8 +23,9 @@ ALLOWED = {
     "model_dir": {"config", "files", "text_form", "tokenizer", "truecaser"},
     # Real text around the model: pure functions of text (and, for alignments, attention tensors).
     "text_form": {"glossary", "truecaser"},
-    # A translation, and what a teacher-forced pass adds to it (scores, word alignment).
-    "translation": {"alignment", "decoding", "forced_scoring", "tokenizer"},
+    # A translation, and what is added to it after the search (scores, word alignment, the words that
+    # label its attention, running text).
+    "translation": {"alignment", "decoding", "forced_scoring", "quality", "text_form", "tokenizer"},
     # What a model's quality scores mean: a calibration kept in its directory.
     "quality": {"files"},
     "quality_report": {"files", "quality"},

@@ -260,6 +260,21 @@ def test_a_web_page_is_a_document_like_the_others():
         read_document(b"<p>Ja</p>\n\xff", "a.html", "de")
 
 
+def test_a_text_file_is_a_document_like_the_others():
+    """Plain text through nmt.formats: each line a paragraph of sentences with its spacing, blank
+    lines and placeholders kept, its byte-order mark dropped, its line breaks written as "\\n" and the
+    last line ended; a file that is not UTF-8 is one error naming the file, line and byte."""
+    text = "\ufeffEin Mann läuft. Er ist müde!\r\n\r\n  Hallo {name}.\rEnde"
+    document = read_document(text.encode(), "a.TXT", "de")
+    assert document.sentences == ["Ein Mann läuft.", "Er ist müde!", "Hallo .", "Ende"]
+    assert document.codes == ["{name}"]
+    results = [(s.upper(), [(i, i) for i in range(len(s.split()))]) for s in document.sentences]
+    assert document.rebuilt(results).decode() == "EIN MANN LÄUFT. ER IST MÜDE!\n\n  HALLO {name}.\nENDE\n"
+    assert translate_document(b"", "empty.txt", upper, lang="de") == b"\n"
+    with pytest.raises(DocumentError, match=r"^a\.txt:2: not valid UTF-8 \(byte 5 of the file\)$"):
+        read_document(b"Ja.\n\xff", "a.txt", "de")
+
+
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 

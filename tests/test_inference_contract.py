@@ -13,7 +13,7 @@ def test_what_an_engine_lacks_is_named_with_the_way_out():
         ct2.require(["sampling", "attention"], "ctranslate2")
     assert str(refused.value) == (
         "sampling (--sample), attention weights: the ctranslate2 engine cannot; "
-        "nmt's engine can (torch, or auto, which picks it)"
+        "nmt's engine can (engine torch, which auto picks where this is asked for before the model loads)"
     )
     ct2.require(["alignment"], "ctranslate2")  # has it: no error
     with pytest.raises(KeyError, match="no engine feature 'beams'"):

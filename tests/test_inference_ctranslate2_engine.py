@@ -402,6 +402,27 @@ def test_a_trained_alignment_head_is_what_both_engines_return_and_align_by(tmp_p
     assert ct2.engine.alignment.shift == torch_run.engine.alignment.shift == shift
 
 
+def test_transformers_stopping_rule_is_refused_by_ctranslate2_and_auto_takes_nmt_s_engine_for_it(
+    tmp_path, tiny_model_dir
+):
+    """CTranslate2's beam search ends a sentence once `beam` hypotheses have finished: a beam search by
+    transformers' rule (early_stopping false) is refused there in the contract's words, as any feature
+    it lacks, before any search; greedy search has no stopping rule to differ by. A model set to that
+    rule runs on nmt's engine under auto, rather than being refused at its first beam search."""
+    export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
+    ct2 = Translator.load(tmp_path / "ct2", engine="ctranslate2")
+    refused = r"^transformers' stopping rule \(--no-early-stopping\): the ctranslate2 engine cannot; nmt's engine can"
+    with pytest.raises(ValueError, match=refused):
+        ct2.translate(["Ein Hund."], beam=2, early_stopping=False)
+    assert ct2.translate(["Ein Hund."], beam=1, early_stopping=False) == ct2.translate(["Ein Hund."], beam=1)
+    assert ct2.translate(["Ein Hund."], beam=2, early_stopping=True)
+    model_dir = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model_dir, ignore=shutil.ignore_patterns("ctranslate2"))
+    assert Translator.load(model_dir, engine="auto").engine.name == "ctranslate2"  # on CPU, by default
+    by_transformers = Translator.load(model_dir, engine="auto", early_stopping=False)
+    assert by_transformers.engine.name == "torch" and by_transformers.translate(["Ein Hund."], beam=2)
+
+
 def test_an_export_that_does_not_say_which_attention_it_returns_gives_no_alignments(tmp_path, tiny_model_dir):
     export_ctranslate2(tiny_model_dir, tmp_path / "ct2")
     (tmp_path / "ct2" / ALIGNMENT).unlink()  # as an export from before alignment.json

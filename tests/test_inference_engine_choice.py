@@ -38,6 +38,15 @@ def test_auto_picks_nmt_where_ctranslate2_cannot_serve(model_dir, monkeypatch):
     assert missing.engine == "torch" and "pip install ctranslate2" in missing.line()
 
 
+def test_auto_picks_nmt_for_a_model_that_stops_its_beams_by_transformers_rule(model_dir):
+    """CTranslate2 refuses transformers' stopping rule (decode.early_stopping false): auto takes nmt's
+    engine for such a model, and `nmt info` says so."""
+    pytest.importorskip("ctranslate2")
+    choice = choose_engine(model_dir, "cpu", None, transformers_stopping=True)
+    assert choice.engine == "torch" and "early_stopping" in choice.reason
+    assert choose_engine(model_dir, "cpu", None, transformers_stopping=False).engine == "ctranslate2"
+
+
 def test_auto_picks_ctranslate2_on_cpu_for_a_model_it_can_run(model_dir):
     pytest.importorskip("ctranslate2")
     assert choose_engine(model_dir, "cpu", None).engine == "ctranslate2"

@@ -627,6 +627,21 @@ def test_nmt_serve_minimum_length_and_stopping_rule_reach_the_loader(monkeypatch
     assert seen["decode"] == {"min_len": 0, "early_stopping": False, "no_repeat_ngram_size": 3}
 
 
+def test_a_feature_the_server_s_engine_lacks_is_refused_in_the_contract_s_words(tiny_model_dir):
+    """The JSON API's 422 for attention on CTranslate2 says what the CLI and the Python API say
+    (nmt.inference.contract), and the way out a request has."""
+    pytest.importorskip("ctranslate2")
+    from nmt.inference.contract import Capabilities
+
+    ct2 = Translator.load(tiny_model_dir, device="cpu", engine="ctranslate2")
+    app = create_app(ct2, ServerLimits(), info=model_info(tiny_model_dir, ct2))
+    with TestClient(app, base_url=LOCAL) as client:
+        refused = client.post("/translate", json={"text": ["Ein Hund."], "attention": True}).json()
+    assert refused["error"] == "attention_unavailable"
+    assert refused["message"] == Capabilities.refusal(["attention"], "ctranslate2") + '; or leave out "attention"'
+    assert refused["message"].startswith("attention weights: the ctranslate2 engine cannot; nmt's engine can")
+
+
 def test_the_ctranslate2_engine_serves_the_same_translations(tiny_model_dir, translator):
     pytest.importorskip("ctranslate2")
     ct2 = Translator.load(tiny_model_dir, device="cpu", engine="ctranslate2")

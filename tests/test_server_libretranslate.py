@@ -417,7 +417,7 @@ def test_a_text_file_comes_back_translated_line_by_line_with_its_blank_lines(ech
         (
             {"file": ("a.txt", b"\xff\xfe\x00", "text/plain")},
             {"source": "de", "target": "en"},
-            "a.txt is not UTF-8 text",
+            r"a\.txt:1: not valid UTF-8 \(byte 1 of the file\)",
         ),
         ({"file": ("a.txt", b"Hallo", "text/plain")}, {"target": "en"}, "missing source parameter"),
         ({"other": ("a.txt", b"Hallo", "text/plain")}, {"source": "de", "target": "en"}, "missing file parameter"),

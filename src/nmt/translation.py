@@ -1,6 +1,8 @@
-"""A translation as the Translator returns it, and what a teacher-forced pass adds to it after the
-search: each token's probability, the sentence's confidence and the word alignment (and, beside a
-translation's attention, the words that label it for a reader)."""
+"""A translation as the Translator returns it, and what is added to it after the search: each
+token's probability, the sentence's confidence and the word alignment (a teacher-forced pass), the
+words that label its attention for a reader, and the output step: the text as running text, a
+lower-cased model's capitals carried through the alignment, glossary terms spelled as given
+(`add_details`, through nmt.text_form)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import torch
 from .alignment import Words
 from .decoding import Hypothesis
 from .forced_scoring import ForcedScorer
+from .quality import QualityCalibration, sentence_score
+from .text_form import TextForm
 from .tokenizer import SubwordTokenizer
 
 
@@ -62,6 +66,37 @@ def translation_of(
     )
 
 
+def translations_of(
+    hyps: list[list[Hypothesis]],
+    encoded: Sequence[tuple[list[int], bool]],
+    texts: Sequence[str],
+    src_tokenizer: SubwordTokenizer | None,
+    tgt_tokenizer: SubwordTokenizer,
+    missed: dict[int, list[str]],
+) -> list[list[Translation]]:
+    """Each source's n-best hypotheses as Translations (encoded: each source's ids and whether they
+    were truncated; src_tokenizer: given where the source pieces label attention), with the glossary
+    terms `missed` for source i as its glossary_missed."""
+    out = []
+    for i, ((src_ids, truncated), text, sentence_hyps) in enumerate(zip(encoded, texts, hyps, strict=True)):
+        src_pieces = src_tokenizer.lookup(src_ids) if src_tokenizer is not None else []
+        out.append([translation_of(h, tgt_tokenizer, src_pieces, truncated, not text.strip()) for h in sentence_hyps])
+        for t in out[-1]:
+            t.glossary_missed = missed.get(i, t.glossary_missed)
+    return out
+
+
+def check_details(scorer: ForcedScorer, *, scores: bool, alignments: bool, passes: int) -> None:
+    """A ValueError, before any search, for details that `scorer`'s engine cannot give (alignments,
+    MC dropout's `passes`) or that a call cannot ask for (passes without scores)."""
+    if alignments:
+        scorer.check_aligns()
+    if passes != 1:
+        if passes < 1 or not scores:
+            raise ValueError(f"qe_passes ({passes}) averages quality scores: at least 1, with scores=True")
+        scorer.engine.capabilities.require(["mc_dropout"], scorer.engine.name)
+
+
 def fill_scores(
     scorer: ForcedScorer,
     found: list[list[Translation]],
@@ -106,3 +141,59 @@ def label_words(scorer: ForcedScorer, found: list[list[Translation]], src_ids: S
             t.src_words = scorer.words(src, source=True)
             # one row per step: each output piece's, then the end token's where the search chose it
             t.tgt_words = scorer.words([*t.tokens, end][: t.attention.size(2)], source=False)
+
+
+def add_details(
+    out: list[list[Translation]],
+    ids: list[list[int]],
+    has_text: list[bool],
+    typed: list[str],
+    terms: list[list[tuple[str, str]]],
+    form: TextForm | None,
+    scorer: ForcedScorer,
+    quality: QualityCalibration | None,
+    case_aligns: bool,
+    *,
+    scores: bool,
+    alignments: bool,
+    in_search: bool,
+    keep_attention: bool,
+    passes: int = 1,
+    seed: int = 0,
+) -> None:
+    """What a call asked for beyond the search, into each of `out` (the n-best of the sources
+    `ids`, as `typed`; has_text[i]: source i is not blank): scores and word alignments (read off
+    the search's own attention where `in_search`, which is then dropped unless `keep_attention`;
+    else from one teacher-forced pass of `scorer`; word scores from `passes` of MC dropout drawn from
+    `seed` on, fill_scores), each scored one's `doubtful` by `quality`, and
+    the text as running text (`form`, with the glossary `terms` each source called for spelled as
+    given). case_aligns: the engine gives word alignments to carry a lower-cased model's capitals."""
+    # A lower-cased model's names take the source's capitals through the word alignment: one
+    # teacher-forced pass over the sentences whose source has any (all of them, if scores or
+    # alignments are asked for anyway).
+    case_by_alignment = form is not None and form.lowercased and form.case_from_source
+    case_by_alignment = case_by_alignment and case_aligns
+    if in_search:
+        for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
+            for t in sentence:
+                t.alignment = scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
+                t.attention = t.attention if keep_attention else None
+    elif scores or alignments:
+        aligned = alignments or case_by_alignment
+        fill_scores(scorer, out, ids, has_text, alignments=aligned, probabilities=scores, passes=passes, seed=seed)
+    elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
+        pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
+        fill_scores(scorer, *pick, alignments=True, probabilities=False)
+    if form is not None:
+        for sentence, source, found in zip(out, typed, terms, strict=True):
+            for t in sentence:
+                t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
+    for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
+        if scores and quality is not None:
+            t.doubtful = quality.flag(sentence_score(t.word_scores), passes)
+        if not scores:
+            t.token_probs = t.confidence = t.word_scores = None
+        if not alignments:
+            t.alignment = None
+    if keep_attention:  # the words that label it for a reader
+        label_words(scorer, out, ids)

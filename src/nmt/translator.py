@@ -32,12 +32,12 @@ from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
 from .model import Transformer
 from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
-from .quality import QualityCalibration, sentence_score
+from .quality import QualityCalibration
 from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
-from .translation import Translation, fill_scores, label_words, translation_of
+from .translation import Translation, add_details, check_details, translations_of
 
 log = logging.getLogger(__name__)
 
@@ -222,12 +222,7 @@ class Translator:
         if isinstance(texts, str):  # a str is a sequence too: of one-character "sentences"
             raise TypeError("texts must be a list of sentences, not one str: translate([text])")
         request = self.request_of(request, settings)
-        if alignments:
-            self.scorer.check_aligns()
-        if qe_passes != 1:
-            if qe_passes < 1 or not scores:
-                raise ValueError(f"qe_passes ({qe_passes}) averages quality scores: at least 1, with scores=True")
-            self.engine.capabilities.require(["mc_dropout"], self.engine.name)
+        check_details(self.scorer, scores=scores, alignments=alignments, passes=qe_passes)
         if target_lang is not None:
             self.directions.check_into(target_lang, self.source_lang)
         glossary = self.glossary if glossary is None else glossary
@@ -245,71 +240,14 @@ class Translator:
         if align_in_search:
             request = dataclasses.replace(request, return_attention=True)
         hyps, missed = self._search(ids, terms, request)
-        out = []
-        for (src_ids, truncated), text, sentence_hyps in zip(encoded, texts, hyps, strict=True):
-            src_pieces = self.src_tokenizer.lookup(src_ids) if request.return_attention else []
-            empty = not text.strip()
-            out.append([translation_of(h, self.tgt_tokenizer, src_pieces, truncated, empty) for h in sentence_hyps])
-        for i, terms_missed in missed.items():
-            for t in out[i]:
-                t.glossary_missed = terms_missed
+        tokenizers = (self.src_tokenizer if request.return_attention else None), self.tgt_tokenizer
+        out = translations_of(hyps, encoded, texts, *tokenizers, missed)
         has_text = [bool(t.strip()) for t in texts]
+        case_aligns = self.engine.capabilities.alignment and not self.target_languages
         details = dict(scores=scores, alignments=alignments, in_search=align_in_search, keep_attention=asked_attention)
-        self._add_details(out, ids, has_text, typed, terms, form, **details, passes=qe_passes, seed=qe_seed)
-        if asked_attention:
-            label_words(self.scorer, out, ids)
+        details |= dict(passes=qe_passes, seed=qe_seed)
+        add_details(out, ids, has_text, typed, terms, form, self.scorer, self.quality, case_aligns, **details)
         return out
-
-    def _add_details(
-        self,
-        out: list[list[Translation]],
-        ids: list[list[int]],
-        has_text: list[bool],
-        typed: list[str],
-        terms: list[list[tuple[str, str]]],
-        form: TextForm | None,
-        *,
-        scores: bool,
-        alignments: bool,
-        in_search: bool,
-        keep_attention: bool,
-        passes: int = 1,
-        seed: int = 0,
-    ) -> None:
-        """What a call asked for beyond the search, into each of `out` (the n-best of the sources
-        `ids`, as `typed`; has_text[i]: source i is not blank): scores and word alignments (read off
-        the search's own attention where `in_search`, which is then dropped unless `keep_attention`;
-        else from one teacher-forced pass; word scores from `passes` of MC dropout, fill_scores), and
-        the text as running text (`form`)."""
-        # A lower-cased model's names take the source's capitals through the word alignment: one
-        # teacher-forced pass over the sentences whose source has any (all of them, if scores or
-        # alignments are asked for anyway).
-        case_by_alignment = form is not None and form.lowercased and form.case_from_source
-        case_by_alignment = case_by_alignment and self.engine.capabilities.alignment and not self.target_languages
-        if in_search:
-            for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
-                for t in sentence:
-                    t.alignment = self.scorer.word_pairs(src_ids, t.tokens, t.attention) if text else []
-                    t.attention = t.attention if keep_attention else None
-        elif scores or alignments:
-            aligned = alignments or case_by_alignment
-            fill_scores(
-                self.scorer, out, ids, has_text, alignments=aligned, probabilities=scores, passes=passes, seed=seed
-            )
-        elif case_by_alignment and (rows := [i for i, source in enumerate(typed) if form.has_own_capitals(source)]):
-            pick = [out[i] for i in rows], [ids[i] for i in rows], [has_text[i] for i in rows]
-            fill_scores(self.scorer, *pick, alignments=True, probabilities=False)
-        if form is not None:
-            for sentence, source, found in zip(out, typed, terms, strict=True):
-                for t in sentence:
-                    t.text = form.output_text(t.text, source, t.alignment if case_by_alignment else None, found)
-        for t in (t for sentence in out for t in sentence):  # what was not asked for is not given
-            if scores and self.quality is not None:
-                t.doubtful = self.quality.flag(sentence_score(t.word_scores), passes)
-            if not scores:
-                t.token_probs = t.confidence = t.word_scores = None
-            if not alignments:
-                t.alignment = None
 
     def _search(
         self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
@@ -446,7 +384,11 @@ class Translator:
         vocab = self.tgt_tokenizer.vocab_size
         if 2 * request.beam > vocab:  # beam search ranks 2 * beam distinct tokens a step
             raise ValueError(f"beam ({request.beam}) must be at most {vocab // 2}, half the target vocabulary")
-        wanted = (("sampling", request.sampling is not None), ("attention", request.return_attention))
+        wanted = (
+            ("sampling", request.sampling is not None),
+            ("attention", request.return_attention),
+            ("transformers_stopping", request.beam > 1 and not request.early_stopping),
+        )
         self.engine.capabilities.require([name for name, on in wanted if on], self.engine.name)
         return request
 

@@ -85,7 +85,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     precision = args.precision
     if precision is None and decode.precision is not None and device == "cpu":  # as loading takes it
         precision = model_precision(decode.precision, "auto", model_dir)
-    info["engine auto"] = choose_engine(model_dir, device, precision).line().removeprefix("engine auto: ")
+    choice = choose_engine(model_dir, device, precision, transformers_stopping=not decode.early_stopping)
+    info["engine auto"] = choice.line().removeprefix("engine auto: ")
     # what `nmt train` (train.precision: auto) would compute in on this machine, and how to force either
     info["training here"] = training_precision("auto", torch.device(device)).reason
     if args.json:

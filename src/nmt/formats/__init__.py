@@ -11,6 +11,8 @@
     .xlf .xliff                        xliff.py (XLIFF 1.2 and 2.x: each unit's source into its target)
     .json .arb .yml .yaml              resource_files.py (every string value; keys, order, comments kept)
     .xml                               android.py (an Android strings.xml: strings, plurals, arrays)
+    .txt                               plain_text.py (lines of paragraphs; `nmt translate` streams
+                                       text files instead: not among DOCUMENT_FORMATS)
 
 Where the language translated into is known (`target`), a file that names its text's language names
 the target instead (formats.language_tags): Word's w:lang, a slide's lang, ODF's fo:language and
@@ -39,13 +41,24 @@ from .errors import DocumentError
 from .language_tags import target_tag
 from .text_files import Results
 
-__all__ = ["DOCUMENT_FORMATS", "REFUSED", "DocumentError", "read_document", "translate_document", "document_format"]
+__all__ = [
+    "DOCUMENT_FORMATS",
+    "FILE_FORMATS",
+    "REFUSED",
+    "DocumentError",
+    "read_document",
+    "translate_document",
+    "document_format",
+]
 
 OFFICE_FORMATS = (".docx", ".pptx", ".xlsx", ".odt", ".odp", ".ods")  # formats.office.OFFICE_KINDS
 # software's strings: placeholders kept, the target language written
 LOCALISATION_FORMATS = (".po", ".pot", ".xlf", ".xliff", ".json", ".arb", ".yml", ".yaml", ".xml")
 BILINGUAL_FORMATS = (".po", ".pot", ".xlf", ".xliff")  # a source and its translation side by side: existing ones kept
 DOCUMENT_FORMATS = (*OFFICE_FORMATS, ".epub", ".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
+# every format read_document reads: the documents and plain text (.txt), which `nmt translate`
+# streams as lines instead (nmt.translation_io) and the server reads whole (/translate_file)
+FILE_FORMATS = (".txt", *DOCUMENT_FORMATS)
 # text files: read from stdin, written to stdout
 TEXT_FORMATS = (".srt", ".vtt", ".md", ".html", ".htm", *LOCALISATION_FORMATS)
 REFUSED = {
@@ -67,14 +80,14 @@ class Document(Protocol):
 
 
 def document_format(name: str) -> str:
-    """The extension of a file nmt translates as a document ('.docx'); DocumentError otherwise."""
+    """The extension of a file nmt translates whole ('.docx', '.txt'); DocumentError otherwise."""
     extension = PurePath(name).suffix.lower()
     if extension in REFUSED:
         raise DocumentError(f"{name}: {REFUSED[extension]}")
-    if extension not in DOCUMENT_FORMATS:
+    if extension not in FILE_FORMATS:
         raise DocumentError(
             f"{name}: unknown document format {extension or '(no extension)'!r}; nmt translates "
-            f"{', '.join(DOCUMENT_FORMATS)}"
+            f"{', '.join(FILE_FORMATS)}"
         )
     return extension
 
@@ -99,6 +112,7 @@ def read_document(
     from .gettext import GettextCatalog  # noqa: PLC0415
     from .markdown import MarkdownDocument  # noqa: PLC0415
     from .office import OfficeDocument  # noqa: PLC0415
+    from .plain_text import PlainText  # noqa: PLC0415
     from .resource_files import JsonResources, YamlResources  # noqa: PLC0415
     from .subtitles import Subtitles  # noqa: PLC0415
     from .web_page import WebPage  # noqa: PLC0415
@@ -125,6 +139,8 @@ def read_document(
         return Subtitles(content, name, lang)
     if extension in (".html", ".htm"):
         return WebPage(content, name, lang, target=target)
+    if extension == ".txt":
+        return PlainText(content, name, lang)
     return MarkdownDocument(content, name, lang)
 
 

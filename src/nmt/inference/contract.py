@@ -66,8 +66,18 @@ class Capabilities:
         """A ValueError, naming what and the way out, unless this engine (named `engine`) has all of `asked`."""
         lacking = self.missing(asked)
         if lacking:
-            what = ", ".join(self.NAMES[name] for name in lacking)
-            raise ValueError(f"{what}: the {engine} engine cannot; nmt's engine can (torch, or auto, which picks it)")
+            raise ValueError(self.refusal(lacking, engine))
+
+    @classmethod
+    def refusal(cls, lacking: Sequence[str], engine: str) -> str:
+        """The one wording of a refusal of the features `lacking` by the engine named `engine`, for
+        every caller: auto takes nmt's engine only for what is asked for before the model loads (the
+        CLI's flags, a model's decode settings), never for what a call or a server's request asks."""
+        what = ", ".join(cls.NAMES[name] for name in lacking)
+        return (
+            f"{what}: the {engine} engine cannot; nmt's engine can "
+            "(engine torch, which auto picks where this is asked for before the model loads)"
+        )
 
 
 # What each engine can do, known before one loads. A CTranslate2 export made before exports carried

@@ -177,7 +177,6 @@ class CTranslate2Engine:
         # the export returns the model's alignment attention alone, as one layer of one head: read as
         # such, a step late where the model's head aligns so
         self.alignment = AlignmentMethod(shift=exported_model_config(ct2_dir).alignment_shift)
-        self._warned_stopping = False
         # the export's form of the model directory's lexical shortlist, used as nmt's engine uses it
         self.use_vmap = uses_vmap
         self.device = torch.device(device, int(index) if index else None)
@@ -331,14 +330,8 @@ class CTranslate2Engine:
 
     def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
-        refuses what this engine cannot do before it reaches it (capabilities)."""
-        if request.beam > 1 and not request.early_stopping and not self._warned_stopping:
-            self._warned_stopping = True
-            log.warning(
-                "decode.early_stopping is false (transformers' stopping rule), which CTranslate2 does not have: "
-                "its beam search ends a sentence once `beam` hypotheses have finished, so beam outputs can "
-                "differ from nmt's engine (--engine torch)"
-            )
+        refuses what this engine cannot do before it reaches it (capabilities: transformers' stopping
+        rule too, where CTranslate2's beam search ends a sentence once `beam` hypotheses have finished)."""
         lengths = [len(s) for s in ids]
         limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
         alpha = request.length_penalty if request.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt

@@ -7,6 +7,8 @@ with the same outputs up to float rounding. So auto picks CTranslate2 where it c
 - nmt's engine on a GPU (CTranslate2's wheel links one CUDA version; nmt's runs on the GPU torch
   runs on), for bf16 (CTranslate2 has none on CPU), and when ctranslate2 is not installed;
 - nmt's engine for a model CTranslate2 cannot express (an activation or layer order it lacks);
+- nmt's engine for a model whose search stops by transformers' rule (decode.early_stopping false),
+  which CTranslate2's beam search does not have (a request for it is refused there);
 - nmt's engine for a weights file other than the directory's (`--weights`), which CTranslate2
   would need converted at every run, and for a model imported from Marian: since large models run
   as one worker (nmt.inference.plan.WorkerPolicy) the two engines were within 10% on OPUS-MT's
@@ -69,10 +71,17 @@ def ctranslate2_installed() -> bool:
 
 
 def choose_engine(
-    model_dir: str | Path, device: str, precision: str | None, weights: str | Path | None = None
+    model_dir: str | Path,
+    device: str,
+    precision: str | None,
+    weights: str | Path | None = None,
+    *,
+    transformers_stopping: bool = False,
 ) -> EngineChoice:
     """The engine `--engine auto` runs `model_dir` on, on `device` ("cpu", "cuda:0", ...) in `precision`
-    (and with a weights file other than the directory's, `weights`)."""
+    (and with a weights file other than the directory's, `weights`); transformers_stopping: the
+    model's beam search stops by transformers' rule (decode.early_stopping false), which only nmt's
+    engine has (CTranslate2's refuses it)."""
     model_dir = Path(model_dir)
     if is_ctranslate2_dir(model_dir) and not (model_dir / WEIGHTS).exists():
         return EngineChoice("ctranslate2", "the directory holds a CTranslate2 export")
@@ -93,6 +102,8 @@ def choose_engine(
         return EngineChoice(
             "torch", "an imported Marian model: nmt's engine keeps transformers' stopping rule, within 10% in fp32"
         )
+    if transformers_stopping:
+        return EngineChoice("torch", "decode.early_stopping false: only nmt's engine has transformers' stopping rule")
     return EngineChoice("ctranslate2", "measured faster than nmt's engine on CPU at the same output")
 
 

@@ -70,7 +70,7 @@ def load_engine(
         options = dataclasses.replace(options, precision=model_precision(decode.precision, options.engine, model_dir))
     own_weights = model_dir / WEIGHTS
     if options.engine == "auto":
-        model_dir, options = resolve_auto(model_dir, options, device)
+        model_dir, options = resolve_auto(model_dir, options, device, transformers_stopping=not decode.early_stopping)
     if options.engine == "ctranslate2":
         from .ctranslate2_engine import CTranslate2Engine  # noqa: PLC0415 - an optional extra
 
@@ -101,11 +101,16 @@ def load_engine(
     return _torch_engine(model, decode, options, shortlist), src_tokenizer, tgt_tokenizer
 
 
-def resolve_auto(model_dir: Path, options: EngineOptions, device: str) -> tuple[Path, EngineOptions]:
-    """The model directory and options that `--engine auto` stands for here, its choice logged in one
+def resolve_auto(
+    model_dir: Path, options: EngineOptions, device: str, *, transformers_stopping: bool = False
+) -> tuple[Path, EngineOptions]:
+    """The model directory and options that `--engine auto` stands for here (transformers_stopping:
+    the model searches by transformers' stopping rule, see choose_engine), its choice logged in one
     line: CTranslate2 runs the export cached in the model directory (made at the first load)."""
     options = dataclasses.replace(options, weights=other_weights(model_dir, options.weights))
-    choice = choose_engine(model_dir, device, options.precision, options.weights)
+    choice = choose_engine(
+        model_dir, device, options.precision, options.weights, transformers_stopping=transformers_stopping
+    )
     log.info(choice.line())
     if choice.engine == "ctranslate2" and not is_ctranslate2_dir(model_dir):
         try:

@@ -37,7 +37,7 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from ..formats import DOCUMENT_FORMATS
+from ..formats import FILE_FORMATS
 from ..quality import combined_quality
 from ..translator import Translation
 from .requests import printable
@@ -349,7 +349,7 @@ def alternatives_of(results: list[list[Any]], count: int) -> list[list[str]]:
     return others
 
 
-FILE_FORMATS = (".txt", *DOCUMENT_FORMATS)  # what /translate_file takes
+# what /translate_file takes: every format of nmt.formats (a .txt too), read whole
 _EXTENSIONS = "|".join(f.lstrip(".") for f in FILE_FORMATS)
 DOWNLOAD_NAME = re.compile(rf"[0-9a-f]{{32}}_[a-z]{{2,3}}(-[A-Za-z]+)?\.({_EXTENSIONS})")  # what /translate_file writes
 OPENXML = "application/vnd.openxmlformats-officedocument"
@@ -413,18 +413,6 @@ def file_extension(upload: tuple[str, bytes] | None) -> str:
     if extension not in FILE_FORMATS:
         raise LibreTranslateError(400, "Invalid request: file format not supported")
     return extension
-
-
-def file_text(upload: tuple[str, bytes] | None) -> tuple[str, str]:
-    """(extension, text) of an uploaded text file (.txt: lines); LibreTranslate's 400s for a missing,
-    empty or unsupported one, and one for a file that is not UTF-8 text."""
-    extension = file_extension(upload)
-    name, data = upload
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise LibreTranslateError(400, f"Invalid request: {name} is not UTF-8 text (byte {err.start})") from None
-    return extension, "\n".join(text.splitlines())
 
 
 def frontend_settings(directions: ServedPairs, max_chars: int, keys: bool = False) -> dict[str, Any]:

@@ -20,7 +20,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 
-from ..formats import DOCUMENT_FORMATS, DocumentError, read_document
+from ..formats import DocumentError, read_document
+from ..formats.plain_text import PlainText
 from ..formats.web_page import WebPage
 from ..markup import page_text
 from ..placeholders import MaskedText
@@ -36,7 +37,6 @@ from .libretranslate import (
     ServedPairs,
     alternatives_of,
     file_extension,
-    file_text,
     form_parts,
     frontend_settings,
     media_type,
@@ -146,6 +146,14 @@ class LibreTranslateApi:
         ]
         return [found["language"] for found in detected], detected
 
+    def check_lines(self, text: str) -> None:
+        """LibreTranslate's 400 for a text file with a line longer than a text of q may be."""
+        for line in text.split("\n"):
+            if len(line) > self.limits.max_chars:
+                raise LibreTranslateError(
+                    400, f"Invalid request: request ({len(line)}) exceeds text limit ({self.limits.max_chars})"
+                )
+
     def served(self, source: str, target: str) -> tuple[str, str]:
         """A request's language pair in the served codes (zh-Hans: zh), checked: LibreTranslate's 400s."""
         source, target = self.directions.code(source), self.directions.code(target)
@@ -216,7 +224,7 @@ class LibreTranslateApi:
         scores: bool = False,
     ) -> tuple[list[str], list[list[Translation]]] | None:
         """Each text translated as a document: paragraphs (lines) split into sentences, or a web page
-        with its markup kept (nmt.markup); sentences too long for the model cut and joined back. The
+        with its markup kept (nmt.formats.web_page); sentences too long for the model cut and joined back. The
         sentences go through the route's queue in requests of max_sentences, under one deadline for
         them all (None: the client left). charge: called with the sentence count before any is
         translated (a file's cost for the rate limit). With each text, the Translations of its
@@ -293,7 +301,7 @@ class LibreTranslateApi:
     async def translate_document_file(
         self, request: Request, fields: dict[str, str], upload: tuple[str, bytes], extension: str
     ) -> Response:
-        """An uploaded document (.docx, .epub, .srt, ...: nmt.formats) translated into the same kind."""
+        """An uploaded file (.txt, .docx, .epub, .srt, ...: nmt.formats) translated into the same kind."""
         name, content = upload
 
         def read(lang: str):  # unzipping and parsing: off the event loop
@@ -303,11 +311,16 @@ class LibreTranslateApi:
                 raise LibreTranslateError(413 if err.too_large else 400, f"Invalid request: {err}") from None
 
         asked = fields["source"].lower()
-        document = await asyncio.to_thread(read, "en" if asked == "auto" else asked)
-        source, _ = self.resolve_source(asked, fields["target"].lower(), [" ".join(document.sentences)[:5000]])
-        if asked == "auto":
-            document = await asyncio.to_thread(read, source)  # sentences split by the language detected
+        split_by = "en" if asked == "auto" else asked
+        document = await asyncio.to_thread(read, split_by)
+        sample, placed = " ".join(document.sentences), True  # runs, markup, placeholders: placed by alignment
+        if isinstance(document, PlainText):  # LibreTranslate's rules for text: its lines as q's texts
+            self.check_lines(document.text)
+            sample, placed = document.text, bool(document.codes)  # only placeholders need alignments
+        source, _ = self.resolve_source(asked, fields["target"].lower(), [sample[:5000]])
         source, target = self.served(source, fields["target"].lower())
+        if source != split_by:  # sentences split by the language detected, in the served code (de-DE: de)
+            document = await asyncio.to_thread(read, source)
         chosen, target_lang = self.service.routes[(source, target)]
         translator = self.service.models[chosen][0]
         self.check_texts(chosen, document.sentences, target_lang)  # as for text: a 400, not the worker's 500
@@ -317,7 +330,8 @@ class LibreTranslateApi:
         def charge(sentences: int) -> None:
             self.admit(request, {"api_key": fields.get("api_key")}, sentences)
 
-        found = await self.translate_cut(request, source, target, cut, gives_alignments(translator), deadline, charge)
+        aligned = placed and gives_alignments(translator)
+        found = await self.translate_cut(request, source, target, cut, aligned, deadline, charge)
         if found is None:
             return self.service.client_left(LEFT)
         translated = await asyncio.to_thread(document.rebuilt, found[0])
@@ -386,26 +400,7 @@ class LibreTranslateApi:
         for name in ("source", "target"):
             if not fields.get(name):
                 raise LibreTranslateError(400, f"Invalid request: missing {name} parameter")
-        if (extension := file_extension(upload)) in DOCUMENT_FORMATS:
-            return await self.translate_document_file(request, fields, upload, extension)
-        extension, text = file_text(upload)  # plain text: lines, as LibreTranslate reads a .txt
-        for line in text.split("\n"):
-            if len(line) > self.limits.max_chars:
-                raise LibreTranslateError(
-                    400, f"Invalid request: request ({len(line)}) exceeds text limit ({self.limits.max_chars})"
-                )
-        source, _ = self.resolve_source(fields["source"].lower(), fields["target"].lower(), [text[:5000]])
-        source, target = self.served(source, fields["target"].lower())  # the served codes name the file
-
-        def charge(sentences: int) -> None:
-            self.admit(request, {"api_key": fields.get("api_key")}, sentences)
-
-        translated = await self.translate_documents(request, source, target, [text], False, charge=charge)
-        if translated is None:
-            return self.service.client_left(LEFT)
-        name = f"{uuid.uuid4().hex}_{target}{extension}"
-        self.keep_download(name, (translated[0][0] + "\n").encode("utf-8"))
-        return JSONResponse({"translatedFileUrl": f"{str(request.base_url).rstrip('/')}/download_file/{name}"})
+        return await self.translate_document_file(request, fields, upload, file_extension(upload))
 
     def keep_download(self, name: str, content: bytes) -> None:
         """Keep a translated file until it is fetched, through any replica where the state is shared

@@ -27,6 +27,7 @@ from importlib.resources import files
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from ..inference.contract import Capabilities
 from ..placeholders import CODE, MaskedText
 from ..translation_io import memory_translation
 from ..translator import Translation
@@ -171,14 +172,13 @@ class NmtApi:
             raise ApiError(refusal.status, code, refusal.message, retry_after_s=refusal.retry_after_s)
         if not self.service.queues[0].running:
             raise ApiError(503, "not_ready", "the translation worker is not running", retry_after_s=1)
-        for field, asked in (("attention", parsed.attention), ("alignments", parsed.alignments)):
-            if asked and not self.available[field]:
-                raise ApiError(
-                    422,
-                    "attention_unavailable",
-                    f"this server's engine ({self.engine_name}) does not return the attention weights that "
-                    f'{field} needs; leave out "{field}"',
-                )
+        for field, feature, asked in (
+            ("attention", "attention", parsed.attention),
+            ("alignments", "alignment", parsed.alignments),
+        ):
+            if asked and not self.available[field]:  # the contract's wording, and the way out a request has
+                refusal = Capabilities.refusal([feature], self.engine_name)
+                raise ApiError(422, "attention_unavailable", f'{refusal}; or leave out "{field}"')
         try:  # before the queue: in the worker it would be a 500
             self.service.models[0][0].check_languages(parsed.text, parsed.target_lang, parsed.source_lang)
         except ValueError as err:
