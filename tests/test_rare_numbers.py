@@ -31,13 +31,15 @@ def garbling(calls: list[list[str]], *, drop: str = "", repeat: str = ""):
         out = []
         for text in texts:
             text = re.sub(r"\d{2,}", lambda m: m.group(0)[:-1] + "00" + m.group(0)[-1], text)
-            text = re.sub(
-                r"\b\d\b", lambda m: "" if m.group(0) in drop else m.group(0) * (1 + (m.group(0) in repeat)), text
-            )
+            text = re.sub(r"\b\d\b", lambda m: _said(m.group(0), drop, repeat), text)
             out.append([Said(" ".join(reversed(text.split())))])
         return out
 
     return translate
+
+
+def _said(digit: str, drop: str, repeat: str) -> str:
+    return "" if digit in drop else f"{digit} {digit}" if digit in repeat else digit
 
 
 def test_rare_numbers_come_back_exactly_where_the_model_wrote_their_stand_ins():
@@ -47,16 +49,23 @@ def test_rare_numbers_come_back_exactly_where_the_model_wrote_their_stand_ins():
     calls: list[list[str]] = []
     (found,) = translate_keeping_numbers([text], garbling(calls), BY_CHARACTER)
     assert found[0].text == "Meter 3,14 2026-12-02, am Uhr 10:45 um 1045 Startnummer"
-    (read,) = calls[0]
+    assert calls[0] == [text]  # as it is first (kept where a stand-in is lost), then with stand-ins:
+    (read,) = calls[1]
     assert re.fullmatch(r"Startnummer \d um \d Uhr am \d, \d Meter", read)  # one whole piece each
 
 
-def test_a_sentence_without_a_rare_number_is_read_and_returned_as_it_is():
-    plain = ["Ein Mann mit 3 Hunden.", "Kein Wort mit Zahlen."]
+def test_a_sentence_without_a_rare_number_gets_exactly_its_translation_without_the_option():
+    def batch_shaped(texts: list[str]) -> list[list[Said]]:  # as a search rounds by its batch's shape
+        calls.append(list(texts))
+        return [[Said(f"{t.upper()} /{max(map(len, texts))}")] for t in texts]
+
+    texts = ["Ein Mann mit 3 Hunden.", "Kein Wort mit Zahlen.", "Zimmer 1045 in Stock 12345678"]
     calls: list[list[str]] = []
-    found = translate_keeping_numbers([*plain, "Zimmer 1045"], garbling(calls), BY_CHARACTER)
-    assert calls[0][:2] == plain and len(calls) == 1
-    assert [f[0].text for f in found[:2]] == [f[0].text for f in garbling([])(plain)]
+    found = translate_keeping_numbers(texts, batch_shaped, BY_CHARACTER)
+    unprotected = batch_shaped(texts)
+    assert calls[0] == texts and calls[1] == ["Zimmer 2 in Stock 3"]
+    assert [f[0].text for f in found[:2]] == [f[0].text for f in unprotected[:2]]
+    assert found[2][0].text == "ZIMMER 1045 IN STOCK 12345678 /19"
 
 
 def test_stand_ins_differ_from_each_other_and_from_every_number_of_the_sentence():
@@ -72,13 +81,13 @@ def test_stand_ins_differ_from_each_other_and_from_every_number_of_the_sentence(
 
 
 @pytest.mark.parametrize("how", ["drop", "repeat"])
-def test_a_stand_in_the_model_drops_or_repeats_leaves_the_sentence_as_it_would_be_unprotected(how):
-    text = "Startnummer 1045 im Zimmer 7"
+def test_a_stand_in_the_model_drops_or_repeats_leaves_the_sentence_as_it_is_without_the_option(how):
+    texts = ["Startnummer 1045 im Zimmer 7", "Zimmer 1045"]
     calls: list[list[str]] = []
-    found = translate_keeping_numbers([text, "Zimmer 1045"], garbling(calls, **{how: "23456"}), BY_CHARACTER)
-    # no stand-in is ever left in the output, nor a number lost: each sentence is read again as it is
-    assert calls[1] == [text, "Zimmer 1045"]
-    assert found[0][0].text == garbling([])([text])[0][0].text == "7 Zimmer im 104005 Startnummer"
+    found = translate_keeping_numbers(texts, garbling(calls, **{how: "23456"}), BY_CHARACTER)
+    # no stand-in is left in the output, nor a number lost: each keeps its translation as it is
+    assert calls[1] == ["Startnummer 2 im Zimmer 7", "Zimmer 2"]
+    assert [f[0].text for f in found] == ["7 Zimmer im 104005 Startnummer", "104005 Zimmer"]
 
 
 def test_past_the_last_stand_in_a_rare_number_stays_as_it_is():

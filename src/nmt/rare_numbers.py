@@ -17,12 +17,15 @@ stand-ins are the numbers from 2 to 999 that neither tokenizer cuts, none of the
 digit group of one) the sentence has, one per distinct rare number. Past the last stand-in, a
 sentence's further rare numbers stay as they are.
 
-The stand-ins come back as the source had them or not at all: a sentence whose output has any
-stand-in a different number of times than its source (the model dropped one, wrote it as a word,
-or repeated it) is translated again as it was, unprotected, so it reads exactly as without this
-option; a sentence without a rare number is translated as it is. Everything about a translation but
-its text (word alignment, scores, pieces) is that of the sentence the model read: the stand-ins
-are one word each, like the numbers, so the alignment's word positions hold for both.
+Every sentence is translated as it is first, in the same call as without this, so a sentence
+without a rare number is translated exactly as without it: the same batches, the same rounding (a
+search depends on its batch's shape by that much, and a weak model's near ties do flip). The
+sentences with a rare number are translated again with stand-ins (a second search for those only).
+The stand-ins come back as the source had them or not at all: where the output has any stand-in a
+different number of times than its source (the model dropped one, wrote it as a word, or repeated
+it), the sentence keeps its first translation, exactly what it gets without this option. Everything
+about a translation but its text (word alignment, scores, pieces) is that of the sentence the model
+read: the stand-ins are one word each, like the numbers, so the alignment's word positions hold.
 """
 
 from __future__ import annotations
@@ -129,22 +132,25 @@ def piece_count(tokenizer: Tokenizer) -> Callable[[str], int]:
 def translate_keeping_numbers(
     texts: Sequence[str], translate: Callable[[list[str]], list[list[T]]], stand_ins: NumberStandIns
 ) -> list[list[T]]:
-    """translate(texts) (n-best lists, best first) with each sentence's rare numbers kept exactly:
-    the model reads stand-ins, and their numbers are written back into every hypothesis's text. A
-    sentence whose stand-ins do not each come back as often as they went in is translated again as
-    it is (one more call of `translate`, for those sentences only)."""
-    swaps = [stand_ins.swap(t) for t in texts]
-    found = translate([s.text for s in swaps])
-    again = []
-    for i, (swap, hyps) in enumerate(zip(swaps, found, strict=True)):
-        restored = [swap.restored(h.text) for h in hyps]
-        if any(r is None for r in restored):
-            again.append(i)
+    """translate(texts) (n-best lists, best first) with each sentence's rare numbers kept exactly.
+
+    Every sentence is first translated as it is, in the one call it would have without this, so a
+    sentence without a rare number gets exactly its translation then (the same batches: the same
+    rounding). The sentences with one are translated a second time with stand-ins, and the numbers
+    written back into every hypothesis's text; where a stand-in does not come back as often as it
+    went in, the first translation stays."""
+    found = translate(list(texts))
+    swaps = {i: swap for i, text in enumerate(texts) if (swap := stand_ins.swap(text)).originals}
+    if not swaps:
+        return found
+    lost = 0
+    for i, hyps in zip(swaps, translate([swap.text for swap in swaps.values()]), strict=True):
+        restored = [swaps[i].restored(h.text) for h in hyps]
+        if any(text is None for text in restored):
+            lost += 1
             continue
         for h, text in zip(hyps, restored, strict=True):
             h.text = text
-    if again:
-        log.debug("%d of %d sentences lost a number's stand-in: translated again as they are", len(again), len(texts))
-        for i, hyps in zip(again, translate([texts[i] for i in again]), strict=True):
-            found[i] = hyps
+        found[i] = hyps
+    log.debug("%d of %d sentences with rare numbers lost a stand-in: translated as they are", lost, len(swaps))
     return found

@@ -104,8 +104,9 @@ class SearchSettings:
         True,
         "a rare number (one the source tokenizer cuts into pieces, or of more than 4 digits: 1045, "
         "2026-12-02, 3,14) is swapped for one the model knows whole while it translates, and written back "
-        "exactly where the model wrote that one; a sentence whose stand-in the model dropped or repeated is "
-        "translated as it is (nmt.rare_numbers); --no-protect-numbers: the model reads every number "
+        "exactly where the model wrote that one (such a sentence is searched twice: as it is, kept where the "
+        "model dropped or repeated a stand-in, and with stand-ins; nmt.rare_numbers); --no-protect-numbers: "
+        "the model reads every number "
         "(default: the model's decode.protect_numbers, true)",
         api=True,
     )
