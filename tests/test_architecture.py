@@ -73,6 +73,7 @@ ALLOWED = {
         "model",
         "model_dir",
         "quality",
+        "rare_numbers",
         "search_settings",
         "term_search",
         "text_form",
@@ -80,6 +81,8 @@ ALLOWED = {
         "translation",
     },
     "short_segments": set(),
+    # Rare numbers swapped for ones the model knows while it translates: pure functions of text.
+    "rare_numbers": set(),
     "translation_io": {
         "alignment",
         "documents",

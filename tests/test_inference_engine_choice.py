@@ -152,7 +152,7 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     assert info["engine auto"].startswith("CTranslate2" if installed else "nmt's engine")
     assert info["shortlist"].startswith("none")
     # the defaults, each search setting by its config name (nmt.search_settings.describe_search)
-    assert info["decoding"].endswith("early_stopping true, no_repeat_ngram_size 0, min_len 1, fp32 on CPU")
+    assert info["decoding"].endswith("no_repeat_ngram_size 0, protect_numbers true, min_len 1, fp32 on CPU")
     assert "not made yet" in info["ctranslate2 export"]
     assert "train.precision=fp32 or bf16 forces either" in info["training here"]
     assert info["word alignments"].startswith("every head of decoder layer -1, averaged")  # no head trained

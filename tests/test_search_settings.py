@@ -25,6 +25,7 @@ CHOSEN = {
     "length_normalization": "average",
     "early_stopping": False,
     "no_repeat_ngram_size": 3,
+    "protect_numbers": False,
 }
 
 
@@ -77,24 +78,25 @@ def test_a_flag_sets_its_setting_for_the_call_and_leaves_the_others_to_the_model
         "2",
         "--length-penalty",
         "0",
+        "--protect-numbers",
     ]
     assert main(["translate", "--model", str(chosen_dir), "--engine", "torch", "--input", str(src), *flags]) == 0
     request = seen[-1]
     assert request.early_stopping is True and request.length_normalization == "gnmt"
-    assert request.no_repeat_ngram_size == 2 and request.length_penalty == 0
+    assert request.no_repeat_ngram_size == 2 and request.length_penalty == 0 and request.protect_numbers is True
     assert request.beam == CHOSEN["beam"]  # not given: the model's own
 
 
 def test_the_json_api_takes_the_settings_declared_for_it_and_states_them_in_its_422():
     from nmt.server.requests import EXPECTED_BODY, TranslateRequest
 
-    assert API_SEARCH_FIELDS == ("beam", "no_repeat_ngram_size")
+    assert API_SEARCH_FIELDS == ("beam", "no_repeat_ngram_size", "protect_numbers")
     fields = set(TranslateRequest.model_fields)
     for name in SEARCH_FIELDS:
         assert (name in fields) == (name in API_SEARCH_FIELDS), name
         assert (f'"{name}": ' in EXPECTED_BODY) == (name in API_SEARCH_FIELDS), name
     body = TranslateRequest.model_validate({"text": ["a"], "beam": 2, "no_repeat_ngram_size": 4})
-    assert body.search_settings() == {"beam": 2, "no_repeat_ngram_size": 4}
+    assert body.search_settings() == {"beam": 2, "no_repeat_ngram_size": 4, "protect_numbers": None}
 
 
 def test_evaluate_json_reports_every_setting_the_model_searched_with(chosen_dir, tmp_path, capsys):
@@ -132,8 +134,8 @@ def test_generation_config_carries_each_setting_transformers_has_under_its_name(
     generation = generation_config(model, 512, decode, min_len=0)
     for name in SEARCH_FIELDS:
         hf_name = SEARCH_FIELD_INFO[name]["transformers"]
-        if hf_name is None:  # transformers' length penalty is nmt's "average" only: what decides the rest
-            assert name == "length_normalization"
+        if hf_name is None:  # transformers' length penalty is nmt's "average" only: what decides the rest;
+            assert name in ("length_normalization", "protect_numbers")  # and it reads numbers as they are
         else:
             assert generation[hf_name] == CHOSEN[name], name
     # Under nmt's GNMT penalty transformers cannot run the beam search: greedy stays, the n-gram ban goes.

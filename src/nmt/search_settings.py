@@ -100,6 +100,16 @@ class SearchSettings:
         api=True,
         transformers="no_repeat_ngram_size",
     )
+    protect_numbers: bool = search_field(
+        True,
+        "a rare number (one the source tokenizer cuts into pieces, or of more than 4 digits: 1045, "
+        "2026-12-02, 3,14) is swapped for one the model knows whole while it translates, and written back "
+        "exactly where the model wrote that one (such a sentence is searched twice: as it is, kept where the "
+        "model dropped or repeated a stand-in, and with stand-ins; nmt.rare_numbers); --no-protect-numbers: "
+        "the model reads every number "
+        "(default: the model's decode.protect_numbers, true)",
+        api=True,
+    )
 
     RULES: ClassVar[dict[str, Rule]] = {
         "beam": BEAM,
@@ -123,7 +133,9 @@ SEARCH_FIELD_INFO: dict[str, dict[str, Any]] = {
 API_SEARCH_FIELDS: tuple[str, ...] = tuple(name for name in SEARCH_FIELDS if SEARCH_FIELD_INFO[name]["api"])
 # The settings added after models were saved without them: an older config.yaml's decode section
 # gets their defaults (nmt.config.ADDED_SINCE_SAVED).
-ADDED_SINCE_SAVED: frozenset[str] = frozenset({"length_normalization", "early_stopping", "no_repeat_ngram_size"})
+ADDED_SINCE_SAVED: frozenset[str] = frozenset(
+    {"length_normalization", "early_stopping", "no_repeat_ngram_size", "protect_numbers"}
+)
 
 
 def describe_search(settings: SearchSettings) -> str:

@@ -15,6 +15,7 @@ same for both.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from .inference.loading import engine_for_model, load_engine, merge_options
 from .model import Transformer
 from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
 from .quality import QualityCalibration
+from .rare_numbers import NumberStandIns, piece_count, translate_keeping_numbers
 from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
@@ -218,7 +220,10 @@ class Translator:
         glossary_missed lists any that could not be placed.
         qe_passes: with scores, the word scores (and the sentence's, their mean) averaged over this
         many teacher-forced passes with the model's dropout on, drawn from qe_seed on (MC dropout;
-        nmt's engine); 1: the one pass without dropout."""
+        nmt's engine); 1: the one pass without dropout.
+        request.protect_numbers (on by default): the model reads a stand-in for each rare number, and
+        the number is written back into the text (nmt.rare_numbers); pieces, tokens and src_pieces
+        stay those of the stand-ins."""
         if isinstance(texts, str):  # a str is a sequence too: of one-character "sentences"
             raise TypeError("texts must be a list of sentences, not one str: translate([text])")
         request = self.request_of(request, settings)
@@ -226,6 +231,37 @@ class Translator:
         if target_lang is not None:
             self.directions.check_into(target_lang, self.source_lang)
         glossary = self.glossary if glossary is None else glossary
+        options = dict(scores=scores, alignments=alignments, glossary=glossary, qe_passes=qe_passes, qe_seed=qe_seed)
+        search = functools.partial(
+            self._translated,
+            request=dataclasses.replace(request, protect_numbers=False),
+            target_lang=target_lang,
+            pretokenized=pretokenized,
+            **options,
+        )
+        if not request.protect_numbers:
+            return search(list(texts))
+        return translate_keeping_numbers(list(texts), search, self.number_stand_ins)
+
+    @functools.cached_property
+    def number_stand_ins(self) -> NumberStandIns:
+        """Which numbers this model's tokenizers cut (rare: kept exactly, nmt.rare_numbers)."""
+        return NumberStandIns(piece_count(self.src_tokenizer), piece_count(self.tgt_tokenizer))
+
+    def _translated(
+        self,
+        texts: list[str],
+        request: SearchRequest,
+        *,
+        target_lang: str | None,
+        pretokenized: bool,
+        scores: bool,
+        alignments: bool,
+        glossary: Glossary | None,
+        qe_passes: int,
+        qe_seed: int,
+    ) -> list[list[Translation]]:
+        """translate_detailed's n-best lists, its arguments checked and its numbers as they are."""
         form = None if pretokenized else self.text_form
         typed = list(texts)
         if form is not None:

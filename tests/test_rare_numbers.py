@@ -1,0 +1,130 @@
+"""Rare numbers kept exactly through a model that garbles them (nmt.rare_numbers)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+
+from nmt.decoding import Hypothesis
+from nmt.rare_numbers import NumberStandIns, translate_keeping_numbers
+from nmt.translator import Translator
+
+
+@dataclass
+class Said:
+    text: str
+
+
+# A tokenizer that cuts every character: single digits are whole, every longer number is rare.
+BY_CHARACTER = NumberStandIns(len, len)
+
+
+def garbling(calls: list[list[str]], *, drop: str = "", repeat: str = ""):
+    """A scripted model: the words in reverse (so a number's place is the model's, not the source's),
+    each number of several digits garbled as a small model garbles one ("1045" -> "10005"); the
+    single digits in `drop` left out, those in `repeat` written twice. calls: what it was given."""
+
+    def translate(texts: list[str]) -> list[list[Said]]:
+        calls.append(list(texts))
+        out = []
+        for text in texts:
+            text = re.sub(r"\d{2,}", lambda m: m.group(0)[:-1] + "00" + m.group(0)[-1], text)
+            text = re.sub(r"\b\d\b", lambda m: _said(m.group(0), drop, repeat), text)
+            out.append([Said(" ".join(reversed(text.split())))])
+        return out
+
+    return translate
+
+
+def _said(digit: str, drop: str, repeat: str) -> str:
+    return "" if digit in drop else f"{digit} {digit}" if digit in repeat else digit
+
+
+def test_rare_numbers_come_back_exactly_where_the_model_wrote_their_stand_ins():
+    text = "Startnummer 1045 um 10:45 Uhr am 2026-12-02, 3,14 Meter"
+    unprotected = garbling([])([text])[0][0].text
+    assert "1045" not in unprotected  # the scripted model does garble them
+    calls: list[list[str]] = []
+    (found,) = translate_keeping_numbers([text], garbling(calls), BY_CHARACTER)
+    assert found[0].text == "Meter 3,14 2026-12-02, am Uhr 10:45 um 1045 Startnummer"
+    assert calls[0] == [text]  # as it is first (kept where a stand-in is lost), then with stand-ins:
+    (read,) = calls[1]
+    assert re.fullmatch(r"Startnummer \d um \d Uhr am \d, \d Meter", read)  # one whole piece each
+
+
+def test_a_sentence_without_a_rare_number_gets_exactly_its_translation_without_the_option():
+    def batch_shaped(texts: list[str]) -> list[list[Said]]:  # as a search rounds by its batch's shape
+        calls.append(list(texts))
+        return [[Said(f"{t.upper()} /{max(map(len, texts))}")] for t in texts]
+
+    texts = ["Ein Mann mit 3 Hunden.", "Kein Wort mit Zahlen.", "Zimmer 1045 in Stock 12345678"]
+    calls: list[list[str]] = []
+    found = translate_keeping_numbers(texts, batch_shaped, BY_CHARACTER)
+    unprotected = batch_shaped(texts)
+    assert calls[0] == texts and calls[1] == ["Zimmer 2 in Stock 3"]
+    assert [f[0].text for f in found[:2]] == [f[0].text for f in unprotected[:2]]
+    assert found[2][0].text == "ZIMMER 1045 IN STOCK 12345678 /19"
+
+
+def test_stand_ins_differ_from_each_other_and_from_every_number_of_the_sentence():
+    swap = BY_CHARACTER.swap("Zimmer 2 und 1045, Tisch 3.4 und 2000 und wieder 1045")
+    words = swap.text.replace(",", "").split()
+    assert words[:2] == ["Zimmer", "2"]  # a number the model knows stays
+    first, decimal, second, again = words[3], words[5], words[7], words[10]
+    assert first == again and len({first, decimal, second, "2", "3", "4"}) == 6  # nor a digit group
+    assert swap.originals == {first: "1045", decimal: "3.4", second: "2000"}
+    assert swap.restored(f"room 2 and {first} again {first}, table {decimal} and {second}") == (
+        "room 2 and 1045 again 1045, table 3.4 and 2000"
+    )
+
+
+@pytest.mark.parametrize("how", ["drop", "repeat"])
+def test_a_stand_in_the_model_drops_or_repeats_leaves_the_sentence_as_it_is_without_the_option(how):
+    texts = ["Startnummer 1045 im Zimmer 7", "Zimmer 1045"]
+    calls: list[list[str]] = []
+    found = translate_keeping_numbers(texts, garbling(calls, **{how: "23456"}), BY_CHARACTER)
+    # no stand-in is left in the output, nor a number lost: each keeps its translation as it is
+    assert calls[1] == ["Startnummer 2 im Zimmer 7", "Zimmer 2"]
+    assert [f[0].text for f in found] == ["7 Zimmer im 104005 Startnummer", "104005 Zimmer"]
+
+
+def test_past_the_last_stand_in_a_rare_number_stays_as_it_is():
+    two_stand_ins = NumberStandIns(lambda t: 1 if t in ("5", "6") else 2, len)
+    swap = two_stand_ins.swap("11 22 33 11")
+    assert swap.text == "5 6 33 5" and swap.restored("5 6 33 5") == "11 22 33 11"
+
+
+def test_a_number_is_rare_where_the_tokenizer_cuts_it_or_it_is_long():
+    one_piece = NumberStandIns(lambda t: 1, lambda t: 1)
+    assert not one_piece.is_rare("2026") and one_piece.is_rare("123456")
+    assert BY_CHARACTER.is_rare("10") and not BY_CHARACTER.is_rare("7")
+    assert one_piece.stand_ins[:2] == ["2", "3"]  # 0 and 1 read as words too often to stand in
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_model_dir):
+    return Translator.load(tiny_model_dir, device="cpu")
+
+
+def test_every_translation_keeps_its_numbers_unless_asked_not_to(translator, monkeypatch):
+    """Through the Translator (so through every edge: files, documents, both APIs): a model that
+    copies its source but garbles the numbers it reads in pieces: each "0" piece written twice."""
+    tokenizer = translator.tgt_tokenizer
+
+    def garbling_copy(ids, request):
+        out = []
+        for sentence in ids:
+            pieces = tokenizer.lookup(sentence[1:-1])
+            tokens = [t for t, piece in zip(sentence[1:-1], pieces, strict=True) for _ in range(1 + (piece == "0"))]
+            out.append([Hypothesis(tokens, 0.0, 0.0)])
+        return out
+
+    monkeypatch.setattr(translator.engine, "translate_ids", garbling_copy)
+    text = "Startnummer 1045 um 10:45 Uhr"
+    assert translator.number_stand_ins.is_rare("1045")  # the tiny tokenizer cuts it
+    assert translator.translate([text]) == [text]
+    garbled = translator.translate([text], protect_numbers=False)[0]
+    assert "1045" not in garbled and garbled.startswith("Startnummer")
+    assert translator.translate(["Ein Mann."]) == translator.translate(["Ein Mann."], protect_numbers=False)
