@@ -67,6 +67,31 @@ class TermSearch:
                 h.attention = f.cross_attention
         return result.hypotheses, [targets[k] for k in result.missed]
 
+    def search_each(
+        self,
+        ids: Sequence[Sequence[int]],
+        terms: Sequence[list[tuple[str, str]]],
+        request: SearchRequest,
+        hyps: list[list[Hypothesis]],
+        *,
+        text_form: TextForm | None,
+        scorer: ForcedScorer,
+    ) -> dict[int, list[str]]:
+        """Search each sentence i that has glossary matches terms[i] under them, into hyps[i]; the
+        terms each could not place. Attention, where the request asks for it, comes from `scorer`'s
+        teacher-forced pass."""
+        if any(terms) and request.sampling is not None:
+            raise ValueError("a glossary constrains beam search: it does not sample")
+        search = dataclasses.replace(request, return_attention=False)  # attention: a forced pass after
+        attention_from = scorer if request.return_attention else None
+        missed: dict[int, list[str]] = {}
+        for i, found in enumerate(terms):
+            if found:
+                hyps[i], missed[i] = self.search(
+                    ids[i], found, search, text_form=text_form, attention_from=attention_from
+                )
+        return missed
+
     def _pieces_by_stem(self) -> dict[str, list[int]]:
         """piece -> ids of the pieces that are it plus trailing punctuation ("▁dog" -> ["▁dog.", ...])."""
         if self._stems is None:

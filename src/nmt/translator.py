@@ -31,6 +31,7 @@ from .glossary import Glossary
 from .inference.batch_search import search_limits
 from .inference.contract import Engine, EngineOptions
 from .inference.loading import engine_for_model, load_engine, merge_options
+from .inference.plan import distinct_sources
 from .model import Transformer
 from .model_dir import read_decode_config, read_directions, read_languages, read_text_form
 from .quality import QualityCalibration
@@ -145,12 +146,10 @@ class Translator:
         engine_options = {k: v for k, v in settings.items() if k in engine_fields}
         replaced = {k: v for k, v in settings.items() if k not in engine_fields and v is not None}
         options = merge_options(options, engine_options)
-        model_dir = Path(model_dir)
-        if not model_dir.is_dir():
+        if not (model_dir := Path(model_dir)).is_dir():
             raise FileNotFoundError(f"model directory {model_dir} does not exist")
         decode = read_decode_config(model_dir)
-        unknown = sorted(set(replaced) - {f.name for f in dataclasses.fields(DecodeConfig)})
-        if unknown:
+        if unknown := sorted(set(replaced) - {f.name for f in dataclasses.fields(DecodeConfig)}):
             raise TypeError(f"Translator.load() got unexpected keyword arguments: {', '.join(unknown)}")
         # before the weights load, which takes a while: replace() checks the values (ConfigError)
         decode = dataclasses.replace(decode, **replaced)
@@ -230,15 +229,10 @@ class Translator:
         check_details(self.scorer, scores=scores, alignments=alignments, passes=qe_passes)
         if target_lang is not None:
             self.directions.check_into(target_lang, self.source_lang)
-        glossary = self.glossary if glossary is None else glossary
-        options = dict(scores=scores, alignments=alignments, glossary=glossary, qe_passes=qe_passes, qe_seed=qe_seed)
-        search = functools.partial(
-            self._translated,
-            request=dataclasses.replace(request, protect_numbers=False),
-            target_lang=target_lang,
-            pretokenized=pretokenized,
-            **options,
-        )
+        options = dict(target_lang=target_lang, pretokenized=pretokenized, scores=scores, alignments=alignments)
+        options |= dict(glossary=self.glossary if glossary is None else glossary, qe_passes=qe_passes, qe_seed=qe_seed)
+        options["request"] = dataclasses.replace(request, protect_numbers=False)  # translate_keeping_numbers' part
+        search = functools.partial(self._translated, **options)
         if not request.protect_numbers:
             return search(list(texts))
         return translate_keeping_numbers(list(texts), search, self.number_stand_ins)
@@ -288,36 +282,16 @@ class Translator:
     def _search(
         self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
     ) -> tuple[list[list[Hypothesis]], dict[int, list[str]]]:
-        """The n-best of every sentence: those without glossary terms in one engine call, each with
-        terms by the constrained search; and the terms each of those could not place.
-
-        A sentence that comes more than once (a document's repeated headings and table cells, a
-        subtitle file's "(Laughter)") is searched once and each copy gets that search's hypotheses:
-        a sentence's search does not depend on the rest of its batch (beyond the rounding that the
-        batch's shape brings), so this is what the copies would have got. Not when sampling, where
-        each copy is a draw of its own."""
+        """The n-best of every sentence: those without glossary terms in one engine call, each
+        distinct one once (plan.distinct_sources), each with terms by the constrained search; and
+        the terms each of those could not place."""
         free = [i for i, found in enumerate(terms) if not found]
-        hyps: list[list[Hypothesis]] = [[] for _ in ids]
-        if request.sampling is None:
-            first: dict[tuple[int, ...], int] = {}  # a sentence's ids -> its place among the distinct ones
-            searched = [first.setdefault(tuple(ids[i]), len(first)) for i in free]
-            distinct = [list(key) for key in first]
-        else:
-            searched, distinct = list(range(len(free))), [ids[i] for i in free]
+        places, distinct = distinct_sources([ids[i] for i in free], request)
         found = self.engine.translate_ids(distinct, request)
-        for i, j in zip(free, searched, strict=True):
+        hyps: list[list[Hypothesis]] = [[] for _ in ids]
+        for i, j in zip(free, places, strict=True):
             hyps[i] = list(found[j])
-        missed: dict[int, list[str]] = {}
-        if len(free) < len(ids):
-            if request.sampling is not None:
-                raise ValueError("a glossary constrains beam search: it does not sample")
-            search = dataclasses.replace(request, return_attention=False)  # attention: a forced pass after
-            attention_from = self.scorer if request.return_attention else None
-            for i, found in enumerate(terms):
-                if found:
-                    hyps[i], missed[i] = self.terms.search(
-                        ids[i], found, search, text_form=self.text_form, attention_from=attention_from
-                    )
+        missed = self.terms.search_each(ids, terms, request, hyps, text_form=self.text_form, scorer=self.scorer)
         return hyps, missed
 
     @property

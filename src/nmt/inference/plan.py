@@ -92,6 +92,21 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def distinct_sources(ids: Sequence[Sequence[int]], request: SearchRequest) -> tuple[list[int], list[list[int]]]:
+    """The sources a call searches, each once: (for each of `ids`, its place among them; them).
+
+    A sentence that comes more than once (a document's repeated headings and table cells, a
+    subtitle file's "(Laughter)") is searched once and each copy gets that search's hypotheses: a
+    sentence's search does not depend on the rest of its batch (beyond the rounding that the
+    batch's shape brings), so this is what the copies would have got. Not when sampling, where
+    each copy is a draw of its own."""
+    if request.sampling is not None:
+        return list(range(len(ids))), [list(i) for i in ids]
+    first: dict[tuple[int, ...], int] = {}  # a sentence's ids -> its place among the distinct ones
+    places = [first.setdefault(tuple(i), len(first)) for i in ids]
+    return places, [list(key) for key in first]
+
+
 def cut_batches(order: Sequence[int], lengths: Sequence[int], budget: int) -> list[list[int]]:
     """`order` cut into consecutive batches whose padded size (rows x longest) stays within `budget`
     (a sentence longer than the budget gets a batch of its own)."""
