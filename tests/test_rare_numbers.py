@@ -128,3 +128,38 @@ def test_every_translation_keeps_its_numbers_unless_asked_not_to(translator, mon
     garbled = translator.translate([text], protect_numbers=False)[0]
     assert "1045" not in garbled and garbled.startswith("Startnummer")
     assert translator.translate(["Ein Mann."]) == translator.translate(["Ein Mann."], protect_numbers=False)
+
+
+def test_asking_for_alternatives_never_changes_the_best_and_a_lost_alternative_gives_way(caplog):
+    def n_best(texts: list[str]) -> list[list[Said]]:  # the best carries the number, the second drops it
+        out = []
+        for text in texts:
+            garbled = re.sub(r"\d{2,}", lambda m: m.group(0) + "0", text)  # what a small model writes
+            first, second = text.upper(), re.sub(r"\d", "", text).upper()
+            out.append([Said(first if re.search(r"\b\d\b", text) else garbled.upper()), Said(second), Said("X")])
+        return out
+
+    (found,) = translate_keeping_numbers(["Zimmer 1045"], n_best, BY_CHARACTER)
+    # The two alternatives that lost the stand-in give way to the first call's, in its order.
+    assert [h.text for h in found] == ["ZIMMER 1045", "ZIMMER 10450", "ZIMMER "]
+    best_alone = translate_keeping_numbers(["Zimmer 1045"], lambda t: [h[:1] for h in n_best(t)], BY_CHARACTER)
+    assert best_alone[0][0].text == found[0].text
+
+    def best_drops(texts: list[str]) -> list[list[Said]]:
+        return [[Said(re.sub(r"\b\d\b", "", t)), Said(t)] for t in texts]
+
+    with caplog.at_level("INFO", logger="nmt.rare_numbers"):
+        (kept,) = translate_keeping_numbers(["Zimmer 1045"], best_drops, BY_CHARACTER)
+    assert [h.text for h in kept] == ["Zimmer 1045", "Zimmer 1045"]  # the first call's list, as it was
+    assert "1 of 1 sentences with rare numbers" in caplog.text  # told: those numbers are the model's
+
+
+def test_a_sentence_whose_glossary_term_holds_a_number_is_not_swapped():
+    class Terms:
+        def matches(self, sentence: str) -> list[tuple[str, str]]:
+            return [("Startnummer 1045", "bib 1045")] if "Startnummer 1045" in sentence else []
+
+    calls: list[list[str]] = []
+    texts = ["Der Mann mit der Startnummer 1045 läuft.", "Zimmer 1045"]
+    translate_keeping_numbers(texts, garbling(calls), BY_CHARACTER, Terms())
+    assert calls[1] == [re.sub(r"1045", calls[1][0].split()[1], "Zimmer 1045")]  # only the other one swapped

@@ -21,9 +21,12 @@ Every sentence is translated as it is first, in the same call as without this, s
 without a rare number is translated exactly as without it: the same batches, the same rounding (a
 search depends on its batch's shape by that much, and a weak model's near ties do flip). The
 sentences with a rare number are translated again with stand-ins (a second search for those only).
-The stand-ins come back as the source had them or not at all: where the output has any stand-in a
-different number of times than its source (the model dropped one, wrote it as a word, or repeated
-it), the sentence keeps its first translation, exactly what it gets without this option. Everything
+The stand-ins come back as the source had them or not at all: where the best output has any
+stand-in a different number of times than its source (the model dropped one, wrote it as a word,
+or repeated it), the sentence keeps its first translation, exactly what it gets without this
+option, and so the model's own numbers, which may be garbled (counted in the log); an alternative
+that lost one gives way to the first translation's next one. A sentence whose glossary terms hold
+a number is not swapped: the terms must match as written. Everything
 about a translation but its text (word alignment, scores, pieces) is that of the sentence the model
 read: the stand-ins are one word each, like the numbers, so the alignment's word positions hold.
 """
@@ -111,6 +114,12 @@ class NumberStandIns:
         return Swap(swapped, {s: n for n, s in stand_in_of.items()}, counts)
 
 
+class Terms(Protocol):
+    """A glossary (nmt.glossary.Glossary): the (source, target) terms found in a sentence."""
+
+    def matches(self, sentence: str) -> list[tuple[str, str]]: ...
+
+
 class Tokenizer(Protocol):
     """What a piece count needs of a tokenizer (nmt.tokenizer.SubwordTokenizer)."""
 
@@ -130,27 +139,48 @@ def piece_count(tokenizer: Tokenizer) -> Callable[[str], int]:
 
 
 def translate_keeping_numbers(
-    texts: Sequence[str], translate: Callable[[list[str]], list[list[T]]], stand_ins: NumberStandIns
+    texts: Sequence[str],
+    translate: Callable[[list[str]], list[list[T]]],
+    stand_ins: NumberStandIns,
+    glossary: Terms | None = None,
 ) -> list[list[T]]:
     """translate(texts) (n-best lists, best first) with each sentence's rare numbers kept exactly.
 
     Every sentence is first translated as it is, in the one call it would have without this, so a
     sentence without a rare number gets exactly its translation then (the same batches: the same
-    rounding). The sentences with one are translated a second time with stand-ins, and the numbers
-    written back into every hypothesis's text; where a stand-in does not come back as often as it
-    went in, the first translation stays."""
+    rounding). The sentences with one (but none whose `glossary` terms hold a number: a term must
+    match as written, not as its stand-in) are translated a second time with stand-ins, and the
+    numbers written back. Where the best hypothesis carried every stand-in through, the list is the
+    protected one, an alternative that lost one replaced by the first translation's next hypothesis
+    (so asking for alternatives never changes the best); where the best lost one, the first
+    translation stays. How many sentences kept the model's own numbers is logged: they may be garbled."""
     found = translate(list(texts))
+
+    def numbered_terms(text: str) -> bool:
+        return glossary is not None and any(NUMBER.search(source) for source, _ in glossary.matches(text))
+
     swaps = {i: swap for i, text in enumerate(texts) if (swap := stand_ins.swap(text)).originals}
+    swaps = {i: swap for i, swap in swaps.items() if not numbered_terms(texts[i])}
     if not swaps:
         return found
     lost = 0
     for i, hyps in zip(swaps, translate([swap.text for swap in swaps.values()]), strict=True):
         restored = [swaps[i].restored(h.text) for h in hyps]
-        if any(text is None for text in restored):
+        if not hyps or restored[0] is None:
             lost += 1
             continue
+        kept = []
         for h, text in zip(hyps, restored, strict=True):
-            h.text = text
-        found[i] = hyps
-    log.debug("%d of %d sentences with rare numbers lost a stand-in: translated as they are", lost, len(swaps))
+            if text is not None:
+                h.text = text
+                kept.append(h)
+        taken = {k.text for k in kept}
+        found[i] = kept + [h for h in found[i] if h.text not in taken][: len(hyps) - len(kept)]
+    if lost:
+        log.info(
+            "%d of %d sentences with rare numbers: the model did not carry a stand-in through; they keep "
+            "the model's own numbers (check them)",
+            lost,
+            len(swaps),
+        )
     return found

@@ -103,10 +103,10 @@ class SearchSettings:
     protect_numbers: bool = search_field(
         True,
         "a rare number (one the source tokenizer cuts into pieces, or of more than 4 digits: 1045, "
-        "2026-12-02, 3,14) is swapped for one the model knows whole while it translates, and written back "
-        "exactly where the model wrote that one (such a sentence is searched twice: as it is, kept where the "
-        "model dropped or repeated a stand-in, and with stand-ins; nmt.rare_numbers); --no-protect-numbers: "
-        "the model reads every number "
+        "2026-12-02, 3,14) is swapped for a number the model knows while it translates, then written back "
+        "exactly where the model wrote that one. A sentence with one is searched twice (as it is, and with "
+        "stand-ins); where the model lost a stand-in, the first translation is kept, with the model's own "
+        "numbers (the log counts them; docs/real-text.md). --no-protect-numbers: the model reads every number "
         "(default: the model's decode.protect_numbers, true)",
         api=True,
     )

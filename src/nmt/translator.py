@@ -235,7 +235,7 @@ class Translator:
         search = functools.partial(self._translated, **options)
         if not request.protect_numbers:
             return search(list(texts))
-        return translate_keeping_numbers(list(texts), search, self.number_stand_ins)
+        return translate_keeping_numbers(list(texts), search, self.number_stand_ins, options["glossary"])
 
     @functools.cached_property
     def number_stand_ins(self) -> NumberStandIns:
