@@ -22,6 +22,9 @@ HARNESSES: dict[str, tuple[str, ...]] = {
     "config": ("fuzz_config.py",),
     "memory_tmx": ("fuzz_memory.py", "tmx"),
     "memory_tsv": ("fuzz_memory.py", "tsv"),
+    "text_form": ("fuzz_text_form.py",),
+    "tokenizer": ("fuzz_tokenizer.py",),
+    "masked_nodes": ("fuzz_masked_nodes.py",),
 }
 
 

@@ -30,11 +30,14 @@ import openpyxl  # noqa: E402
 import pptx  # noqa: E402
 import test_android  # noqa: E402
 import test_formats  # noqa: E402
+import test_formats_placeholders  # noqa: E402
 import test_gettext  # noqa: E402
 import test_markup  # noqa: E402
 import test_memory  # noqa: E402
 import test_placeholders  # noqa: E402
 import test_resource_files  # noqa: E402
+import test_text_form  # noqa: E402
+import test_tokenizer  # noqa: E402
 import test_xliff  # noqa: E402
 from odf.draw import Frame, Page, TextBox  # noqa: E402
 from odf.opendocument import OpenDocumentPresentation, OpenDocumentSpreadsheet, OpenDocumentText  # noqa: E402
@@ -216,7 +219,56 @@ def seed_files() -> dict[str, list[bytes]]:
         ],
         "memory_tmx": memory_tmx,
         "memory_tsv": [b"Guten Morgen\tGood morning\nL\xc3\xb6sche {0} Dateien?\tDelete {0} files?\n"],
+        "text_form": text_form_seeds(),
+        "tokenizer": [
+            test_tokenizer.UNSEEN.encode(),
+            "  Zwei\tMänner \n\n laufen   nach  Hause. ".encode(),
+            "Ｆｕｌｌ\u00a0width ﬁ A▁B [END] x".encode(),
+            b"Ein Mann \xed\xa0\x80 l\xc3\xa4uft.",  # a lone surrogate, as UTF-8 encodes it
+        ],
+        "masked_nodes": [
+            "\0".join(nodes).encode()
+            for nodes in (
+                ["Delete %d files from {fol", "der}? See ", test_formats_placeholders.URL, "."],
+                ["Wort ", "{x}", " und %s "] * 3,
+                ["Klicke auf ", "<b>", "Speichern", "</b>", ", um ", "%(count)d", " Dateien zu sichern: a@b.de."],
+                ["http://s: h", "c r", "n."],  # found by fuzz_masked_nodes.py (tests/test_placeholders.py)
+                ["http:///<{}</b"],
+                ["\x01http:///<", "", "e\ufffd "],
+                ["/%se", "p\vt", "\x01", "", "http://%1"],
+                ["http://>b <", "b"],
+            )
+        ],
     }
+
+
+def text_form_seeds() -> list[bytes]:
+    """What test_text_form types, alone (its output is its corpus form) and with a model's output after
+    a NUL byte."""
+    typed = [typed for typed, _ in parametrized(test_text_form.test_portuguese_input_takes_the_corpus_form)]
+    outputs = [
+        *(output for output, _ in parametrized(test_text_form.test_english_output_reads_as_running_text)),
+        *(
+            output
+            for output, _ in parametrized(
+                test_text_form.test_treebank_forms_a_model_writes_leave_no_tokenised_punctuation
+            )
+        ),
+    ]
+    pairs = [
+        (
+            "Em Wuhan, a OMS disse que o SARS-CoV-2 causa a COVID-19.",
+            "in wuhan , the who said that sars-cov-2 causes covid-19 .",
+        ),
+        ("O vírus veio de Wuhan, diz a OMS.", "the virus came from wuhan , says the who . ( laughter )"),
+        ("e a febre. Ela passou.", "and the fever . it went away ."),
+        ("AT&T e a IBM", "at &#124; t and ibm"),  # found by fuzz_text_form.py (tests/test_text_form.py)
+    ]
+    return (
+        [t.encode() for t in typed]
+        + [f"{t}\0{o}".encode() for t, o in zip(typed * 3, outputs, strict=False)]
+        + [f"{t}\0{o}".encode() for t, o in pairs]
+    )
 
 
 # lines of running text for sentence splitting: spacing around sentences, abbreviations, quotes, no spaces

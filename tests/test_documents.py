@@ -58,6 +58,15 @@ def test_a_paragraph_rebuilt_from_its_own_sentences_is_unchanged(line):
     assert paragraph.rebuilt(paragraph.sentences) == line
 
 
+def test_a_lone_surrogate_is_kept_in_its_sentence():
+    # found by fuzz/fuzz_masked_nodes.py: sentencex raised UnicodeEncodeError on "\ud800" (a JSON
+    # string can hold one), so every placeholder string and document paragraph holding one did too
+    line = "Hallo\ud800 Welt. Noch \udc00ein Satz."
+    paragraph = Paragraph.parse(line, "de")
+    assert paragraph.sentences == ["Hallo\ud800 Welt.", "Noch \udc00ein Satz."]
+    assert paragraph.rebuilt(paragraph.sentences) == line
+
+
 def test_a_long_sentence_is_cut_after_clause_punctuation_into_pieces_that_fit():
     text = "Ein Mann, der sehr müde ist, läuft über den Rasen; eine Frau sieht ihm zu, und ein Hund bellt."
     pieces = cut_to_fit(text, lambda s: len(s.split()) <= 8)

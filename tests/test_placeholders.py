@@ -7,7 +7,7 @@ import random
 import pytest
 from scripted import reversed_words, upper
 
-from nmt.placeholders import MaskedText, codes_of, without_codes
+from nmt.placeholders import MaskedNodes, MaskedText, codes_of, without_codes
 
 
 @pytest.mark.parametrize(
@@ -87,6 +87,35 @@ def test_words_moved_next_to_a_code_never_make_a_new_one():
     masked = MaskedText("% of{count}", "en")  # found by fuzz/fuzz_masked_text.py
     out = masked.rebuilt(reversed_words(masked.sentences))
     assert codes_of(out) == ["{count}"], out
+
+
+def test_words_placed_in_a_later_piece_of_a_paragraph_are_not_glued_to_a_code():
+    # found by fuzz/fuzz_masked_nodes.py: the piece after the URL came out empty, and the next
+    # piece's word was written against it ("http://srn", a URL that the source never had)
+    masked = MaskedNodes(["http://s: h", "c r", "n."], "de")
+    out = masked.rebuilt(reversed_words(masked.sentences))
+    assert codes_of("".join(out)) == ["http://s"], out
+
+
+def test_two_codes_the_source_s_words_parted_stay_parted_when_the_words_move():
+    # found by fuzz/fuzz_masked_nodes.py: "<" moved away left "http:///{}", one longer URL
+    masked = MaskedNodes(["http:///<{}</b"], "de")
+    out = masked.rebuilt(upper(masked.sentences))
+    assert codes_of("".join(out)) == ["http:///", "{}"], out
+
+
+@pytest.mark.parametrize(
+    "nodes, translate",
+    [  # found by fuzz/fuzz_masked_nodes.py
+        (["\x01http:///<", "", "e\ufffd "], upper),  # a piece kept as it was, now against the URL: "http:///\x01E"
+        (["/%se", "p\vt", "\x01", "", "http://%1"], reversed_words),  # a word against a URL's start: "phttp://"
+        (["http://>b <", "b"], reversed_words),  # code characters left out made a URL: "http://b"
+    ],
+)
+def test_the_pieces_of_a_paragraph_keep_its_codes_exactly_whatever_moves(nodes, translate):
+    masked = MaskedNodes(nodes, "de")
+    out = masked.rebuilt(translate(masked.sentences))
+    assert codes_of("".join(out)) == masked.codes, out
 
 
 @pytest.mark.parametrize(

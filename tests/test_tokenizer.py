@@ -110,6 +110,16 @@ def test_unseen_characters_fall_back_to_bytes_and_round_trip(kind, bpe, unigram)
     assert tok.decode(ids) == normalize_text(UNSEEN)
 
 
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_a_lone_surrogate_is_refused_as_no_text_naming_it(kind, bpe, unigram):
+    # HF's own error was a TypeError, "TextInputSequence must be str" (fuzz/fuzz_tokenizer.py holds encode to this)
+    tok = {"bpe": bpe, "unigram": unigram}[kind]
+    with pytest.raises(ValueError, match=r"lone surrogate \(U\+D800 at character 3\)"):
+        tok.encode("Ein\ud800 Mann")
+    with pytest.raises(ValueError, match=r"text 2 of 2 holds a lone surrogate \(U\+DCE9"):
+        tok.encode_batch(["Ein Mann", "caf\udce9"])
+
+
 def test_unigram_round_trips_on_val(unigram, multi30k_dir):
     lines = read_lines(multi30k_dir, "val", "en") + read_lines(multi30k_dir, "val", "de")
     assert round_trip_failures(unigram, lines) == []

@@ -32,11 +32,22 @@ _CLAUSE_END = re.compile(r"[,;:\u2013\u2014)\]](?=\s)|[\u3001\u3002\uff0c\uff1b\
 _SPACE = re.compile(r"\s+")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def split_sentences(text: str, lang: str) -> list[str]:
     """The sentences of `text` (one paragraph), as they are written in it (no spacing changed)."""
     if not text.strip():
         return []
-    return [s for s in (segment.strip() for segment in sentencex.segment(lang, text)) if s]
+    # sentencex takes UTF-8 alone, and a lone surrogate ("\\ud800" from a JSON string) is none: it
+    # reads U+FFFD in its place, one character for one, and the sentences are cut from `text` there.
+    readable = _SURROGATE.sub("\ufffd", text)
+    segments, at = [], 0
+    for segment in sentencex.segment(lang, readable):
+        start = readable.find(segment, at)
+        segments.append(segment if start < 0 or readable is text else text[start : start + len(segment)])
+        at = at if start < 0 else start + len(segment)
+    return [s for s in (segment.strip() for segment in segments) if s]
 
 
 @dataclass

@@ -220,17 +220,40 @@ class MaskedNodes:
         from a code by a space where the source glued no word to it (or everywhere, `apart`), and
         without the characters codes are made of (`bare`)."""
         out = ["" for _ in self.nodes]
-        for k, (new, (node, old, code)) in enumerate(zip(placed, self.parts, strict=True)):
-            if not code and new != old:
-                new = without_codes(new)
-                if k > 0 and self.parts[k - 1][2]:  # after a code
-                    if new[:1].isalnum() and not old[:1].isalnum() or apart and new[:1] not in " ":
+        # Whether the text written so far ends with a code: a part that comes out empty between a code
+        # and the words placed after it leaves them against the code ("http://a.b" + "" + "r").
+        after_code = False
+        # And whether the next part written with any text after each part is a code (one pass back:
+        # a paragraph of 30,000 runs placed into its first costs no square).
+        # The model's words are cleaned of codes first: one left empty by it parts nothing either.
+        cleaned = [
+            without_codes(new) if new != old and not code else new
+            for new, (_, old, code) in zip(placed, self.parts, strict=True)
+        ]
+        code_next, then = [False] * len(placed), False
+        for k in range(len(placed) - 1, -1, -1):
+            code_next[k] = then
+            then = self.parts[k][2] if self.parts[k][2] or cleaned[k] else then
+        for k, (new, (node, old, code)) in enumerate(zip(cleaned, self.parts, strict=True)):
+            if not code:
+                changed = placed[k] != old
+                # beside a code now, though not in the source: the parts between came out empty
+                after = after_code and (changed or not self.parts[k - 1][2])
+                before = code_next[k] and (changed or not self.parts[k + 1][2])
+                if apart and after and before and not new:  # two codes the source's words parted
+                    new = " "
+                if after:
+                    glued = self.parts[k - 1][2] and old[:1].isalnum()  # the source wrote this word against it
+                    if new[:1].isalnum() and not glued or apart and new[:1] not in " ":
                         new = " " + new
-                if apart and k + 1 < len(self.parts) and self.parts[k + 1][2] and new[-1:] not in " ":
+                if apart and before and new[-1:] not in " ":
                     new += " "
             if bare and not code and CODE_MAKERS.search(new):
-                new = CODE_MAKERS.sub("", new) or " "  # what is left between two codes still parts them
-            out[node] += old if code else new
+                # each a space, not nothing: "ht>tp://" or "a$@b.de" closed up would be a URL or an address
+                new = CODE_MAKERS.sub(" ", new)
+            written = old if code else new
+            out[node] += written
+            after_code = code if written else after_code
         return out
 
 

@@ -94,7 +94,9 @@ def detokenize_treebank(text: str, lang: str) -> str:
         text = re.sub(rf"(?i){escaped}", bracket, text)
     text = re.sub(r"``\s*", '"', text)
     text = re.sub(r"\s*''", '"', text)
-    return tidy_punctuation(_detokenizer(lang).detokenize(text.split()), lang)
+    # No unescaping: the corpus's form holds no XML escapes (tokenize_like_treebank writes none), so
+    # an "&#124;" or "&lt;" in an output is what the model wrote, not a "|" or "<" to be made of it.
+    return tidy_punctuation(_detokenizer(lang).detokenize(text.split(), unescape=False), lang)
 
 
 # The Treebank's escaped brackets, which a model of a Treebank corpus may write.

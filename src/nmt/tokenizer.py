@@ -20,7 +20,9 @@ Three kinds of subword model are offered:
 Round-trip guarantee, precisely: ``normalize_text`` applies NFKC, maps "▁"
 to a space, folds every whitespace run to one space and strips the ends
 (and lower-cases where configured). It calls the very normaliser the
-tokenizer uses, so the two can never disagree.
+tokenizer uses, so the two can never disagree. A string holding a lone
+surrogate is no text: ``encode`` refuses it with a ValueError that says so
+(fuzz/fuzz_tokenizer.py holds bpe and unigram to all of this).
 
 One module, though over 400 lines: the pipeline, the byte-fallback surgery and the files of a
 model's tokenizer pair are one idea, and every caller needs them together.
@@ -154,6 +156,24 @@ def normalize_text(s: str, *, lowercase: bool = False) -> str:
     return _normalizer(lowercase).normalize_str(s)
 
 
+def refuse_lone_surrogates(texts: Sequence[str]) -> None:
+    """A ValueError naming the first lone surrogate in `texts`, if any. HF's tokenizers cannot take
+    one across to Rust and say only "TextInputSequence must be str" (a TypeError), which names
+    neither the text nor the character; called once such an error is raised, so that text without
+    one costs nothing."""
+    for k, text in enumerate(texts):
+        if not isinstance(text, str):
+            continue
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as err:
+            where = f"text {k + 1} of {len(texts)}" if len(texts) > 1 else "the text"
+            raise ValueError(
+                f"{where} holds a lone surrogate (U+{ord(text[err.start]):04X} at character {err.start}), "
+                "which is not text"
+            ) from None
+
+
 class SubwordTokenizer:
     """One trained subword model for one or both languages."""
 
@@ -218,15 +238,26 @@ class SubwordTokenizer:
     # ----- text <-> ids ---------------------------------------------------------
 
     def encode(self, text: str, add_special: bool = True) -> list[int]:
-        """Text -> ids, wrapped as ``[BOS, ..., EOS]`` unless ``add_special`` is False."""
-        return self._tokenizer.encode(text, add_special_tokens=add_special).ids
+        """Text -> ids, wrapped as ``[BOS, ..., EOS]`` unless ``add_special`` is False.
+
+        A string holding a lone surrogate ("\\ud800", from JSON or surrogateescape) is no text: a
+        ValueError that says so (`refuse_lone_surrogates`)."""
+        try:
+            return self._tokenizer.encode(text, add_special_tokens=add_special).ids
+        except TypeError:
+            refuse_lone_surrogates([text])
+            raise
 
     def encode_batch(self, texts: list[str], add_special: bool = True) -> list[list[int]]:
         """Like ``encode`` for many texts at once, using all cores (HF's parallel batch encode)."""
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use, which is
         # measurably faster (docs/results.md, training throughput).
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
-        return [e.ids for e in encode(texts, add_special_tokens=add_special)]
+        try:
+            return [e.ids for e in encode(texts, add_special_tokens=add_special)]
+        except TypeError:
+            refuse_lone_surrogates(texts)
+            raise
 
     def with_bpe_dropout(self, p: float) -> SubwordTokenizer:
         """A copy that skips each BPE merge with probability ``p`` (Provilkov et al. 2020), for training data.
