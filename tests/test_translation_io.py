@@ -84,3 +84,14 @@ def test_running_text_keeps_a_lines_placeholders_exactly(translator):
     plain = io.StringIO()  # a line without placeholders is translated as it was before
     translate_stream(translator, io.BytesIO(lines[0].encode() + b"\n"), plain, split_sentences=True)
     assert plain.getvalue().split("\n")[0] == written[0]
+
+
+def test_running_text_keeps_a_paragraph_without_letters_as_it_is(translator):
+    lines = ["1045", "Ein Mann fährt Rad.", "2026-12-02 — 10:45", "–––"]
+    out = io.StringIO()
+    translate_stream(translator, io.BytesIO("\n".join(lines).encode() + b"\n"), out, split_sentences=True)
+    written = out.getvalue().split("\n")[:-1]
+    assert [written[0], written[2], written[3]] == [lines[0], lines[2], lines[3]]  # nothing to translate
+    alone = io.StringIO()  # the paragraph with words is translated as it is alone
+    translate_stream(translator, io.BytesIO(lines[1].encode() + b"\n"), alone, split_sentences=True)
+    assert written[1] == alone.getvalue().split("\n")[0] != lines[1]

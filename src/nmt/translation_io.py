@@ -316,10 +316,13 @@ def _paragraphs(
     remember: _remembered with the memory, its matches and its update stream."""
     lang = translator.source_lang or "en"
     masked = {} if pretokenized else {k: MaskedText(t, lang) for k, t in enumerate(texts) if CODE.search(t)}
+    # A paragraph without a letter ("1045", "2026-12-02", a rule of dashes) has nothing to translate
+    # and stays as it is, as in documents and both APIs.
+    kept = set() if pretokenized else {k for k, t in enumerate(texts) if k not in masked and not has_letters(t)}
     searched = functools.partial(best_texts, translator, request=request, pretokenized=pretokenized)
     plain = iter(
         translate_paragraphs(
-            [t for k, t in enumerate(texts) if k not in masked],
+            [t for k, t in enumerate(texts) if k not in masked and k not in kept],
             functools.partial(remember, searched, lambda match: match.target, str),
             lang=lang,
             fits=functools.partial(translator.source_fits, pretokenized=pretokenized),
@@ -333,9 +336,18 @@ def _paragraphs(
     found = remember(aligned, lambda match: (match.target, None), lambda r: r[0], sentences)
     found = iter(align_memory_hits(translator, sentences, found, matches[first:]))
     return [
-        masked[k].rebuilt([next(found) for _ in masked[k].sentences]) if k in masked else next(plain)
+        texts[k]
+        if k in kept
+        else masked[k].rebuilt([next(found) for _ in masked[k].sentences])
+        if k in masked
+        else next(plain)
         for k in range(len(texts))
     ]
+
+
+def has_letters(text: str) -> bool:
+    """Whether `text` has a letter of any script: a text without one is numbers, marks and space."""
+    return any(c.isalpha() for c in text)
 
 
 def _remembered(

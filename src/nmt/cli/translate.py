@@ -40,7 +40,8 @@ def input_form_options(p: argparse.ArgumentParser) -> None:
         "running text, split into sentences and put back with their spacing, long sentences cut at a safe "
         "point instead of truncated; html: a web page, its text translated in context and its markup kept "
         "(the default for an --input ending in .html or .htm); "
-        f"{', '.join(f.lstrip('.') for f in DOCUMENT_FORMATS)}: a document of that kind, written as the same kind, "
+        f"{', '.join(f.lstrip('.') for f in DOCUMENT_FORMATS if f not in ('.htm', '.html'))}: a document of that "
+        "kind, written as the same kind, "
         "its layout and formatting kept (the default for an --input with that extension; docs/real-text.md)",
     )
     p.add_argument("--split-sentences", action="store_true", help="the same as --format text")
