@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +21,8 @@ import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
-from replicas import Deployment, free_port, render_nginx  # noqa: E402 - deploy/ is not a package
+import replicas  # noqa: E402 - deploy/ is not a package
+from replicas import Deployment, free_port, render_nginx  # noqa: E402
 
 redis = pytest.importorskip("redis")
 pytestmark = pytest.mark.skipif(
@@ -201,3 +203,99 @@ def test_with_no_replica_answering_nginx_says_so_as_json(tmp_path):
     finally:
         nginx.terminate()
         nginx.wait(timeout=10)
+
+
+@pytest.fixture
+def held_port():
+    """A port another server listens on (as a Redis or `nmt serve` started before would)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.fixture
+def fake_replica(tmp_path):
+    """A server answering GET /livez with 200, as a replica with its model loaded does (no model needed)."""
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "livez").write_text("{}", encoding="utf-8")
+    port = free_port()
+    command = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", "www"]
+    server = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: replicas.http_ok(f"http://127.0.0.1:{port}/livez"), 10)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.parametrize("flag", ["--redis-port", "--replica-port", "--port"])
+def test_a_port_already_in_use_is_named_and_nothing_starts(tmp_path, held_port, flag, capsys):
+    folder = tmp_path / "deployment"
+    ports = {"--redis-port": free_port(), "--replica-port": free_port(), "--port": free_port()}
+    ports[flag] = held_port - 1 if flag == "--replica-port" else held_port  # the second replica's port
+    options = [item for pair in ports.items() for item in (pair[0], str(pair[1]))]
+    status = replicas.main([*options, "--folder", str(folder), "--", "--model", "runs/none"])
+    error = capsys.readouterr().err.strip().splitlines()
+    assert status == 1 and len(error) == 1 and f"port {held_port} " in error[0] and "in use" in error[0], error
+    assert not folder.exists()  # no Redis, replica or nginx was started: none wrote a log
+
+
+def test_a_server_answering_on_the_port_is_not_taken_for_the_one_started(held_port):
+    failing = subprocess.Popen([sys.executable, "-c", "import time, sys; time.sleep(0.3); sys.exit(3)"])
+    with pytest.raises(RuntimeError, match="exited with status 3 before it was ready"):
+        replicas.wait_until(lambda: True, "redis-server", failing, held_port)  # another server answers
+    listening = subprocess.Popen([sys.executable, "-m", "http.server", str(free_port()), "--bind", "127.0.0.1"])
+    try:
+        port = int(listening.args[3])
+        assert wait_for(lambda: replicas.listens(listening, port), 10)
+        assert not replicas.listens(listening, held_port)  # a port it does not hold
+    finally:
+        listening.terminate()
+        listening.wait(timeout=10)
+
+
+def test_a_relative_folder_serves(tmp_path, fake_replica, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    deployment = Deployment(Path("dep1"), [])
+    try:
+        url = deployment.start_proxy([fake_replica])
+        assert replicas.http_ok(f"{url}/livez")
+    finally:
+        deployment.stop()
+    assert (tmp_path / "dep1" / f"nginx-{url.rsplit(':', 1)[1]}" / "nginx.conf").is_file()
+
+
+def test_an_nginx_that_cannot_start_says_why(tmp_path, held_port):
+    deployment = Deployment(tmp_path, [])
+    try:
+        with pytest.raises(RuntimeError, match=f"nginx on port {held_port} exited .* Address already in use"):
+            deployment.start_proxy([free_port()], held_port)
+    finally:
+        deployment.stop()
+
+
+@pytest.mark.parametrize("count", ["0", "-1"])
+def test_fewer_than_one_replica_is_refused(count, capsys):
+    with pytest.raises(SystemExit) as exit:
+        replicas.main(["--replicas", count, "--", "--model", "runs/none"])
+    assert exit.value.code == 2 and f"--replicas: must be at least 1, not {count}" in capsys.readouterr().err
+
+
+def test_nginx_listens_at_the_host_given(tmp_path):
+    main = render_nginx(tmp_path, listen=9000, replicas=[9001], host="0.0.0.0")
+    assert "listen 0.0.0.0:9000;" in (tmp_path / "nmt.conf").read_text(encoding="utf-8")
+    checked = subprocess.run(
+        ["nginx", "-t", "-p", str(tmp_path), "-e", "error.log", "-c", str(main)], capture_output=True
+    )
+    assert checked.returncode == 0, checked.stderr.decode()
+    assert Deployment(tmp_path, [], host="0.0.0.0", port=9000).url == "http://127.0.0.1:9000"  # reached locally
+    render_nginx(tmp_path, listen=9000, replicas=[9001], host="::")
+    assert "listen [::]:9000;" in (tmp_path / "nmt.conf").read_text(encoding="utf-8")
+
+
+def test_a_host_that_is_not_an_address_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        replicas.main(["--host", "example.com", "--", "--model", "runs/none"])
+    assert "--host: invalid ip_address value: 'example.com'" in capsys.readouterr().err
