@@ -10,6 +10,7 @@ A failure prints schemathesis' own report, with a curl line that reproduces each
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from nmt.server import ServerLimits, create_app
+from nmt.server.libretranslate import LibreTranslateError, yes_or_no
 
 FUZZ_DIR = Path(__file__).resolve().parents[1] / "fuzz"
 sys.path.insert(0, str(FUZZ_DIR))
@@ -93,3 +95,24 @@ def test_each_answer_names_its_own_content_type(schema):
     assert {"text/plain", "application/epub+zip", "text/vtt"} <= set(downloads)
     assert "Retry-After" in paths["/translate"]["post"]["responses"]["503"]["headers"]
     assert set(paths["/readyz"]["get"]["responses"]) == {"200", "503"}  # probes: whatever the Host, no 403
+
+
+def test_libretranslate_s_quality_field_and_answer_are_described(schema):
+    body = schema["paths"]["/translate"]["post"]["requestBody"]["content"]
+    _, libre = body["application/json"]["schema"]["anyOf"]
+    form = body["application/x-www-form-urlencoded"]["schema"]
+    as_json, in_form = libre["properties"]["quality"], form["properties"]["quality"]
+    assert {"type": "boolean"} in as_json["anyOf"] and {"type": "null"} in as_json["anyOf"]
+    pattern = re.compile(in_form["pattern"])
+    for word in ("true", " TRUE ", "1", "on", "Yes", "false", "0", "off", "no", ""):  # what yes_or_no takes
+        assert pattern.search(word) and yes_or_no(word, "quality") in (True, False)
+    for word in ("maybe", "2", "truefalse", "y"):  # what it refuses
+        assert not pattern.search(word)
+        with pytest.raises(LibreTranslateError):
+            yes_or_no(word, "quality")
+    answer = schema["components"]["schemas"]["LibreTranslation"]["properties"]["quality"]
+    one = {"$ref": "#/components/schemas/TextQuality"}
+    assert one in answer["anyOf"] and {"type": "array", "items": one} in answer["anyOf"]  # a list where q was one
+    quality = schema["components"]["schemas"]["TextQuality"]
+    assert quality["required"] == ["score", "doubtful"]
+    assert quality["properties"]["score"]["anyOf"] == [{"type": "number"}, {"type": "null"}]

@@ -68,6 +68,9 @@ class Block:
     """The text nodes of one block, in order; together they read as one paragraph."""
 
     nodes: list[NavigableString]
+    # its text as the page has it where codes were cut out of it (mask_codes), and where they were
+    written: str | None = None
+    codes: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -301,11 +304,14 @@ def mask_codes(soup: BeautifulSoup, blocks: list[Block], codes: re.Pattern, afte
     replacements: list[tuple[NavigableString, list[PageElement]]] = []
     for block in blocks:
         nodes: list[NavigableString] = []
+        written, end = block.text, 0  # where the node read so far ends in the block's text
         for node in block.nodes:
             text = str(node)
+            start, end = end, end + len(text)
             if not codes.search(text):
                 nodes.append(node)
                 continue
+            block.codes += [(start + m.start(), start + m.end()) for m in codes.finditer(text)]
             parts: list[PageElement] = []
             at = 0
             for m in codes.finditer(text):
@@ -321,7 +327,7 @@ def mask_codes(soup: BeautifulSoup, blocks: list[Block], codes: re.Pattern, afte
                     after_code.add(id(after))
             replacements.append((node, parts))
             nodes += [p for p in parts if isinstance(p, NavigableString)]
-        block.nodes = nodes
+        block.nodes, block.written = nodes, written if block.codes else None
     _replace_nodes(replacements)
     return found
 
@@ -361,6 +367,16 @@ class HtmlPage:
         self.codes: list[str] = [] if codes is None else mask_codes(self.soup, self.blocks, codes, self.after_code)
         self.paragraphs = [Paragraph.parse(block.text, lang) for block in self.blocks]
         self.sentences = [s for p in self.paragraphs for s in p.sentences]
+
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the page's text has it, its codes in it (one per sentence; its markup
+        left out): what a reviewer is shown (nmt.quality_report)."""
+        return [
+            w
+            for block, paragraph in zip(self.blocks, self.paragraphs, strict=True)
+            for w in (paragraph.as_written(block.written, block.codes) if block.written else paragraph.sentences)
+        ]
 
     def name_language(self, tag: str) -> bool:
         """The root <html>'s lang (and xml:lang, an XHTML page's) set to `tag` where the page names

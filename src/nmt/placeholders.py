@@ -105,6 +105,30 @@ class MaskedText:
                     yield from (part for part in code.parts if isinstance(part, MaskedText))
 
     @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the string has it, its codes in it (one per sentence, in order): what a
+        reviewer is shown (nmt.quality_report); an ICU construct is shown whole with the sentence it
+        is in, and each of its messages' sentences again on its own, as `sentences` lists them."""
+        found = []
+        for line in self.lines:
+            if isinstance(line, Line):
+                text, spans = "", []  # the line as written, and where its codes are in it
+                for piece, code in zip(line.pieces, [*line.codes, None], strict=True):
+                    text += piece
+                    if code is not None:
+                        spans.append((len(text), len(text) + len(_as_written(code))))
+                        text += _as_written(code)
+                found += line.paragraph.as_written(text, spans)
+                found += [
+                    w
+                    for code in line.codes
+                    for part in code.parts
+                    if isinstance(part, MaskedText)
+                    for w in part.sentences_as_written
+                ]
+        return found
+
+    @property
     def codes(self) -> list[str]:
         """The placeholders and tags of the string, as written, in order (an ICU construct's own
         parts included); a translation keeps exactly these."""
@@ -181,6 +205,7 @@ class MaskedNodes:
         joined = "".join(self.nodes)
         spans = [m.span() for m in CODE.finditer(joined)]
         self.codes = [joined[start:end] for start, end in spans]
+        self.spans = spans
         bounds = sorted({b for span in spans for b in span})
         starts = [start for start, _ in spans]
         # The parts the placement sees: each piece cut where a code starts or ends, a code's parts
@@ -199,6 +224,12 @@ class MaskedNodes:
         paragraph = Paragraph.parse(text, lang) if any(c.isalpha() for c in text) else None
         self.paragraph = paragraph or Paragraph([], [text])
         self.sentences = self.paragraph.sentences
+
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the pieces have it, its codes in it (one per sentence): what a reviewer
+        is shown (nmt.quality_report)."""
+        return self.paragraph.as_written("".join(self.nodes), self.spans)
 
     def rebuilt(self, results: Sequence[Result]) -> list[str]:
         """The new text of each piece, each sentence translated (results: one per sentence) and
@@ -255,6 +286,24 @@ class MaskedNodes:
             out[node] += written
             after_code = code if written else after_code
         return out
+
+
+def with_codes(written: str, read: str, result: Result, lang: str) -> str | None:
+    """The translation of a sentence with its codes placed again by its word alignment, as its
+    document places them: `written` is the sentence as the document has it (MaskedText.sentences_as_written),
+    `read` what the model read of it and `result` what the model gave (translation, alignment).
+    None where the sentence read alone is not `read` again (its document read it with other codes:
+    an ICU message's "#"): then no place is known for its codes."""
+    as_string = MaskedText(written, lang)
+    if as_string.sentences == [read]:
+        return as_string.rebuilt([result])
+    as_pieces = MaskedNodes([written], lang)
+    return as_pieces.rebuilt([result])[0] if as_pieces.sentences == [read] else None
+
+
+def _as_written(code: Code) -> str:
+    """A code as the string writes it, an ICU construct's messages included."""
+    return "".join(part.text if isinstance(part, MaskedText) else part for part in code.parts)
 
 
 def without_codes(text: str, *, in_plural: bool = False) -> str:

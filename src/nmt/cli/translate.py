@@ -375,14 +375,24 @@ def translated_document(args, translator, request, content: bytes, extension: st
             if match is None or not match.exact:
                 memory_update.write(f"{' '.join(sentence.split())}\t{' '.join(text.split())}\n")
     if args.qe_report:
-        from ..quality_report import report_rows, write_report
-
-        rows = report_rows(document.sentences, [text for text, _ in found], pieces_of)
-        write_report(args.qe_report, rows, title=f"{name}: quality of its translation")
-        log.info(
-            "%s: %d sentences, %d doubtful: %s", name, len(rows), sum(bool(r.doubtful) for r in rows), args.qe_report
+        write_quality_report(
+            args.qe_report, name, document, found, pieces_of, lang, calibrated=translator.quality is not None
         )
     return document.rebuilt(found)
+
+
+def write_quality_report(path: str, name: str, document, found: list, pieces_of: dict, lang: str, *, calibrated: bool):
+    """--qe-report: each sentence and its translation as the documents have them, placeholders
+    included (the model read them without: a reviewer would think one lost), and how sure the model was."""
+    from ..formats import reviewed_pairs
+    from ..quality_report import report_rows, write_report
+
+    pairs = reviewed_pairs(document, found, lang)
+    rows = report_rows([s for s, _ in pairs], [t for _, t in pairs], pieces_of, read=document.sentences)
+    write_report(path, rows, title=f"{name}: quality of its translation")
+    # without a calibration no sentence is flagged: "0 doubtful" would read as a finding
+    flags = f"{sum(bool(r.doubtful) for r in rows)} doubtful" if calibrated else "not calibrated: no flag"
+    log.info("%s: %d sentence%s, %s: %s", name, len(rows), "" if len(rows) == 1 else "s", flags, path)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:

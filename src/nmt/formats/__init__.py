@@ -47,6 +47,7 @@ __all__ = [
     "REFUSED",
     "DocumentError",
     "read_document",
+    "reviewed_pairs",
     "translate_document",
     "document_format",
 ]
@@ -74,7 +75,10 @@ REFUSED = {
 
 
 class Document(Protocol):
-    sentences: list[str]
+    sentences: list[str]  # what the model reads: each sentence without its placeholders
+
+    @property
+    def sentences_as_written(self) -> list[str]: ...  # each sentence with them, as the file has it
 
     def rebuilt(self, results: Results) -> bytes: ...
 
@@ -158,3 +162,17 @@ def translate_document(
     `read_document`)."""
     document = read_document(content, name, lang, extension, target=target, retranslate=retranslate)
     return document.rebuilt(translate(document.sentences) if document.sentences else [])
+
+
+def reviewed_pairs(document: Document, results: Results, lang: str) -> list[tuple[str, str]]:
+    """Each sentence of `document` and its translation (`results`: one per sentence) as the document
+    and its translation have them, placeholders included (the model read them without): what a
+    reviewer is shown (nmt.quality_report). A translation whose codes have no known place (a
+    plural's "#": placeholders.with_codes) is shown as the model wrote it."""
+    from ..placeholders import with_codes  # noqa: PLC0415 - with the readers, not the CLI's parser
+
+    written = document.sentences_as_written
+    return [
+        (shown, with_codes(shown, read, result, lang) or result[0])
+        for shown, read, result in zip(written, document.sentences, results, strict=True)
+    ]

@@ -136,6 +136,12 @@ class AndroidStrings:
         self.texts = [s.text for s in self.strings] + [s.text for _, items in self.plurals for s in items.values()]
         self.sentences = [s for text in self.texts for s in text.sentences]
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for text in self.texts for w in text.sentences_as_written]
+
     def rebuilt(self, results: Results) -> bytes:
         check_results(results, self.sentences)
         answers = iter(results)

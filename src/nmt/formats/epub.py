@@ -58,6 +58,14 @@ class EpubDocument:
             for part in (self.package.names(suffix=".opf") if self.target else ())
         }
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [
+            w for page in self.pages.values() for w in page.sentences_as_written
+        ] + self.toc_text.sentences_as_written
+
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The e-book with its chapters and contents translated, all else as it was."""
         check_results(results, self.sentences)

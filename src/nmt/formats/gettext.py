@@ -149,6 +149,12 @@ class GettextCatalog:
                 self.texts.append(MaskedText(entry.msgid_plural, lang))
         self.sentences = [s for text in self.texts for s in text.sentences]
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for text in self.texts for w in text.sentences_as_written]
+
     def rebuilt(self, results: Results) -> bytes:
         """The catalog with each message's msgstr filled and marked fuzzy, the header set for the target."""
         check_results(results, self.sentences)

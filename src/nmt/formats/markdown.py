@@ -195,6 +195,12 @@ class MarkdownDocument:
             log.warning("%s: %d Markdown paragraph(s) kept untranslated: entities or escapes in their text", name, kept)
         self.sentences = [s for inline in self.inlines for s in inline.text.sentences]
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for inline in self.inlines for w in inline.text.sentences_as_written]
+
     def _locate(self, token, first: int, lines_end: int) -> InlineText | None:
         lines = token.content.split("\n")
         start = self.text.find(lines[0], first, lines_end)

@@ -281,6 +281,12 @@ class OfficeDocument:
             if part in self.package.data
         }
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return self.text.sentences_as_written
+
     def rebuilt(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> bytes:
         """The file with each sentence replaced by its translation, every other byte as it was
         where the format allows (parts without text are copied, the styles that name languages too

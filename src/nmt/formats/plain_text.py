@@ -24,5 +24,11 @@ class PlainText:
         self.sentences = self.masked.sentences
         self.codes = self.masked.codes
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return self.masked.sentences_as_written
+
     def rebuilt(self, results: Results) -> bytes:
         return (self.masked.rebuilt(results) + "\n").encode("utf-8")

@@ -77,6 +77,12 @@ class StringTree:
                 self.texts[id(value)] = MaskedText(value, lang)
         self.sentences = [s for text in self.texts.values() for s in text.sentences]
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for text in self.texts.values() for w in text.sentences_as_written]
+
     def fill(self, results: Results) -> None:
         """Each string replaced by its translation, keeping its type (a YAML string keeps its quoting)."""
         check_results(results, self.sentences)
@@ -124,6 +130,12 @@ class JsonResources:
         indent = re.search(r"^[{\[]\s*\n([ \t]+)\S", text)
         self.indent = indent.group(1) if indent else None
         self.newline = text.endswith("\n")
+
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return self.strings.sentences_as_written
 
     def rebuilt(self, results: Results) -> bytes:
         self.strings.fill(results)
@@ -185,6 +197,12 @@ class YamlResources:
         self.name = name
         self.written()  # refused now, before any translation, where the file cannot be written back
         self.sentences = self.strings.sentences
+
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return self.strings.sentences_as_written
 
     def rebuilt(self, results: Results) -> bytes:
         self.strings.fill(results)

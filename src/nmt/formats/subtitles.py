@@ -68,6 +68,12 @@ class Cue:
     def sentences(self) -> list[str]:
         return self.page.sentences if self.page is not None else self.text.sentences
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return (self.page if self.page is not None else self.text).sentences_as_written
+
 
 class Subtitles:
     """A .srt or .vtt file read for translation: `sentences`, then `rebuilt(results)`."""
@@ -100,6 +106,12 @@ class Subtitles:
         if not any("-->" in line for line in self.lines):
             raise DocumentError(f"{name}: no cue timings ('00:00:01,000 --> 00:00:04,000'): not a subtitle file")
         self.sentences = [s for cue in self.cues for s in cue.sentences]
+
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for cue in self.cues for w in cue.sentences_as_written]
 
     def _cue(self, first: int, count: int, lang: str) -> Cue:
         text = " ".join(line.strip() for line in self.lines[first : first + count])

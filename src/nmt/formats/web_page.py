@@ -21,5 +21,11 @@ class WebPage:
         if tag := target_tag(target):
             self.page.name_language(str(tag))
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return self.page.sentences_as_written
+
     def rebuilt(self, results: Results) -> bytes:
         return self.page.rebuilt(results).encode("utf-8")

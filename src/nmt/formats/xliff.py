@@ -70,6 +70,12 @@ class XliffDocument:
             self.plans.append(_Plan([_Source(s, lang, self.ns, name) for s in sources], write))
         self.sentences = [s for plan in self.plans for source in plan.sources for s in source.masked.sentences]
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for plan in self.plans for source in plan.sources for w in source.masked.sentences_as_written]
+
     def rebuilt(self, results: Results) -> bytes:
         """The file with each unit's target written (translations placed around the inline codes),
         its state set, and the target language named."""

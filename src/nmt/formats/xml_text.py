@@ -131,6 +131,12 @@ class XmlBlocks:
         self.blocks = [(block, text) for block, text in read if text.sentences]
         self.sentences = [s for _, text in self.blocks for s in text.sentences]
 
+    @property
+    def sentences_as_written(self) -> list[str]:
+        """Each sentence as the file has it, its placeholders in it (one per sentence): what a
+        reviewer is shown (nmt.quality_report)."""
+        return [w for _, text in self.blocks for w in text.sentences_as_written]
+
     def put_back(self, results: Sequence[tuple[str, list[tuple[int, int]] | None]]) -> None:
         """Each sentence replaced by its translation ((text, word alignment or None) per sentence)."""
         check_results(results, self.sentences)

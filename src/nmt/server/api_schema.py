@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, RootModel
 
 from ..search_settings import MAX_NGRAM
-from .libretranslate import DOWNLOAD_NAME, FILE_FORMATS, MEDIA_TYPES
+from .libretranslate import DOWNLOAD_NAME, FILE_FORMATS, MEDIA_TYPES, NO, YES
 from .requests import TranslateRequest
 from .settings import ServerLimits
 
@@ -107,12 +107,21 @@ class DetectedLanguage(BaseModel):
     language: str
 
 
+class TextQuality(BaseModel):
+    """nmt's "quality" of a translated text (libretranslate.text_quality): null on both where the memory
+    answered it; doubtful null where the model has no calibration."""
+
+    score: float | None  # the least sure sentence's score (nmt.quality): 0 is certain
+    doubtful: bool | None
+
+
 class LibreTranslation(BaseModel):
     """POST /translate's answer: one text, or a list where q was a list (and so for the others)."""
 
     translatedText: str | list[str]  # noqa: N815 - LibreTranslate's field names
     detectedLanguage: DetectedLanguage | list[DetectedLanguage] | None = None  # noqa: N815 - where source was auto
     alternatives: list[str] | list[list[str]] | None = None
+    quality: TextQuality | list[TextQuality] | None = None  # nmt's own, where the call sent quality=true
 
 
 class Language(BaseModel):
@@ -230,8 +239,21 @@ def libretranslate_fields(
             "format": or_none({"type": "string", "enum": ["text", "html"]}, json),
             "alternatives": or_none({"type": "integer", "maximum": 4}, json),  # a negative count is none
             "api_key": or_none({"type": "string"}, json),
+            # nmt's own: each text's quality in the answer. A form sends a word for yes or no, and
+            # JSON may too (libretranslate.yes_or_no); any other value is a 400
+            "quality": {"anyOf": [{"type": "boolean"}, {"type": "null"}, YES_OR_NO]} if json else YES_OR_NO,
         },
     }
+
+
+# libretranslate.yes_or_no's words, in any case, spaces around: JSON Schema's patterns (ECMA-262)
+# have no flag for case, so each letter is a class of both
+YES_OR_NO = {
+    "type": "string",
+    "pattern": r"^\s*(?:"
+    + "|".join("".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else c for c in word) for word in (*YES, *NO) if word)
+    + r")?\s*$",
+}
 
 
 def or_none(schema: dict[str, Any], json: bool) -> dict[str, Any]:
