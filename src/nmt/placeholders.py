@@ -164,7 +164,8 @@ class MaskedText:
             mine = [next(answers) for _ in line.paragraph.sentences]
             if not line.codes:  # nothing to place: the spacing between sentences kept exactly
                 words = without_codes(line.paragraph.rebuilt([text for text, _ in mine]), in_plural=self.in_plural)
-                words = CODE_MAKERS.sub("", words) if bare else words  # an ICU message's "{" may lose its "}"
+                # an ICU message's "{" may lose its "}"; each a space, not nothing (see MaskedNodes._joined)
+                words = CODE_MAKERS.sub(" ", words) if bare else words
                 out.append(words if escape is None else escape(words))
                 continue
             pieces = placed_texts(line.pieces, line.paragraph, mine) if mine else line.pieces
@@ -178,7 +179,7 @@ class MaskedText:
                     if apart and k < len(line.codes) and piece[-1:] not in " ":
                         piece += " "
                 if bare and CODE_MAKERS.search(piece):  # the source's own text too: its "{" may lose its "}"
-                    piece = CODE_MAKERS.sub("", piece) or " "  # what is left between two codes still parts them
+                    piece = CODE_MAKERS.sub(" ", piece)  # a space each: nothing closes up into a URL
                 out.append(piece)
                 if k < len(line.codes):
                     for part in line.codes[k].parts:
