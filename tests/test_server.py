@@ -678,9 +678,13 @@ def test_scores_and_alignments_are_given_when_asked(client, translator):
     assert first["token_probs"] == pytest.approx(ours.token_probs, abs=1e-4)
     assert first["word_scores"] == pytest.approx(ours.word_scores, abs=1e-4) and len(first["word_scores"]) > 0
     assert first["alignment"] == " ".join(f"{i}-{j}" for i, j in ours.alignment)
+    quality = first["quality"]  # the sentence's score is its words' mean, as --qe and LibreTranslate give it
+    assert quality["words"] == first["word_scores"] and quality["doubtful"] == ours.doubtful
+    assert quality["score"] == pytest.approx(sum(ours.word_scores) / len(ours.word_scores), abs=1e-4)
     assert (empty["confidence"], empty["token_probs"], empty["alignment"]) == (0.0, [], "")
+    assert empty["quality"] == {"score": 0.0, "doubtful": empty.get("doubtful"), "words": []}
     plain = client.post("/translate", json={"text": ["Ein Hund rennt."]}).json()["translations"][0]
-    assert not {"confidence", "token_probs", "word_scores", "alignment"} & set(plain)  # only when asked
+    assert not {"confidence", "token_probs", "word_scores", "quality", "alignment"} & set(plain)  # only when asked
 
 
 def test_a_client_that_leaves_mid_body_is_counted_and_logs_no_error(capfd):

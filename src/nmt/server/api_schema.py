@@ -47,6 +47,15 @@ class MemoryOffer(BaseModel):
     score: float
 
 
+class QualityOut(BaseModel):
+    """A scored sentence's quality: its score (the mean of its words' scores), the flag of the model's
+    calibration (null without one) and each word's score."""
+
+    score: float
+    doubtful: bool | None
+    words: list[float]
+
+
 class TranslationOut(BaseModel):
     """One text's translation; the optional fields where the request asked for them (requests.translation_json)."""
 
@@ -57,6 +66,7 @@ class TranslationOut(BaseModel):
     token_probs: list[float] | None = None
     word_scores: list[float] | None = None
     doubtful: bool | None = None
+    quality: QualityOut | None = None
     alignment: str | None = None  # Pharaoh format: "0-0 1-2"
     attention: AttentionOut | None = None
     origin: Literal["memory", "model"] | None = None  # where the server has a translation memory

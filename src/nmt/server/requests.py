@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect
 
 from ..alignment import pharaoh, word_attention
 from ..memory import MemoryMatch
+from ..quality import sentence_score
 from ..search_settings import API_SEARCH_FIELDS, SEARCH_FIELD_INFO
 from ..tokenizer import EOS
 from ..translator import Translation
@@ -231,6 +232,10 @@ def translation_json(translation: Translation, *, attention: bool) -> dict[str, 
         out["confidence"] = round(translation.confidence, 4)
         out["token_probs"] = [round(p, 4) for p in translation.token_probs or []]
         out["word_scores"] = [round(s, 4) for s in translation.word_scores or []]
+        # The sentence's quality in one object, as `nmt translate --qe` and LibreTranslate's "quality"
+        # give it: its score (the mean of its words'), the flag (null without a calibration), the words'.
+        score = sentence_score(translation.word_scores or [])
+        out["quality"] = {"score": round(score, 4), "doubtful": translation.doubtful, "words": out["word_scores"]}
     if translation.doubtful is not None:  # the model has a quality calibration (nmt calibrate)
         out["doubtful"] = translation.doubtful
     if translation.alignment is not None:
