@@ -43,6 +43,12 @@ class Rule:
 
     test: Callable[[Any], bool]
     says: str  # completes "train.clip_norm must be ...", e.g. "> 0"
+    bounds: tuple[float, float] | None = None  # (low, high), both allowed, where the rule is a range
+
+
+def between(low: float, high: float) -> Rule:
+    """low <= value <= high, with its bounds for the edges that state them (an OpenAPI description)."""
+    return Rule(lambda v: low <= v <= high, f"between {low} and {high}", (low, high))
 
 
 def at_least(low: float) -> Rule:

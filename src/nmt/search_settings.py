@@ -19,16 +19,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from .config_checks import ConfigError, Rule, at_least, check_fields, one_of
+from .config_checks import ConfigError, Rule, at_least, between, check_fields, one_of
 
 # Far wider than useful (Vaswani et al. use 4): every step ranks 2 * beam candidates per sentence, so
 # a typo like beam 1000 is refused at once instead of running slowly or failing deep in the search.
 MAX_BEAM = 256
-BEAM = Rule(lambda v: 1 <= v <= MAX_BEAM, f"between 1 and {MAX_BEAM}")
+BEAM = between(1, MAX_BEAM)
 # Longer than any output the length limits allow (3 or 4 is usual), and within what every engine
 # takes: CTranslate2 reads the size as a C size_t and fails on a larger number with a TypeError.
 MAX_NGRAM = 1024
-NGRAM = Rule(lambda v: 0 <= v <= MAX_NGRAM, f"between 0 and {MAX_NGRAM}")
+NGRAM = between(0, MAX_NGRAM)
 # How beam search ranks finished hypotheses: GNMT's ((5 + len) / 6)^alpha, or len^alpha (transformers').
 LENGTH_NORMALIZATIONS = ("gnmt", "average")
 

@@ -18,7 +18,7 @@ from fastapi import Path
 from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, RootModel
 
-from ..search_settings import MAX_NGRAM
+from ..search_settings import API_SEARCH_FIELDS, SearchSettings
 from .libretranslate import DOWNLOAD_NAME, FILE_FORMATS, MEDIA_TYPES, NO, YES
 from .requests import TranslateRequest
 from .settings import ServerLimits
@@ -216,10 +216,12 @@ def nmt_request(
     schema = TranslateRequest.model_json_schema()
     properties = schema["properties"]
     properties["text"] = texts_schema(limits)
-    properties["beam"] = {"anyOf": [{"type": "integer", "minimum": 1, "maximum": limits.max_beam}, {"type": "null"}]}
-    properties["no_repeat_ngram_size"] = {
-        "anyOf": [{"type": "integer", "minimum": 0, "maximum": MAX_NGRAM}, {"type": "null"}]
-    }
+    for name in API_SEARCH_FIELDS:  # each ranged integer setting with its declared range
+        rule = SearchSettings.RULES.get(name)
+        if rule is not None and rule.bounds is not None and {"type": "integer"} in properties[name].get("anyOf", []):
+            low, high = rule.bounds
+            high = limits.max_beam if name == "beam" else high  # this server's own, narrower bound
+            properties[name] = {"anyOf": [{"type": "integer", "minimum": low, "maximum": high}, {"type": "null"}]}
     for name, codes in (("source_lang", sources), ("target_lang", targets)):
         properties[name] = {"anyOf": [{"type": "string", "enum": codes}, {"type": "null"}]}
     for name, given in available.items():
