@@ -41,3 +41,18 @@ def timed(fn, repeats: int) -> list[float]:
 
 def median(values: list[float]) -> float:
     return statistics.median(values)
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and all its descendants (nmt's worker processes), from /proc."""
+    total, pending = 0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            status = Path(f"/proc/{current}/status").read_text()
+            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pending += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError, StopIteration):  # it exited meanwhile
+            continue
+    return total

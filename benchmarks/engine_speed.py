@@ -40,7 +40,7 @@ from nmt.inference.export_ctranslate2 import export_ctranslate2, require_ctransl
 from nmt.inference.packed_linear import unpack_output_projection
 from nmt.translator import Translator
 
-from common import load_multi30k, median, timed
+from common import load_multi30k, median, timed, tree_rss_kib
 
 
 def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str, workers: int):
@@ -64,21 +64,6 @@ def direct_ctranslate2(ct2_dir: Path, translator: Translator, compute_type: str,
         return [translator.tgt_tokenizer.decode([tgt_ids[p] for p in r.hypotheses[0]]) for r in results]
 
     return translate
-
-
-def tree_rss_kib(pid: int) -> int:
-    """Resident memory of a process and all its descendants (nmt's worker processes), from /proc."""
-    total, pending = 0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            status = Path(f"/proc/{current}/status").read_text()
-            total += next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:"))
-            for task in Path(f"/proc/{current}/task").iterdir():
-                pending += [int(child) for child in (task / "children").read_text().split()]
-        except (FileNotFoundError, ProcessLookupError, StopIteration):  # it exited meanwhile
-            continue
-    return total
 
 
 def peak_memory_mib(command: list[str], stdin_path: Path) -> float:

@@ -28,6 +28,8 @@ from pathlib import Path
 import httpx
 from server_load import percentile_ms, run_load
 
+from common import tree_rss_kib
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
 from replicas import Deployment  # noqa: E402 - deploy/ is not a package
 
@@ -43,21 +45,6 @@ class PhaseResult:
     p99_ms: float
     cache_hits: int
     rss_mib: str  # each replica's, "a / b"
-
-
-def process_tree_rss_mib(pid: int) -> float:
-    """Resident memory of a process and its descendants (Linux /proc), in MiB."""
-    total, pending = 0.0, [pid]
-    while pending:
-        current = pending.pop()
-        try:
-            status = Path(f"/proc/{current}/status").read_text()
-            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
-        except OSError:  # it has exited meanwhile
-            continue
-        total += next((int(line.split()[1]) / 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-        pending += [int(child) for child in children]
-    return total
 
 
 def cache_hits(deployment: Deployment) -> int:
@@ -94,7 +81,7 @@ def measure(args: argparse.Namespace, replicas: int, sentences: list[str]) -> li
                     beam=args.beam,
                 )
                 sent = sent[: len(latencies) + failed]  # what the search phase reached is what hits
-                rss = " / ".join(f"{process_tree_rss_mib(r.process.pid):.0f}" for r in deployment.started)
+                rss = " / ".join(f"{tree_rss_kib(r.process.pid) / 1024:.0f}" for r in deployment.started)
                 rows.append(
                     PhaseResult(
                         replicas,

@@ -105,7 +105,7 @@ def beam_search(
     distinct; the vocabulary needs at least 2 * beam_size tokens.
     limits, use_cache, return_attention, vocabulary and allowed as in `greedy_search`. An empty batch gives [].
 
-    Long (about 105 lines) on purpose: one function, read top to bottom as one step of the search.
+    Long (nearly 100 lines) on purpose: one function, read top to bottom as one step of the search.
     The per-sentence tensors (scores, rows, room, max_len, best_finished) change together at every
     step and shrink together when sentences finish; split into helpers, each step would pass them
     all back and forth. The steps that stand alone (beam_step, ended_candidates, live_positions,
@@ -116,16 +116,8 @@ def beam_search(
     batch, k = src.size(0), beam_size
     if batch == 0:
         return []
-    # One row per sentence until the first step.
-    state = SearchState.start(
-        model,
-        src,
-        use_cache=use_cache,
-        return_attention=return_attention,
-        vocabulary=vocabulary,
-        allowed=allowed,
-        limits=limits,
-    )
+    options = dict(use_cache=use_cache, return_attention=return_attention, vocabulary=vocabulary, allowed=allowed)
+    state = SearchState.start(model, src, limits=limits, **options)  # one row per sentence until the first step
     max_len = limits.max_steps(state.src_lengths)  # (active,)
     sentence = torch.arange(batch, device=src.device)  # (active,) input position of each sentence
     room = torch.full((batch,), k, device=src.device)  # (active,) finished hypotheses still wanted
