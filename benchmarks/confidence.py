@@ -21,6 +21,8 @@ score averaged over N teacher-forced passes with the model's dropout on (nmt's e
 seconds the search, the one scoring pass and the N passes each took (indicative: one run).
 
     python benchmarks/confidence.py --model runs/ted_pt_en_q --test ted_hrlr:test:pt-en [--beam 5] [--qe-passes 10]
+    python benchmarks/confidence.py --model runs/ted_pt_en_q \
+        --files ../shared/data/tico19/pt_BR-en/test.pt.gz ../shared/data/tico19/pt_BR-en/test.en.gz
 """
 
 from __future__ import annotations
@@ -95,21 +97,28 @@ def mc_dropout_scores(translator, sources: list[str], found, passes: int, pretok
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--test", required=True, help="corpus:split:src-tgt, e.g. ted_hrlr:test:pt-en")
+    test = parser.add_mutually_exclusive_group(required=True)
+    test.add_argument("--test", help="corpus:split:src-tgt, e.g. ted_hrlr:test:pt-en")
+    test.add_argument(
+        "--files", nargs=2, metavar=("SRC", "REF"), help="sources and references, a sentence a line (.gz read too)"
+    )
     parser.add_argument("--beam", type=int, default=None)
     parser.add_argument("--limit", type=int, default=None, help="the first N sentences only")
     parser.add_argument("--qe-passes", type=int, default=1, help="also MC dropout over N passes (N > 1)")
+    parser.add_argument("--dump", default=None, metavar="FILE", help="also each sentence's scores, as JSON lines")
     args = parser.parse_args()
 
     from nmt.data.corpus import read_parallel
     from nmt.data.registry import is_pretokenized, parallel_files
     from nmt.translator import Translator
 
-    corpus, split, pair = args.test.split(":")
-    src_lang, tgt_lang = pair.split("-")
-    pairs = list(read_parallel(*parallel_files(corpus, split, src_lang, tgt_lang)))[: args.limit]
+    if args.files:  # running text (e.g. TICO-19), as users write it
+        files, pretokenized = args.files, False
+    else:
+        corpus, split, pair = args.test.split(":")
+        files, pretokenized = parallel_files(corpus, split, *pair.split("-")), is_pretokenized(corpus)
+    pairs = list(read_parallel(*files))[: args.limit]
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    pretokenized = is_pretokenized(corpus)
     translator = Translator.load(args.model, engine="torch" if args.qe_passes > 1 else "auto")
     start = time.perf_counter()
     found = translator.translate_detailed(sources, beam=args.beam, scores=True, pretokenized=pretokenized)
@@ -125,7 +134,8 @@ def main() -> None:
     if args.qe_passes > 1:
         scores["mc_dropout"], more = mc_dropout_scores(translator, sources, found, args.qe_passes, pretokenized)
         seconds |= more
-    result: dict = {"model": args.model, "test": args.test, "sentences": len(sources), "qe_passes": args.qe_passes}
+    result: dict = {"model": args.model, "test": args.test or args.files, "sentences": len(sources)}
+    result["qe_passes"] = args.qe_passes
     for name, score in scores.items():
         order = np.argsort(score, kind="stable")
         result[name] = {
@@ -142,6 +152,12 @@ def main() -> None:
             "worst_10pct_flagged": round(sum(flags[i] for i in worst) / tenth, 3),
         }
     result["words"] = word_level(found, references)
+    if args.dump:
+        with open(args.dump, "w", encoding="utf-8") as out:
+            for i, (source, best, reference) in enumerate(zip(sources, found, references, strict=True)):
+                row = {"source": source, "text": best[0].text, "reference": reference, "chrf": float(chrf[i])}
+                row |= {name: float(score[i]) for name, score in scores.items()}
+                out.write(json.dumps(row | {"word_scores": best[0].word_scores}, ensure_ascii=False) + "\n")
     result["corpus_chrf"] = round(sacrebleu.corpus_chrf(texts, [references]).score, 2)
     result["seconds"] = {name: round(value, 2) for name, value in seconds.items()}
     print(json.dumps(result))
