@@ -125,7 +125,10 @@ def test_resume_before_the_first_checkpoint_does_not_repeat_records(overrides, t
 
 def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_weights(overrides, tmp_path):
     """A few kills at random moments of a real `nmt train` process, each followed by --resume."""
-    steps = 30
+    # A checkpoint every step: 12 steps give the kills 12 of each moment (a step, a validation, a
+    # checkpoint's writes, the pruning of the one before) to land in, and each process's start-up
+    # (the same however many steps) is most of a run.
+    steps = 12
     sets = [
         x
         for o in overrides + QUIET + [f"train.max_steps={steps}", "train.valid_every=1", "train.keep_last=1"]
