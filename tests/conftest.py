@@ -2,6 +2,7 @@
 
 import gzip
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -115,13 +116,26 @@ def tiny_corpus(tmp_path_factory, multi30k_dir) -> Path:
 def overrides(tiny_corpus, tmp_path, monkeypatch) -> list[str]:
     """--set overrides for a tiny training run on tiny_corpus, with its own data cache."""
     monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
+    return tiny_training(tiny_corpus)
+
+
+def tiny_training(corpus: Path) -> list[str]:
+    """The overrides of the `overrides` fixture, for a module's fixture (which sets its own NMT_DATA_HOME)."""
     files = [
-        f"data.train_src={tiny_corpus / 'train.de'}",
-        f"data.train_tgt={tiny_corpus / 'train.en'}",
-        f"data.valid_src={tiny_corpus / 'val.de'}",
-        f"data.valid_tgt={tiny_corpus / 'val.en'}",
+        f"data.train_src={corpus / 'train.de'}",
+        f"data.train_tgt={corpus / 'train.en'}",
+        f"data.valid_src={corpus / 'val.de'}",
+        f"data.valid_tgt={corpus / 'val.en'}",
     ]
     return TINY_TRAINING + files
+
+
+@contextmanager
+def own_data_home(folder: Path):
+    """NMT_DATA_HOME set to `folder` for a module's fixture (monkeypatch is a test's alone)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NMT_DATA_HOME", str(folder))
+        yield
 
 
 # --- Marian models (tests/marian_models.py), shared by the import tests of both Marian formats ----------

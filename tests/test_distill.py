@@ -29,8 +29,16 @@ from nmt.translator import Translator
 from conftest import TINY_TRAINING
 
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.processes=1"]
-# a greedy student, as the shipped student configs: distill chooses its precision alone
-CHOOSE_PRECISION = ["train.tune_decoding=true", "train.tune_min_bleu=0", "decode.beam=1"]
+# a greedy student, as the shipped student configs: distill chooses its precision alone. A
+# two-step student never ends a sentence: capped at 5 pieces, each precision's timed passes over
+# the validation set take a second, not a minute (bf16 on nmt's engine, where the CPU has AMX).
+CHOOSE_PRECISION = [
+    "train.tune_decoding=true",
+    "train.tune_min_bleu=0",
+    "decode.beam=1",
+    "decode.max_len_a=0",
+    "decode.max_len_b=5",
+]
 
 
 def fake_teacher(batch):
@@ -309,12 +317,25 @@ def test_more_hypotheses_than_the_beam_finds_are_refused_before_anything_is_writ
 EN_XX = "data.pairs=[multi30k:en-de:60, multi30k:en-fr:40]"
 
 
+@pytest.fixture(scope="module")
+def en_xx_teacher_and_data(tmp_path_factory):
+    """(A one-to-many teacher (>>de<< and >>fr<< tokens), two steps on capped pairs; its data home).
+    Built once for the module: the tests only read it, and training it took half a minute each."""
+    root = tmp_path_factory.mktemp("en_xx")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NMT_DATA_HOME", str(root / "data_home"))
+        teacher = root / "teacher"
+        # on the CPU by name: a module's fixture is built before conftest hides the GPU
+        sets = [*TINY_TRAINING, *QUIET, EN_XX, "train.max_steps=2", "train.device=cpu"]
+        train(load_config(None, sets), teacher, progress_bar=False)
+    return teacher, root / "data_home"
+
+
 @pytest.fixture
-def en_xx_teacher(tmp_path, monkeypatch):
-    """A one-to-many teacher (>>de<< and >>fr<< tokens), two steps on capped pairs."""
-    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "data_home"))
-    teacher = tmp_path / "teacher"
-    train(load_config(None, [*TINY_TRAINING, *QUIET, EN_XX, "train.max_steps=2"]), teacher, progress_bar=False)
+def en_xx_teacher(en_xx_teacher_and_data, monkeypatch):
+    """The module's one-to-many teacher, its data home this test's (where its students find the pairs)."""
+    teacher, data_home = en_xx_teacher_and_data
+    monkeypatch.setenv("NMT_DATA_HOME", str(data_home))
     return teacher
 
 

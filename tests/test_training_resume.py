@@ -22,6 +22,8 @@ from nmt.config import load_config
 from nmt.model_dir import read_metrics
 from nmt.training.run import train
 
+from conftest import own_data_home, tiny_training
+
 QUIET = ["train.valid_bleu_sentences=0", "train.best_metric=loss", "train.tune_decoding=false"]
 
 
@@ -40,12 +42,14 @@ def assert_same_weights(a_dir, b_dir, step):
     assert (a_dir / "checkpoints" / name).read_bytes() == (b_dir / "checkpoints" / name).read_bytes()
 
 
-@pytest.fixture
-def reference(overrides, tmp_path):
-    """An uninterrupted 6-step run with a checkpoint every 2 steps."""
-    model_dir = tmp_path / "reference"
-    run(overrides, model_dir, 6, "train.valid_every=2")
-    return model_dir
+@pytest.fixture(scope="module")
+def reference(tiny_corpus, tmp_path_factory):
+    """An uninterrupted 6-step run with a checkpoint every 2 steps, trained once for the module
+    (the tests only read it), on the CPU by name: a module's fixture is built before conftest hides the GPU."""
+    root = tmp_path_factory.mktemp("reference")
+    with own_data_home(root / "data_home"):
+        run(tiny_training(tiny_corpus), root / "reference", 6, "train.valid_every=2", "train.device=cpu")
+    return root / "reference"
 
 
 def test_orphan_newer_checkpoint_with_keep_last_1_resumes(overrides, tmp_path, reference, monkeypatch):
@@ -121,7 +125,10 @@ def test_resume_before_the_first_checkpoint_does_not_repeat_records(overrides, t
 
 def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_weights(overrides, tmp_path):
     """A few kills at random moments of a real `nmt train` process, each followed by --resume."""
-    steps = 30
+    # A checkpoint every step: 12 steps give the kills 12 of each moment (a step, a validation, a
+    # checkpoint's writes, the pruning of the one before) to land in, and each process's start-up
+    # (the same however many steps) is most of a run.
+    steps = 12
     sets = [
         x
         for o in overrides + QUIET + [f"train.max_steps={steps}", "train.valid_every=1", "train.keep_last=1"]

@@ -12,14 +12,20 @@ from nmt.training.loss import teacher_forced_states
 from nmt.training.run import build_trainer, continues_after_restart, train
 from nmt.training.validation import validation_loss
 
+from conftest import own_data_home, tiny_training
+
 SHORT = ["train.valid_every=100", "train.valid_bleu_sentences=0", "train.best_metric=loss"]
 
 
-@pytest.fixture
-def trained(overrides, tmp_path):
-    model_dir = tmp_path / "parent"
-    train(load_config(None, overrides + SHORT + ["train.max_steps=6"]), model_dir, progress_bar=False)
-    return model_dir
+@pytest.fixture(scope="module")
+def trained(tiny_corpus, tmp_path_factory):
+    """The parent of the fine-tuning tests, trained once for the module: they only read it."""
+    root = tmp_path_factory.mktemp("parent")
+    with own_data_home(root / "data_home"):
+        # on the CPU by name: a module's fixture is built before conftest hides the GPU
+        sets = tiny_training(tiny_corpus) + SHORT + ["train.max_steps=6", "train.device=cpu"]
+        train(load_config(None, sets), root / "parent", progress_bar=False)
+    return root / "parent"
 
 
 def test_fine_tuning_starts_with_the_parents_loss_on_its_own_data(overrides, trained, tmp_path):

@@ -140,6 +140,10 @@ def test_sigterm_saves_and_exits_cleanly_then_resumes(overrides, tmp_path):
             "train.valid_every=100000",
             "train.valid_bleu_sentences=0",
             "train.best_metric=loss",
+            # A few steps' model never ends a sentence: 5 pieces each keep the tuning at the end
+            # (a beam per alpha, then each precision twice over the validation set) to seconds.
+            "decode.max_len_a=0",
+            "decode.max_len_b=5",
         ]
         for x in ("--set", o)
     ]
