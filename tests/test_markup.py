@@ -295,3 +295,18 @@ def test_placeholders_in_a_pages_text_are_placed_as_tags_and_never_read():
     start = time.perf_counter()
     page = HtmlPage(many, "de", codes=CODE)
     assert len(page.codes) == 30_000 and time.perf_counter() - start < 20
+
+
+def test_a_page_with_a_marked_section_the_parser_rejects_is_read():
+    """Found by fuzzing (fuzz/fuzz_html_page.py): Python's html.parser rejects a whole page at an
+    unknown `<![keyword[`, and that escaped as Beautiful Soup's ParserRejectedMarkup."""
+    from nmt.markup import page_text, translate_html
+
+    html = "<p>Ein Mann <![document[]> <b>fährt</b> Rad.</p><script>var s = '<![x[';</script>"
+    out = translate_html(html, lambda sentences: [(s.upper(), None) for s in sentences], lang="de")
+    assert (
+        "MANN" in out and "FÄHRT" in out and "<!--[document[]-->" in out
+    )  # a comment up to the `>`, as browsers read it
+    assert "var s = '<![x[';" in out  # a script's text is not the page's: kept as it was
+    assert tag_tree(out)[2] == [("p", {}, [("b", {}, [])]), ("script", {}, [])]
+    assert "Ein Mann" in page_text(html)

@@ -25,6 +25,7 @@ from html import escape as html_escape
 
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import Doctype, PreformattedString
+from bs4.exceptions import ParserRejectedMarkup
 from bs4.formatter import HTMLFormatter
 
 from .documents import Paragraph
@@ -214,9 +215,28 @@ def replace_strings(changed: list[tuple[NavigableString, str]]) -> None:
         parent.insert(at, NavigableString(new))
 
 
+# `<![` opens a marked section only before one of these keywords; Python's html.parser rejects the
+# whole page at any other (`<![document[`), where browsers read a comment up to the next `>`. Scripts
+# and styles are matched first only to be kept: their text is not markup.
+_UNKNOWN_MARKED_SECTION = re.compile(
+    r"(<(script|style)\b.*?</\2\s*>)|<!\[(?!(?:temp|cdata|ignore|include|rcdata|if|else|endif)(?![-_.a-z0-9]))([^>]*)(?:>|$)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def parsed(html: str) -> BeautifulSoup:
+    """The page as Python's html.parser reads it. A page it rejects (a marked section it does not
+    know) is read with each such section made the comment a browser reads, so that any page is read."""
+    try:
+        return BeautifulSoup(html, "html.parser")
+    except ParserRejectedMarkup:
+        as_comments = _UNKNOWN_MARKED_SECTION.sub(lambda m: m[1] or f"<!--[{m[3]}-->", html)
+        return BeautifulSoup(as_comments, "html.parser")
+
+
 def page_text(html: str) -> str:
     """The text a reader of the page sees (for language identification)."""
-    return " ".join(block.text.strip() for block in blocks_of(BeautifulSoup(html, "html.parser")))
+    return " ".join(block.text.strip() for block in blocks_of(parsed(html)))
 
 
 @dataclass
@@ -360,7 +380,7 @@ class HtmlPage:
         """codes: text the model must not see (a page's placeholders: nmt.placeholders.CODE): each
         match in the text becomes an empty element of its own, so it is placed by alignment as a
         tag is, and is written back as it was."""
-        self.soup = BeautifulSoup(html, "html.parser")
+        self.soup = parsed(html)
         self.formatter = AsWritten(self_closing=bool(_SELF_CLOSED.search(html)))
         self.blocks = blocks_of(self.soup)
         self.after_code: set[int] = set()  # text nodes right after a code: words moved there get a space
