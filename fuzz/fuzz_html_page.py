@@ -22,7 +22,7 @@ with atheris.instrument_imports(include=instrumented("nmt", "bs4")):
 def tags(html: str) -> list[tuple[str, tuple[tuple[str, str], ...], int]]:
     """The page's tags in document order, each with its attributes and how many tags it holds (which
     fixes the tree), without any text; walked without recursion (a page may nest thousands deep)."""
-    soup = parsed(html)  # as nmt reads pages: one html.parser rejects, with its `<![` as text
+    soup = parsed(html)  # as nmt reads pages, so a page html.parser alone rejects is read too
     return [
         (
             tag.name,
