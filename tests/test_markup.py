@@ -310,3 +310,28 @@ def test_a_page_with_a_marked_section_the_parser_rejects_is_read():
     assert "var s = '<![x[';" in out  # a script's text is not the page's: kept as it was
     assert tag_tree(out)[2] == [("p", {}, [("b", {}, [])]), ("script", {}, [])]
     assert "Ein Mann" in page_text(html)
+
+
+def test_an_element_whose_end_tag_reads_as_another_is_written_so_that_it_reads_back_the_same():
+    """Found by fuzzing (fuzz/fuzz_html_page.py; the three inputs reduced to these): html.parser reads
+    a start tag's name up to a space, "/" or ">", but an end tag's name stops at a control character,
+    so `</b\\x1e>` reads as `</b>`. Written back as `<b\\x1e></b\\x1e>`, an empty `<b\\x1e/>` held all
+    that followed it; one holding text closed the wrong element."""
+    from nmt.markup import closes_itself
+
+    assert not closes_itself("b\x1e") and not closes_itself("h\x00ad") and closes_itself("b") and closes_itself("x-y")
+    pages = [
+        "<b\x1e/><b>Ein Mann</b>",  # the fuzzer's three inputs, reduced
+        "<p>Ein<b\x1e/>Mann <i>fährt</i> Rad.</p>",
+        "<div><b><p>Ein <b\x1e>Mann</p> fährt</b> Rad.</div>",  # closed by its parent's end tag
+        '<p>Ei<p>Ein<b\x1e/>n<b<p>Ein<br/>.png" alt="x"/>.</p\x00\x00\x00\x00p>Eyn<br/>Hund <img src="a\x00\x00'
+        '\x00rad">rotes <i>Fahrrad</i></a>. Er@ ist müde!r</p>\n  <ul><li>Eins</li><li>Zwei <sp\x00\x00\x00\x00',
+    ]
+    for html in pages:
+        for translate in (lambda ss: [(s, None) for s in ss], upper):
+            out = translate_html(html, translate, lang="de")
+            assert tag_tree(out) == tag_tree(html), (html, out)
+            # and each text where it was: the words of each element, the element's own
+            assert [t.upper() for t in texts_of(out, "b\x1e")] == [t.upper() for t in texts_of(html, "b\x1e")]
+    out = translate_html(pages[1], upper, lang="de")
+    assert out == "<p>EIN<b\x1e/>MANN <i>FÄHRT</i> RAD.</p>"

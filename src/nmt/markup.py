@@ -21,7 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from html import escape as html_escape
+from html.parser import HTMLParser
 
 from bs4 import BeautifulSoup, NavigableString, PageElement, Tag
 from bs4.element import Doctype, PreformattedString
@@ -228,10 +230,42 @@ def parsed(html: str) -> BeautifulSoup:
     """The page as Python's html.parser reads it. A page it rejects (a marked section it does not
     know) is read with each such section made the comment a browser reads, so that any page is read."""
     try:
-        return BeautifulSoup(html, "html.parser")
+        soup = BeautifulSoup(html, "html.parser")
     except ParserRejectedMarkup:
         as_comments = _UNKNOWN_MARKED_SECTION.sub(lambda m: m[1] or f"<!--[{m[3]}-->", html)
-        return BeautifulSoup(as_comments, "html.parser")
+        soup = BeautifulSoup(as_comments, "html.parser")
+    for tag in soup.find_all(True):
+        if not closes_itself(tag.name):
+            _write_without_end_tag(tag)
+    return soup
+
+
+@lru_cache(maxsize=4096)
+def closes_itself(name: str) -> bool:
+    """Whether the parser reads the end tag `</name>` as the end of `name`. A start tag's name runs
+    to the first space, "/" or ">", but an end tag's name stops at other characters too: html.parser
+    reads "</b\x1e>" as "</b>", so an element <b\x1e> can only be closed by its parent's end tag."""
+    ends: list[str] = []
+    parser = HTMLParser(convert_charrefs=False)
+    parser.handle_endtag = ends.append  # type: ignore[method-assign]
+    parser.feed(f"</{name}>")
+    parser.close()
+    return ends == [name]
+
+
+def _write_without_end_tag(tag: Tag) -> None:
+    """Write an element whose end tag would be read as another one as the parser can read it back:
+    empty, as "<name/>"; holding something, without an end tag, which the parser did not need either
+    (such an element is closed by its parent's end tag or the page's end, after its last child)."""
+    format_tag = tag._format_tag  # Beautiful Soup writes each start and end tag through this method
+
+    def written(eventual_encoding, formatter, opening=True):
+        if not opening:
+            return ""
+        start = format_tag(eventual_encoding, formatter, opening=True)
+        return start if tag.contents or start.endswith("/>") else start[:-1] + "/>"
+
+    tag._format_tag = written
 
 
 def page_text(html: str) -> str:
