@@ -104,3 +104,35 @@ def test_a_tmx_file_is_training_data_for_its_two_languages_named(tmp_path):
     bad = split_files(DataConfig(corpus=None, train_src=bad_file, valid_src=bad_file), "train")
     with pytest.raises(CorpusError, match=r"bad\.tmx: declares a DTD of its own"):
         list(bad.pairs())
+
+
+def test_a_capped_direction_encodes_only_its_rows_and_gets_the_ids_of_encoding_all(tmp_path, monkeypatch):
+    """encode_split(rows=...) reads every pair but encodes only the rows asked for (a direction
+    capped at 300 of 29,000 pairs encoded all 29,000 before), and its ids are those rows of the
+    whole split's; a row past the last pair is none, and rows are their own cache entry."""
+    import numpy as np
+
+    from nmt.tokenizer import TokenizerConfig, save_tokenizers, train_tokenizers
+    from nmt.training.datasets import encode_split
+
+    monkeypatch.setenv("NMT_DATA_HOME", str(tmp_path / "home"))
+    src, tgt = tmp_path / "train.de", tmp_path / "train.en"
+    src.write_text("".join(f"ein Hund {i} läuft\n" for i in range(50)), encoding="utf-8")
+    tgt.write_text("".join(f"a dog {i} runs\n" for i in range(50)), encoding="utf-8")
+    src_tok, tgt_tok = train_tokenizers(
+        src.read_text().split("\n"), tgt.read_text().split("\n"), TokenizerConfig(vocab_size=400)
+    )
+    save_tokenizers(src_tok, tgt_tok, tmp_path)
+    files = CorpusFiles(src, tgt)
+    encoded = []
+    for tok in {id(t): t for t in (src_tok, tgt_tok)}.values():  # count what is encoded (joint: one tokenizer)
+        monkeypatch.setattr(
+            tok, "encode_batch", lambda texts, _real=tok.encode_batch: encoded.append(len(texts)) or _real(texts)
+        )
+    rows = np.array([3, 7, 8, 41, 60])  # 60: past the last pair
+    some = encode_split(files, src_tok, tgt_tok, tmp_path, rows=rows)
+    assert sum(encoded) == 2 * 4  # 4 pairs, each side once
+    whole = encode_split(files, src_tok, tgt_tok, tmp_path)
+    assert len(some) == 4 and sequences(some) == sequences(whole.take(np.array([3, 7, 8, 41])))
+    again = encode_split(files, src_tok, tgt_tok, tmp_path, rows=rows[:2])
+    assert sequences(again) == sequences(whole.take(rows[:2]))  # not the 4 rows' cache entry

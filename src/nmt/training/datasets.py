@@ -271,17 +271,30 @@ def encode_split(
     tgt_tok: SubwordTokenizer,
     tokenizer_dir: Path,
     *,
+    rows: np.ndarray | None = None,
     progress: bool = False,
 ) -> EncodedCorpus:
     """Encode once, chunk by chunk straight to the cache; every run maps the cached ids
-    (keyed by the files and the tokenizer files). `progress`: a progress bar while encoding."""
+    (keyed by the files and the tokenizer files). `progress`: a progress bar while encoding.
+
+    rows: sorted pair numbers, as the reader numbers the pairs (a capped direction's, see
+    nmt.training.multilingual.capped_rows): only those pairs are encoded and kept, so a direction
+    capped at 300 of 29,000 pairs encodes 300; the same ids as encoding all and taking those rows
+    (those past the last pair are none)."""
     key = split_key(files, tokenizer_dir)
+    if rows is not None:
+        key = cache_key(key, np.asarray(rows, dtype=np.int64).tobytes())
 
     def make() -> Iterator[EncodedCorpus]:
         stats = ReadStats()
         pairs = files.pairs(stats)
+        total = None
+        if rows is not None:
+            wanted = set(np.asarray(rows).tolist())
+            pairs = (pair for number, pair in enumerate(pairs) if number in wanted)
+            total = len(wanted)
         if progress:
-            total = files.count()
+            total = files.count() if total is None else total
             pairs = tqdm(pairs, total=total, desc=f"encoding {files.src.name}", unit=" pairs", unit_scale=True)
         yield from encode_chunks(pairs, src_tok.encode_batch, tgt_tok.encode_batch)
         log.info("%s: %s", files.src, stats.report())

@@ -249,12 +249,12 @@ def load_multilingual_data(
     src_tok, tgt_tok = pair_tokenizers(data, tokenizer_config, Path(model_dir), train, rows)
     parts, groups, valid_parts, valid_sets, resamplers, links = [], [], [], [], [], []
     for index, direction in enumerate(directions):
-        full = encode_split(train[direction.name], src_tok, tgt_tok, model_dir, progress=progress)
-        taken = kept_rows(len(full), rows[direction.name])
-        corpus = full.take(taken)
-        keep, report = length_filtered(corpus, data)
-        corpus = corpus.take(keep)
-        taken_corpus = full.take(taken)  # a capped direction's pairs alone are aligned
+        capped = rows[direction.name]
+        taken_corpus = encode_split(train[direction.name], src_tok, tgt_tok, model_dir, rows=capped, progress=progress)
+        # the pairs' numbers: a capped direction's rows short of the reader's last pair (sorted, so the first ones)
+        taken = np.arange(len(taken_corpus)) if capped is None else np.asarray(capped[: len(taken_corpus)])
+        keep, report = length_filtered(taken_corpus, data)
+        corpus = taken_corpus.take(keep)  # a capped direction's pairs alone are aligned (taken_corpus)
         if aligned and alignment_cells(taken_corpus) > MAX_ALIGNED_CELLS:
             too_many = f"more word pairs than the aligner's {MAX_ALIGNED_CELLS:,}"
             log.info("guided alignment off: %s holds %s", direction.name, too_many)
