@@ -23,11 +23,13 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-from sacremoses import MosesDetokenizer, MosesTokenizer
+from typing import TYPE_CHECKING
 
 from .glossary import spelled_as_given
 from .truecaser import Truecaser, recase
+
+if TYPE_CHECKING:
+    from sacremoses import MosesDetokenizer, MosesTokenizer
 
 # Moses splits "isn't" as "isn 't"; the Treebank (and so the corpus) as "is n't".
 _MOSES_NT = re.compile(r"\b(\w+)n 't\b", re.IGNORECASE)
@@ -40,13 +42,19 @@ _LANGUAGE_TOKEN = re.compile(r"^\s*>>[^<>\s]+<<")  # a multi-target model's >>xx
 _LONE_I = re.compile(r"(?<![\w'’])i(?=\s|'|’|$|[.,!?;:])")
 
 
+# sacremoses is imported where it is first used: its regular expressions take 0.4 s to import, which
+# every `nmt` process would pay, and only models trained on a tokenised corpus use it.
 @functools.cache
 def _tokenizer(lang: str) -> MosesTokenizer:
+    from sacremoses import MosesTokenizer
+
     return MosesTokenizer(lang=lang)
 
 
 @functools.cache
 def _detokenizer(lang: str) -> MosesDetokenizer:
+    from sacremoses import MosesDetokenizer
+
     return MosesDetokenizer(lang=lang)
 
 

@@ -33,10 +33,12 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from sacremoses import MosesTokenizer, MosesTruecaser
+from typing import TYPE_CHECKING
 
 from .files import atomic_write, atomic_write_text
+
+if TYPE_CHECKING:  # imported where used: sacremoses takes 0.4 s to import, which only cased models need
+    from sacremoses import MosesTruecaser
 
 MIN_COUNT = 2  # a casing seen once may be a title or a typo, and would recase the word everywhere
 
@@ -67,6 +69,8 @@ def train_truecaser(lines: Iterable[str], lang: str) -> Truecaser:
     not); each word's casings counted away from those names (Moses' counts, less the names'
     words, each place once: "York" in "New York Times" is one "York"); and the other pairs whose
     case is not what their words' give ("a McDonald"), counted away from the names too."""
+    from sacremoses import MosesTokenizer, MosesTruecaser
+
     tokenizer = MosesTokenizer(lang=lang)
     straight = str.maketrans("“”‘’", "\"\"''")  # curly quotes open sentences as straight ones do
     documents = [tokenizer.tokenize(line.translate(straight), escape=False) for line in lines if line.strip()]
@@ -168,6 +172,8 @@ def load_truecaser(path: str | Path, pairs_path: str | Path | None = None) -> Tr
                 raise ValueError(f"{pairs_path}:{number}: expected 'word word<TAB>count', got {line!r}")
             a, b, count = match.groups()
             pairs[(a.lower(), b.lower())] = ((a, b), int(count))
+    from sacremoses import MosesTruecaser
+
     return Truecaser(MosesTruecaser(load_from=str(path)), pairs)
 
 
