@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 from bs4 import BeautifulSoup, NavigableString, Tag
 
 from nmt.markup import blocks_of, no_empty_nodes, place_words, translate_html
@@ -335,3 +336,15 @@ def test_an_element_whose_end_tag_reads_as_another_is_written_so_that_it_reads_b
             assert [t.upper() for t in texts_of(out, "b\x1e")] == [t.upper() for t in texts_of(html, "b\x1e")]
     out = translate_html(pages[1], upper, lang="de")
     assert out == "<p>EIN<b\x1e/>MANN <i>FÄHRT</i> RAD.</p>"
+
+
+def test_a_page_holding_a_lone_surrogate_is_refused_with_a_value_error_that_names_it():
+    """Found by fuzzing (fuzz/fuzz_html_page.py, the inputs ED BB BF "!TPl>" and ED BB BF "<!Dl<"):
+    a string with a lone surrogate (which JSON can carry) reached Beautiful Soup, which failed with
+    a UnicodeEncodeError of its own; it is no page, and the refusal says which character."""
+    from nmt.markup import page_text
+
+    for html in ("\udeff!TPl>", "\udeff<!Dl<", "<p>Ein Hund \ud800 läuft.</p>" * 50):
+        for read in (lambda h: translate_html(h, upper, lang="de"), page_text):
+            with pytest.raises(ValueError, match=r"lone surrogate \(U\+D[8-F][0-9A-F]{2} at character \d+\)"):
+                read(html)

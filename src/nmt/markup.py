@@ -228,7 +228,14 @@ _UNKNOWN_MARKED_SECTION = re.compile(
 
 def parsed(html: str) -> BeautifulSoup:
     """The page as Python's html.parser reads it. A page it rejects (a marked section it does not
-    know) is read with each such section made the comment a browser reads, so that any page is read."""
+    know) is read with each such section made the comment a browser reads, so that any page is read.
+    A string holding a lone surrogate ("\\udeff", which JSON can carry) is no page: a ValueError that
+    names it, where Beautiful Soup would fail on it as it pleases (a UnicodeEncodeError, or none)."""
+    try:
+        html.encode("utf-8")
+    except UnicodeEncodeError as err:
+        character = f"U+{ord(html[err.start]):04X} at character {err.start}"
+        raise ValueError(f"the page holds a lone surrogate ({character}), which is not text") from None
     try:
         soup = BeautifulSoup(html, "html.parser")
     except ParserRejectedMarkup:
