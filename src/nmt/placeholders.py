@@ -58,14 +58,6 @@ _ICU_START = re.compile(r"\{\s*\w+\s*,\s*(plural|selectordinal|select)\s*,")
 _ICU_SELECTOR = re.compile(r"\s*(?:offset:\d+\s*)?(=?[\w-]+)\s*\{")
 
 
-def _placed_texts():
-    """nmt.markup.placed_texts, imported at first use: nmt.markup reads pages with Beautiful Soup,
-    whose import (0.2-0.3 s) a process that masks no codes need not pay."""
-    from .markup import placed_texts
-
-    return placed_texts
-
-
 @dataclass
 class Code:
     """Something kept as written: a placeholder or tag (one part), or an ICU construct (the written
@@ -162,6 +154,10 @@ class MaskedText:
     ) -> str:
         if len(results) != len(self.sentences):
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
+        # imported here: nmt.markup reads pages with Beautiful Soup, whose import (0.2-0.3 s) a process
+        # that masks no codes need not pay
+        from .markup import placed_texts
+
         answers = iter(results)
         out = []
         for line in self.lines:
@@ -175,7 +171,7 @@ class MaskedText:
                 words = CODE_MAKERS.sub(" ", words) if bare else words
                 out.append(words if escape is None else escape(words))
                 continue
-            pieces = _placed_texts()(line.pieces, line.paragraph, mine) if mine else line.pieces
+            pieces = placed_texts(line.pieces, line.paragraph, mine) if mine else line.pieces
             for k, piece in enumerate(pieces):
                 if piece != line.pieces[k]:
                     piece = without_codes(piece, in_plural=self.in_plural)
@@ -246,7 +242,9 @@ class MaskedNodes:
             raise ValueError(f"{len(results)} translations for {len(self.sentences)} sentences")
         if not self.sentences:
             return list(self.nodes)
-        placed = _placed_texts()(["" if code else part for _, part, code in self.parts], self.paragraph, results)
+        from .markup import placed_texts  # imported here, as in MaskedText._joined
+
+        placed = placed_texts(["" if code else part for _, part, code in self.parts], self.paragraph, results)
         out = self._joined(placed)
         for bare in (False, True):  # as MaskedText.rebuilt: words set apart, then left without code characters
             if [m.group(0) for m in CODE.finditer("".join(out))] == self.codes:
