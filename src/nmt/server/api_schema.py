@@ -249,7 +249,7 @@ def libretranslate_fields(
             "source": {"type": "string", "enum": ["auto", *sources]},
             "target": {"type": "string", "enum": targets},
             "format": or_none({"type": "string", "enum": ["text", "html"]}, json),
-            "alternatives": or_none({"type": "integer", "maximum": 4}, json),  # a negative count is none
+            "alternatives": or_none(COUNT, json),
             "api_key": or_none({"type": "string"}, json),
             # nmt's own: each text's quality in the answer. A form sends a word for yes or no, and
             # JSON may too (libretranslate.yes_or_no); any other value is a 400
@@ -257,6 +257,16 @@ def libretranslate_fields(
         },
     }
 
+
+# libretranslate.count_field's counts: at most 4 (a negative one is none), as a number or its digits
+# (a form sends only strings; JSON may too), "" being none
+_SPACE, _DIGITS = r"[ \t\n\r\f\v]*", "[0-9]+"
+COUNT = {
+    "anyOf": [
+        {"type": "integer", "maximum": 4},
+        {"type": "string", "pattern": rf"^(?:{_SPACE}(?:\+?0*[0-4]|-{_DIGITS}){_SPACE})?$"},
+    ]
+}
 
 # libretranslate.yes_or_no's words, in any case, spaces around: JSON Schema's patterns (ECMA-262)
 # have no flag for case, so each letter is a class of both

@@ -216,7 +216,8 @@ def query_fields(request_query: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def request_fields(content_type: str, body: bytes, query: dict[str, str] | None = None) -> dict[str, Any]:
     """The fields of a JSON body, or of a form (url-encoded or multipart, as LibreTranslate's own page
-    sends it) over those of the query string; a repeated field keeps its first value, as LibreTranslate."""
+    sends it) over those of the query string. A form's field sent twice is a 400 (LibreTranslate would
+    read its first value): no client of its sends one, and which value was meant cannot be told."""
     media_type = content_type.split(";")[0].strip().lower()
     if media_type == "application/json":
         try:
@@ -235,7 +236,18 @@ def request_fields(content_type: str, body: bytes, query: dict[str, str] | None 
         values = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
     except UnicodeDecodeError:
         raise LibreTranslateError(400, "Invalid request: the body is not UTF-8") from None
-    return {**(query or {}), **{name: items[0] for name, items in values.items()}}
+    return {**(query or {}), **{name: once(name, items) for name, items in values.items()}}
+
+
+def once(name: str, values: list[str]) -> str:
+    """A form field's value; a field sent more than once is a 400 naming it (which one was meant?)."""
+    if len(values) > 1:
+        raise sent_twice(name)
+    return values[0]
+
+
+def sent_twice(name: str) -> LibreTranslateError:
+    return LibreTranslateError(400, f"Invalid request: {printable(name)} is sent more than once")
 
 
 @dataclass(frozen=True)
@@ -304,17 +316,22 @@ def text_quality(found: Sequence[Translation]) -> dict[str, Any]:
     return {"score": None if score is None else round(score, 4), "doubtful": doubtful}
 
 
+# A count written out: ASCII digits, a sign, spaces around (what int() reads, less its underscores and
+# other scripts' digits, which no client sends and api_schema.COUNT_TEXT could not state)
+COUNT_TEXT = re.compile(r"[ \t\n\r\f\v]*[+-]?[0-9]+[ \t\n\r\f\v]*")
+
+
 def count_field(value: Any) -> int:
     """A count as LibreTranslate's fields send it: a JSON integer, or its digits (a form's, or JSON's
     string); none (absent, null, "") is 0. A 400 for anything else: JSON's true, {}, 2.5 are no count."""
     if value is None or value == "":
         return 0
-    if isinstance(value, int | str | float) and not isinstance(value, bool):
-        try:
-            if not isinstance(value, float) or value.is_integer():
-                return int(value)
-        except (ValueError, OverflowError):  # OverflowError: JSON's 1e999 is infinity
-            pass
+    if isinstance(value, str) and COUNT_TEXT.fullmatch(value):
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():  # JSON's 2.0; 1e999 is infinity, not integral
+        return int(value)
     raise LibreTranslateError(400, "Invalid request: alternatives parameter is not a number")
 
 
@@ -391,9 +408,11 @@ def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[st
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         payload = part.get_payload(decode=True) or b""
+        if name and (name in fields or (name == "file" and upload is not None)):
+            raise sent_twice(name)
         if name == "file":
             upload = (part.get_filename() or "", payload)
-        elif name and name not in fields:  # a repeated field keeps its first value, as LibreTranslate
+        elif name:
             try:
                 fields[name] = payload.decode("utf-8")
             except UnicodeDecodeError:
