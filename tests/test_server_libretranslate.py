@@ -170,6 +170,20 @@ def test_bad_requests_get_libretranslate_s_400(echo, body, message):
         assert response.status_code == 400 and re.search(message, response.json()["error"]), response.json()
 
 
+def test_a_field_no_endpoint_reads_may_come_twice_but_not_one_it_reads(echo):
+    """Found by schemathesis: the description lets a body carry fields of its own, so their repeats
+    are passed over; a repeat of a field the server reads is a 400 naming it."""
+    _, client = echo
+    body = "q=Hallo&source=de&target=en&extra=1&extra=2"
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    answer = client.post("/translate", content=body, headers=form)
+    assert answer.status_code == 200 and answer.json() == {"translatedText": "Hallo|0"}, answer.json()
+    detected = client.post("/detect", content="q=Hallo&extra=1&extra=", headers=form)
+    assert detected.status_code == 200, detected.json()
+    twice = client.post("/translate", content=body + "&target=de", headers=form)
+    assert twice.status_code == 400 and twice.json()["error"] == "Invalid request: target is sent more than once"
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [  # found by schemathesis (tests/test_api_schema.py): each was read as the field left out
@@ -428,6 +442,11 @@ def test_a_text_file_comes_back_translated_line_by_line_with_its_blank_lines(ech
             {"file": ("a.txt", b"Hallo", "text/plain")},
             {"source": "de", "target": "en", "api_key": ["[]", "{}"]},
             "api_key is sent more than once",
+        ),
+        (
+            {"file": ("a.txt", b"Hallo", "text/plain")},
+            {"source": "de", "target": "en", "other": ["", "x"], "api_key": ["", ""]},
+            "api_key is sent more than once",  # not other, which no endpoint reads
         ),
         (
             [("file", ("a.txt", b"Hallo", "text/plain")), ("file", ("b.txt", b"Welt", "text/plain"))],

@@ -216,8 +216,9 @@ def query_fields(request_query: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 def request_fields(content_type: str, body: bytes, query: dict[str, str] | None = None) -> dict[str, Any]:
     """The fields of a JSON body, or of a form (url-encoded or multipart, as LibreTranslate's own page
-    sends it) over those of the query string. A form's field sent twice is a 400 (LibreTranslate would
-    read its first value): no client of its sends one, and which value was meant cannot be told."""
+    sends it) over those of the query string. A form's field the server reads, sent twice, is a 400
+    (LibreTranslate would read its first value): no client of its sends one, and which value was meant
+    cannot be told; other fields keep their first value."""
     media_type = content_type.split(";")[0].strip().lower()
     if media_type == "application/json":
         try:
@@ -239,9 +240,14 @@ def request_fields(content_type: str, body: bytes, query: dict[str, str] | None 
     return {**(query or {}), **{name: once(name, items) for name, items in values.items()}}
 
 
+# The fields the endpoints read; others are passed over, however often sent
+FIELDS_READ = frozenset({"q", "source", "target", "format", "alternatives", "api_key", "quality", "file"})
+
+
 def once(name: str, values: list[str]) -> str:
-    """A form field's value; a field sent more than once is a 400 naming it (which one was meant?)."""
-    if len(values) > 1:
+    """A form field's value; one the server reads sent more than once is a 400 naming it (which value
+    was meant?)."""
+    if len(values) > 1 and name in FIELDS_READ:
         raise sent_twice(name)
     return values[0]
 
@@ -408,11 +414,11 @@ def form_parts(content_type: str, body: bytes) -> tuple[dict[str, str], tuple[st
     for part in message.iter_parts():
         name = part.get_param("name", header="content-disposition")
         payload = part.get_payload(decode=True) or b""
-        if name and (name in fields or (name == "file" and upload is not None)):
+        if name in FIELDS_READ and (name in fields or (name == "file" and upload is not None)):
             raise sent_twice(name)
         if name == "file":
             upload = (part.get_filename() or "", payload)
-        elif name:
+        elif name and name not in fields:  # another field sent again keeps its first value
             try:
                 fields[name] = payload.decode("utf-8")
             except UnicodeDecodeError:
