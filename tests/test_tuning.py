@@ -1,4 +1,5 @@
 import json
+import logging
 import math
 import shutil
 
@@ -233,3 +234,19 @@ def test_a_run_that_scored_below_tune_min_bleu_keeps_the_config_s_settings(tmp_p
     assert tuned([0.2, 1.5])
     assert tuned([0.0, 0.31], "train.tune_min_bleu=0")
     assert tuned([None, None])  # validation measured no BLEU (valid_bleu_sentences 0): nothing to go by
+
+
+def test_the_trials_do_not_log_each_translation_s_lost_numbers(tiny_model_dir, tmp_path, caplog):
+    """A random model carries no number's stand-in through, so translating this set says so (once per
+    translation); the trials translate it once per alpha and precision, and say nothing of it."""
+    model_dir = shutil.copytree(tiny_model_dir, tmp_path / "numbers")
+    sources = ["Zimmer 48213 ist frei.", *SOURCES[1:]]
+    translator = Translator.load(model_dir)
+    assert translator.number_stand_ins.swap(sources[0]).originals  # the model cuts this number
+    with caplog.at_level("INFO", logger="nmt.rare_numbers"):
+        translator.translate(sources)
+        assert "1 of 1 sentences with rare numbers" in caplog.text
+        caplog.clear()
+        choose_decoding(model_dir, sources, REFERENCES, alphas=(0.6, 1.0), precision=False)
+    assert "rare numbers" not in caplog.text
+    assert logging.getLogger("nmt.rare_numbers").level == logging.NOTSET  # as it was

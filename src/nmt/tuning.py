@@ -20,10 +20,11 @@ settings chosen for itself rather than with those its config inherited from anot
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -226,6 +227,32 @@ def choose_decoding(
     `precision` is False, its CPU precision (under that penalty) on a held-out set, and write both
     into its config."""
     check_alphas(alphas)
+    with trials_quietly():
+        return _choose_decoding(model_dir, sources, references, alphas, pretokenized, precision)
+
+
+@contextlib.contextmanager
+def trials_quietly() -> Iterator[None]:
+    """Hush what each translation logs about its own sentences (nmt.rare_numbers' count of numbers the
+    model did not carry through): the trials translate the same held-out set again and again, so it
+    would be said once per trial, about sentences the user never asked to translate."""
+    logger = logging.getLogger("nmt.rare_numbers")
+    before = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def _choose_decoding(
+    model_dir: str | Path,
+    sources: Sequence[str],
+    references: Sequence[str],
+    alphas: Sequence[float],
+    pretokenized: bool,
+    precision: bool,
+) -> DecodingChoice:
     penalties: list[PenaltyTrial] = []
     translator = Translator.load(model_dir, engine="auto")
     try:
