@@ -281,6 +281,8 @@ YES_OR_NO = {
 def or_none(schema: dict[str, Any], json: bool) -> dict[str, Any]:
     """An optional LibreTranslate field, which may also be sent as none: JSON's null, a form's empty value
     (read as absent, as LibreTranslate reads them)."""
+    if not json and schema == {"type": "string"}:  # a form's "" is a string already
+        return schema
     return {"anyOf": [schema, {"type": "null"} if json else {"const": ""}]}
 
 
