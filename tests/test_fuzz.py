@@ -2,9 +2,10 @@
 
 A short, deterministic run: libFuzzer's fixed -seed=1 and a fixed number of inputs (-runs), the seeds
 first and then that many mutations of them, so that a reader change that breaks a contract on a seed
-or near one is seen in CI; fuzz/run is for the long runs that find what is far away. The harnesses run
-two at a time (the suite's machine has 2 cores), each in its own process: libFuzzer runs once per
-process. What a run grows goes to a temporary folder, never into fuzz/seeds.
+or near one is seen in CI; fuzz/run is for the long runs that find what is far away. Each harness runs
+in its own process (libFuzzer runs once per process), one per test, so the suite's workers share them
+out (a module-wide run of them all was made once in every worker). What a run grows goes to the
+test's temporary folder, never into fuzz/seeds.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -36,48 +35,30 @@ DEFAULT_RUNS = 500
 PER_HARNESS_TIMEOUT = 120  # seconds: a hang fails the test rather than the suite
 
 
-@pytest.fixture(scope="module")
-def fuzz_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
-    """Each harness's short run, two at a time."""
+def short_run(name: str, grown: Path) -> subprocess.CompletedProcess:
+    """Harness `name`'s short run in a process of its own, what it grows going to `grown`."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(FUZZ_DIR.parent / "src"), os.environ.get("PYTHONPATH", "")]),
         "FUZZ_NMT_ONLY": "1",  # nmt instrumented, not the libraries: seconds less at each start (contract.py)
     }
-
-    def run(name: str) -> subprocess.CompletedProcess:
-        grown = tmp_path_factory.mktemp(f"fuzz-{name}")
-        flags = [
-            f"-runs={RUNS.get(name, DEFAULT_RUNS)}",
-            "-seed=1",
-            f"-artifact_prefix={grown}/",
-            "-print_final_stats=1",
-        ]
-        try:
-            start = time.monotonic()
-            done = subprocess.run(
-                [*command(name), *flags, str(grown), str(seeds(name))],
-                env=env,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=PER_HARNESS_TIMEOUT,
-            )
-            done.seconds = time.monotonic() - start  # for the summary below
-            return done
-        except subprocess.TimeoutExpired as err:
-            return subprocess.CompletedProcess(err.cmd, -1, "", f"no end after {PER_HARNESS_TIMEOUT} s")
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        runs = dict(zip(HARNESSES, pool.map(run, HARNESSES), strict=True))
-    # The time each took, in the log of a failing run (and with -s): where the suite's time goes.
-    print(" ".join(f"{name} {getattr(done, 'seconds', 0):.1f}s" for name, done in runs.items()))
-    return runs
+    flags = [f"-runs={RUNS.get(name, DEFAULT_RUNS)}", "-seed=1", f"-artifact_prefix={grown}/", "-print_final_stats=1"]
+    try:
+        return subprocess.run(
+            [*command(name), *flags, str(grown), str(seeds(name))],
+            env=env,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=PER_HARNESS_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as err:
+        return subprocess.CompletedProcess(err.cmd, -1, "", f"no end after {PER_HARNESS_TIMEOUT} s")
 
 
 @pytest.mark.parametrize("name", list(HARNESSES))
-def test_the_harness_finds_no_crash_near_its_seeds(fuzz_runs, name):
-    done = fuzz_runs[name]
+def test_the_harness_finds_no_crash_near_its_seeds(name, tmp_path):
+    done = short_run(name, tmp_path)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"fuzz harness {name} crashed:\n{output[-4000:]}"
     assert "stat::number_of_executed_units" in output  # it fuzzed, not merely started
