@@ -230,10 +230,21 @@ def fake_replica(tmp_path):
         server.wait(timeout=10)
 
 
+def free_pair() -> int:
+    """A free port whose next port is free too."""
+    for _ in range(100):
+        first = free_port()
+        if replicas.port_free(first + 1, "127.0.0.1"):
+            return first
+    raise RuntimeError("no two free ports in a row")
+
+
 @pytest.mark.parametrize("flag", ["--redis-port", "--replica-port", "--port"])
 def test_a_port_already_in_use_is_named_and_nothing_starts(tmp_path, held_port, flag, capsys):
     folder = tmp_path / "deployment"
-    ports = {"--redis-port": free_port(), "--replica-port": free_port(), "--port": free_port()}
+    # the replicas take --replica-port and the port after it: both must be free, or the error names
+    # another port than the one held (as it once did, the next port being another test's server's)
+    ports = {"--redis-port": free_port(), "--replica-port": free_pair(), "--port": free_port()}
     ports[flag] = held_port - 1 if flag == "--replica-port" else held_port  # the second replica's port
     options = [item for pair in ports.items() for item in (pair[0], str(pair[1]))]
     status = replicas.main([*options, "--folder", str(folder), "--", "--model", "runs/none"])
