@@ -3,7 +3,7 @@
     python benchmarks/engine_speed.py --model runs/de_en_20m [--rounds 3] [--busy] [--memory] [--json]
 
 Settings, each timed for greedy and beam 5 with the model loaded, in alternating rounds (the
-median of each is reported), with its cased sacreBLEU for beam 5:
+median of each is reported, with its range), with its cased sacreBLEU for beam 5:
 - nmt fp32 1x2:        nmt's engine, one worker with 2 intra-op threads (the old way)
 - nmt fp32 / int8:     nmt's engine, default workers (one single-threaded worker per core: the
                        calling thread and worker processes, timed once they are ready)
@@ -164,6 +164,8 @@ def main() -> None:
     result = {"sentences": len(sources), "cores": cores, "busy_competitor": args.busy, "rounds": args.rounds}
     for name in settings:
         row = {key: round(median(values), 3) for key, values in times[name].items()}
+        if args.rounds > 1:  # a median comes with its range
+            row.update({f"{key}_range": (round(min(v), 3), round(max(v), 3)) for key, v in times[name].items()})
         row["bleu_beam5"] = round(score_translations(outputs[(name, "beam5")], references).bleu, 2)
         if ("nmt fp32", "beam5") in outputs:  # --only may leave it out
             row["same_beam5_text_as_nmt_fp32"] = sum(
