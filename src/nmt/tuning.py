@@ -214,23 +214,6 @@ class DecodingChoice:
         return lines
 
 
-def choose_decoding(
-    model_dir: str | Path,
-    sources: Sequence[str],
-    references: Sequence[str],
-    *,
-    alphas: Sequence[float] = DEFAULT_ALPHAS,
-    pretokenized: bool = False,
-    precision: bool = True,
-) -> DecodingChoice:
-    """Choose the model directory's length penalty (where its search is a beam) and then, unless
-    `precision` is False, its CPU precision (under that penalty) on a held-out set, and write both
-    into its config."""
-    check_alphas(alphas)
-    with trials_quietly():
-        return _choose_decoding(model_dir, sources, references, alphas, pretokenized, precision)
-
-
 @contextlib.contextmanager
 def trials_quietly() -> Iterator[None]:
     """Hush what each translation logs about its own sentences (nmt.rare_numbers' count of numbers the
@@ -245,14 +228,20 @@ def trials_quietly() -> Iterator[None]:
         logger.setLevel(before)
 
 
-def _choose_decoding(
+@trials_quietly()
+def choose_decoding(
     model_dir: str | Path,
     sources: Sequence[str],
     references: Sequence[str],
-    alphas: Sequence[float],
-    pretokenized: bool,
-    precision: bool,
+    *,
+    alphas: Sequence[float] = DEFAULT_ALPHAS,
+    pretokenized: bool = False,
+    precision: bool = True,
 ) -> DecodingChoice:
+    """Choose the model directory's length penalty (where its search is a beam) and then, unless
+    `precision` is False, its CPU precision (under that penalty) on a held-out set, and write both
+    into its config."""
+    check_alphas(alphas)
     penalties: list[PenaltyTrial] = []
     translator = Translator.load(model_dir, engine="auto")
     try:

@@ -19,7 +19,7 @@ from fastapi.responses import HTMLResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, RootModel
 
 from ..search_settings import API_SEARCH_FIELDS, SearchSettings
-from .libretranslate import DOWNLOAD_NAME, FILE_FORMATS, MEDIA_TYPES, NO, YES
+from .libretranslate import DOWNLOAD_NAME, FILE_FORMATS, MEDIA_TYPES, NO, SPACES, YES
 from .requests import TranslateRequest
 from .settings import ServerLimits
 
@@ -260,11 +260,10 @@ def libretranslate_fields(
 
 # libretranslate.count_field's counts: at most 4 (a negative one is none), as a number or its digits
 # (a form sends only strings; JSON may too), "" being none
-_SPACE, _DIGITS = r"[ \t\n\r\f\v]*", "[0-9]+"
 COUNT = {
     "anyOf": [
         {"type": "integer", "maximum": 4},
-        {"type": "string", "pattern": rf"^(?:{_SPACE}(?:\+?0*[0-4]|-{_DIGITS}){_SPACE})?$"},
+        {"type": "string", "pattern": rf"^(?:{SPACES}(?:\+?0*[0-4]|-[0-9]+){SPACES})?$"},
     ]
 }
 

@@ -323,8 +323,9 @@ def text_quality(found: Sequence[Translation]) -> dict[str, Any]:
 
 
 # A count written out: ASCII digits, a sign, spaces around (what int() reads, less its underscores and
-# other scripts' digits, which no client sends and api_schema.COUNT_TEXT could not state)
-COUNT_TEXT = re.compile(r"[ \t\n\r\f\v]*[+-]?[0-9]+[ \t\n\r\f\v]*")
+# other scripts' digits, which no client sends and api_schema.COUNT could not state)
+SPACES = r"[ \t\n\r\f\v]*"  # str.strip()'s ASCII whitespace, as JSON Schema's patterns can say it too
+COUNT_TEXT = re.compile(rf"{SPACES}[+-]?[0-9]+{SPACES}")
 
 
 def count_field(value: Any) -> int:
