@@ -1,6 +1,6 @@
 """Translation engines side by side on Multi30k test_2016_flickr (1,000 sentences, text in -> text out).
 
-    python benchmarks/engine_speed.py --model runs/de_en_20m [--rounds 3] [--busy] [--memory] [--json]
+    python benchmarks/engine_speed.py --model runs/de_en_20m [--rounds 3] [--busy] [--memory] [--one-core] [--json]
 
 Settings, each timed for greedy and beam 5 with the model loaded, in alternating rounds (the
 median of each is reported, with its range), with its cased sacreBLEU for beam 5:
@@ -11,6 +11,9 @@ median of each is reported, with its range), with its cased sacreBLEU for beam 5
 - nmt int8 threads fbgemm: "nmt int8 threads" with every call in fbgemm's kernels, where nmt sends
                        large ones to oneDNN's AMX kernels (nmt.inference.int8_linear; the same as
                        "nmt int8 threads" on CPUs without AMX)
+- nmt int8 threads fp32 keys: "nmt int8 threads" with the decoder's keys and values kept in fp32, where
+                       nmt keeps them in bf16 on CPUs with AMX (nmt.inference.precision.keep_decoder_keys_in;
+                       the same as "nmt int8 threads" on other CPUs)
 - nmt fp32 mkl:        the same, with the output projection left to MKL where nmt would pack it
                        for oneDNN (nmt.inference.packed_linear; the same as "nmt fp32" on other CPUs)
 - nmt->ct2 fp32/int8:  `Translator(engine="ctranslate2")`: nmt's tokenisation, per-sentence limits
@@ -18,6 +21,8 @@ median of each is reported, with its range), with its cased sacreBLEU for beam 5
 - ct2 fp32 / int8:     CTranslate2 called directly the way its documentation suggests (one
                        translate_batch call, sorted token batches, its own length penalty 0.6,
                        one limit for all), same tokenizer, same weights, same workers
+--one-core runs every setting on one worker of one thread (CTranslate2 too): each engine's speed per
+core, without the sharing of a call between workers.
 --busy runs a competing `python -c 'while True: pass'` process throughout (one core taken).
 --memory adds the peak resident memory of `nmt translate` for each engine (fresh processes; summed
 over nmt's worker processes, sampled every 20 ms).
@@ -26,6 +31,7 @@ over nmt's worker processes, sampled every 20 ms).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -86,6 +92,12 @@ def unpacked(translator: Translator) -> Translator:
     return translator
 
 
+def fp32_keys(translator: Translator) -> Translator:
+    """The translator with its decoder's keys and values kept in fp32 (in this process)."""
+    precision.keep_decoder_keys_in(translator.model, None)
+    return translator
+
+
 def fbgemm_only(load):
     """What `load()` returns, with its int8 layers left to fbgemm's kernels alone (in this process)."""
     chosen = precision.amx_int8_available
@@ -102,31 +114,34 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (medians reported)")
     parser.add_argument("--busy", action="store_true", help="run a competing busy process throughout")
     parser.add_argument("--memory", action="store_true", help="also measure peak memory of `nmt translate`")
+    parser.add_argument("--one-core", action="store_true", help="every setting on one worker of one thread")
     parser.add_argument("--only", help="comma-separated setting names to run (default: all)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     pairs = load_multi30k("test_2016_flickr")
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    cores = len(os.sched_getaffinity(0))
+    cores = 1 if args.one_core else len(os.sched_getaffinity(0))
     tmp = Path(tempfile.mkdtemp(prefix="engine-speed-"))
     ct2_dir = export_ctranslate2(args.model, tmp / "ct2")
 
+    load_model = functools.partial(Translator.load, workers=1, threads=1) if args.one_core else Translator.load
     model = args.model
     loaders = {  # only the settings asked for are loaded: see the note on engines sharing a process below
-        "nmt fp32 1x2": lambda: Translator.load(model, device="cpu", precision="fp32", workers=1, threads=cores),
-        "nmt fp32": lambda: Translator.load(model, device="cpu", precision="fp32"),
-        "nmt int8": lambda: Translator.load(model, device="cpu", precision="int8"),
-        "nmt fp32 threads": lambda: Translator.load(model, device="cpu", precision="fp32", worker_processes=False),
-        "nmt int8 threads": lambda: Translator.load(model, device="cpu", precision="int8", worker_processes=False),
+        "nmt fp32 1x2": lambda: load_model(model, device="cpu", precision="fp32", workers=1, threads=cores),
+        "nmt fp32": lambda: load_model(model, device="cpu", precision="fp32"),
+        "nmt int8": lambda: load_model(model, device="cpu", precision="int8"),
+        "nmt fp32 threads": lambda: load_model(model, device="cpu", precision="fp32", worker_processes=False),
+        "nmt int8 threads": lambda: load_model(model, device="cpu", precision="int8", worker_processes=False),
         "nmt int8 threads fbgemm": lambda: fbgemm_only(
-            lambda: Translator.load(model, device="cpu", precision="int8", worker_processes=False)
+            lambda: load_model(model, device="cpu", precision="int8", worker_processes=False)
         ),
-        "nmt->ct2 fp32": lambda: Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="fp32"),
-        "nmt->ct2 int8": lambda: Translator.load(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
-        "nmt fp32 mkl": lambda: unpacked(
-            Translator.load(model, device="cpu", precision="fp32", worker_processes=False)
+        "nmt int8 threads fp32 keys": lambda: fp32_keys(
+            load_model(model, device="cpu", precision="int8", worker_processes=False)
         ),
+        "nmt->ct2 fp32": lambda: load_model(ct2_dir, engine="ctranslate2", device="cpu", precision="fp32"),
+        "nmt->ct2 int8": lambda: load_model(ct2_dir, engine="ctranslate2", device="cpu", precision="int8"),
+        "nmt fp32 mkl": lambda: unpacked(load_model(model, device="cpu", precision="fp32", worker_processes=False)),
     }
     wanted = args.only.split(",") if args.only else list(loaders) + ["ct2 fp32", "ct2 int8"]
     settings = {name: load() for name, load in loaders.items() if name in wanted}

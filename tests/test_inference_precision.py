@@ -6,6 +6,7 @@ import torch
 from nmt.decoding import SearchLimits, beam_search
 from nmt.inference.precision import PrecisionError, check_precision, prepare_for_inference
 from nmt.model import ModelConfig, Transformer
+from nmt.model.attention import MultiHeadAttention
 from nmt.translator import Translator
 
 from conftest import read_head
@@ -45,10 +46,18 @@ def test_int8_log_probs_stay_close_to_fp32_and_every_linear_layer_is_quantized(s
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
 
 
-def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources):
-    """Cross-attention keys/values come from the split, quantized projections on both paths."""
+AMX = frozenset({"amx_bf16", "amx_int8", "amx_tile", "avx512_bf16"})
+NO_AMX = frozenset({"avx2", "avx512f", "avx512_vnni"})
 
+
+@pytest.mark.parametrize("flags", [AMX, NO_AMX], ids=["amx", "no-amx"])
+def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources, flags, monkeypatch):
+    """Cross-attention keys/values come from the split, quantized projections on both paths; with
+    AMX the decoder keeps them in bf16 on both paths too."""
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: flags)
     translator = Translator.load(tiny_model_dir, precision="int8")
+    kept = {m.kv_dtype for layer in translator.model.decoder_layers for m in (layer.self_attn, layer.cross_attn)}
+    assert kept == ({torch.bfloat16} if flags is AMX else {None})
     src = torch.nn.utils.rnn.pad_sequence(
         [torch.tensor(translator.encode_source(s)[0]) for s in sources], batch_first=True
     )
@@ -56,6 +65,25 @@ def test_int8_cached_decoding_equals_uncached_decoding(tiny_model_dir, sources):
         cached = beam_search(translator.model, src, beam_size=3, limits=SearchLimits(max_len_b=5))
         uncached = beam_search(translator.model, src, beam_size=3, limits=SearchLimits(max_len_b=5), use_cache=False)
     assert [h[0].tokens for h in cached] == [h[0].tokens for h in uncached]
+
+
+def test_only_int8_on_amx_keeps_the_decoder_s_keys_in_bf16_and_its_answers_stay_int8_s(monkeypatch):
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: AMX)
+    src, tgt = torch.randint(4, 300, (4, 12)), torch.randint(4, 300, (4, 9))
+    fp32 = prepare_for_inference(model_for(), "fp32")
+    assert all(m.kv_dtype is None for m in fp32.modules() if isinstance(m, MultiHeadAttention))
+    bf16_keys = prepare_for_inference(model_for(), "int8")
+    attention = [m for m in bf16_keys.modules() if isinstance(m, MultiHeadAttention)]
+    decoder = {id(m) for layer in bf16_keys.decoder_layers for m in (layer.self_attn, layer.cross_attn)}
+    assert [m.kv_dtype for m in attention] == [torch.bfloat16 if id(m) in decoder else None for m in attention]
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: NO_AMX)
+    fp32_keys = prepare_for_inference(model_for(), "int8")
+    with torch.inference_mode():
+        a, b = fp32_keys(src, tgt).log_softmax(-1), bf16_keys(src, tgt).log_softmax(-1)
+    assert not torch.equal(a, b)  # the keys were rounded
+    kl = (a.exp() * (a - b)).sum(-1)  # the bounds int8 itself keeps to fp32 (the first test)
+    assert (a - b).abs().mean() < 0.03 and kl.max() < 0.01
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
 
 
 def test_precisions_a_device_runs_badly_are_refused(monkeypatch):

@@ -77,3 +77,24 @@ def test_bf16_attention_that_will_be_differentiated_on_cpu_runs_in_fp32_and_retu
     assert torch.allclose(values.float(), expected, atol=0.05)
     with torch.no_grad():  # decoding keeps the bf16 kernel
         assert fused_attention(*low, mask).dtype == torch.bfloat16
+
+
+def test_keys_and_values_kept_in_bf16_give_fp32_out_and_stay_close():
+    """kv_dtype narrows what a decoding cache holds, not the projections around the attention."""
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(32, 4).eval()
+    x, mask = _inputs()
+    with torch.inference_mode():
+        expected = [mha.attend(*mha.project_qkv(x), mask, need_weights=w) for w in (False, True)]
+        mha.kv_dtype = torch.bfloat16
+        q, k, v = mha.project_qkv(x)
+        k2, v2 = mha.project_kv(x)
+        assert q.dtype == torch.float32 and k.dtype == v.dtype == k2.dtype == v2.dtype == torch.bfloat16
+        for need_weights, (want_values, want_weights) in zip((False, True), expected, strict=True):
+            values, weights = mha.attend(q, k, v, mask, need_weights=need_weights)
+            assert values.dtype == torch.float32
+            torch.testing.assert_close(values, want_values, atol=3e-2, rtol=0)
+            assert not torch.equal(values, want_values)  # bf16 did round something
+            if need_weights:
+                assert weights.dtype == torch.float32
+                torch.testing.assert_close(weights, want_weights, atol=2e-2, rtol=0)

@@ -59,6 +59,12 @@ class MultiHeadAttention(nn.Module):
     W_Q, W_K and W_V are the three row blocks of one (3 d_model, d_model) matrix, so
     self-attention projects with a single matmul and cross-attention with two (queries
     from the decoder, keys and values from the encoder output).
+
+    kv_dtype: the type keys and values are kept in (None: the computation's). Incremental
+    decoding reads every cached key and value at every step, so that read bounds the attention's
+    time; a narrower type halves it. The queries are cast to it for the attention and its output
+    cast back, so the projections around it keep their precision (see
+    nmt.inference.precision.keep_decoder_keys_in).
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
@@ -70,6 +76,7 @@ class MultiHeadAttention(nn.Module):
         # Set by `split_cross_projections` (int8 inference): W_Q and [W_K; W_V] as layers of their own.
         self.q_proj: nn.Module | None = None
         self.kv_proj: nn.Module | None = None
+        self.kv_dtype: torch.dtype | None = None
 
     def reset_parameters(self) -> None:
         """Xavier-uniform for W_Q, W_K and W_V each on its own (as three d x d matrices) and W_O; zero biases."""
@@ -87,7 +94,7 @@ class MultiHeadAttention(nn.Module):
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention: queries, keys and values from the same input, one matmul."""
         q, k, v = self._split_heads(self.in_proj(x), 3)
-        return q, k, v
+        return q, *self._kept(k, v)
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
         """Cross-attention queries from the decoder states (the W_Q rows of in_proj)."""
@@ -100,10 +107,16 @@ class MultiHeadAttention(nn.Module):
         """Cross-attention keys and values from the encoder output (computed once per sentence)."""
         if self.kv_proj is not None:
             k, v = self._split_heads(self.kv_proj(memory), 2)
-            return k, v
+            return self._kept(k, v)
         d = self.d_model
         k, v = self._split_heads(F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:]), 2)
-        return k, v
+        return self._kept(k, v)
+
+    def _kept(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values in the type they are kept in (`kv_dtype`)."""
+        if self.kv_dtype is None:
+            return k, v
+        return k.to(self.kv_dtype), v.to(self.kv_dtype)
 
     def split_cross_projections(self) -> None:
         """Give W_Q and [W_K; W_V] layers of their own, for a cross-attention module that uses them apart.
@@ -145,9 +158,12 @@ class MultiHeadAttention(nn.Module):
         (batch, heads, q_len, k_len). rows may be a multiple of batch: then each group of
         rows // batch consecutive query rows shares one row of keys and values (the beams
         of one sentence in cross-attention), and the group is folded into the query length
-        instead of copying the keys and values once per row.
+        instead of copying the keys and values once per row. Queries of another type than the
+        keys (`kv_dtype`) are cast to theirs; the values and weights come back in the queries' type.
         """
         rows, heads, q_len, d_head = q.shape
+        query_dtype = q.dtype
+        q = q.to(k.dtype)
         batch = k.size(0)
         group = rows // batch
         if group * batch != rows:
@@ -166,5 +182,5 @@ class MultiHeadAttention(nn.Module):
                 weights = (
                     weights.view(batch, heads, group, q_len, k_len).transpose(1, 2).reshape(rows, heads, q_len, k_len)
                 )
-        values = values.transpose(1, 2).reshape(rows, q_len, self.d_model)  # concat heads
-        return self.out_proj(values), weights
+        values = values.transpose(1, 2).reshape(rows, q_len, self.d_model).to(query_dtype)  # concat heads
+        return self.out_proj(values), None if weights is None else weights.to(query_dtype)
