@@ -98,8 +98,9 @@ def distinct_sources(ids: Sequence[Sequence[int]], request: SearchRequest) -> tu
     A sentence that comes more than once (a document's repeated headings and table cells, a
     subtitle file's "(Laughter)") is searched once and each copy gets that search's hypotheses: a
     sentence's search does not depend on the rest of its batch (beyond the rounding that the
-    batch's shape brings), so this is what the copies would have got. Not when sampling, where
-    each copy is a draw of its own."""
+    batch's shape brings; with nmt's int8 layers, beyond the activations' scale, which the batch
+    sets: nmt.inference.precision), so this is what the copies would have got, or as likely. Not
+    when sampling, where each copy is a draw of its own."""
     if request.sampling is not None:
         return list(range(len(ids))), [list(i) for i in ids]
     first: dict[tuple[int, ...], int] = {}  # a sentence's ids -> its place among the distinct ones
