@@ -29,7 +29,12 @@ from collections.abc import Iterator
 import torch
 from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
-_LINEAR_DYNAMIC = torch.ops.quantized.linear_dynamic.default
+# The resolved overload's own C++ function. An overload taking a ScriptObject (the packed weight)
+# first walks its arguments in Python for the fake objects of torch.compile's tracing
+# (torch._ops.TorchBindOpOverload), about 5 us a call that eager calls, holding real ones, need not
+# pay: 1.5-2% of a decoding step at 1-16 rows (docs/benchmarks-log.md). The overload where that
+# private attribute is missing.
+_LINEAR_DYNAMIC = getattr(torch.ops.quantized.linear_dynamic.default, "_op", torch.ops.quantized.linear_dynamic.default)
 _PREPACK = torch.ops.quantized.linear_prepack.default
 
 # Multiply-adds of a call (rows x in x out) from which oneDNN's AMX kernels beat fbgemm's (2^24;
