@@ -80,7 +80,8 @@ def packed_output_is_faster() -> bool:
 
     Measured faster on AMD Zen 3 (the only AMD generation measured; it is applied to every AMD
     CPU, since MKL's sgemm re-packs the weight on every call on all of them, see
-    nmt.inference.packed_linear). Not yet measured on Intel, where MKL is at home: MKL stays there.
+    nmt.inference.packed_linear). On Intel (a Xeon with AMX) whole translations measured level with
+    MKL (1.03x / 1.00x its time, greedy / beam 5): MKL stays there.
     """
     return cpu_info().get("vendor_id") == "AuthenticAMD" and onednn_linear_available()
 
