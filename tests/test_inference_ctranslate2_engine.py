@@ -14,6 +14,7 @@ from nmt.inference.ctranslate2_engine import CTranslate2Engine, export_step_byte
 from nmt.inference.export_ctranslate2 import ALIGNMENT, export_ctranslate2, is_ctranslate2_dir
 from nmt.inference.plan import WorkerPolicy, available_cores
 from nmt.model.config import PRESETS
+from nmt.search_settings import SearchRequest
 from nmt.tokenizer import EOS
 from nmt.translation_io import gives_alignments
 from nmt.translator import Sampling, Translator
@@ -492,3 +493,12 @@ def test_no_repeat_ngram_size_gives_the_same_output_on_both_engines_and_no_repea
     assert [[t.tokens for t in best] for best in loaded] == [[t.tokens for t in best] for best in ours]
     off = Translator.load(model_dir).translate_detailed(sources, beam=beam, no_repeat_ngram_size=0)
     assert [(b[0].tokens, b[0].score) for b in off] == [(b[0].tokens, b[0].score) for b in plain]
+
+
+def test_groups_are_searched_as_their_own_calls(tiny_model_dir, sources):
+    translator = Translator.load(tiny_model_dir, engine="ctranslate2")
+    engine, ids = translator.engine, [translator.encode_source(s)[0] for s in sources[:7]]
+    request = SearchRequest(beam=2, n_best=2)
+    found = lambda hyps: [[(h.tokens, round(h.score, 5)) for h in n] for n in hyps]  # noqa: E731
+    together = engine.translate_ids(ids, request, [range(5), range(5, 7)])
+    assert found(together) == found(engine.translate_ids(ids[:5], request) + engine.translate_ids(ids[5:], request))

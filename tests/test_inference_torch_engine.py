@@ -170,3 +170,24 @@ def test_engine_search_reports_what_it_ran():
     (hyps,) = engine.translate_ids([[2, 10, 11, 3]], SearchRequest(beam=2, n_best=2))
     assert is_int8(engine.model) and not any(type(m) is torch.nn.Linear for m in engine.model.modules())
     assert len(hyps) == 2 and hyps[0].score >= hyps[1].score
+
+
+def test_groups_are_batched_as_if_alone_and_the_later_ones_are_taken_first(tiny_model_dir, sources, monkeypatch):
+    """What nmt.rare_numbers' second pass rests on: searched in the same call as the first, neither
+    group's results move, not even in int8 (whose rounding depends on the batch), and the small
+    later group does not wait for the first group's batches."""
+    translator = Translator.load(tiny_model_dir, precision="int8", workers=2, worker_processes=False)
+    engine, request = translator.engine, SearchRequest(beam=2, n_best=2)
+    first = [translator.encode_source(s)[0] for s in sources[:40]]
+    second = [translator.encode_source(s)[0] for s in sources[40:43]]
+    tokens = lambda found: [[(h.tokens, h.score) for h in hyps] for hyps in found]  # noqa: E731
+    alone = engine.translate_ids(first, request) + engine.translate_ids(second, request)
+    taken = []
+    run = engine.runner.map
+    monkeypatch.setattr(engine.runner, "map", lambda jobs, *rest: taken.extend(jobs) or run(jobs, *rest))
+    together = engine.translate_ids(first + second, request, [range(40), range(40, 43)])
+    assert tokens(together) == tokens(alone)
+    in_second = [all(list(ids) in second for ids in job.ids) for job in taken]
+    assert in_second == sorted(in_second, reverse=True) and 0 < sum(in_second) < len(taken)  # the second's first
+    merged = engine.translate_ids(first + second, request)  # one group: batches of both, which int8 tells apart
+    assert tokens(merged) != tokens(alone)

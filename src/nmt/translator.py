@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -234,7 +235,7 @@ class Translator:
         options["request"] = dataclasses.replace(request, protect_numbers=False)  # translate_keeping_numbers' part
         search = functools.partial(self._translated, **options)
         if not request.protect_numbers:
-            return search(list(texts))
+            return search([list(texts)])[0]
         return translate_keeping_numbers(list(texts), search, self.number_stand_ins, options["glossary"])
 
     @functools.cached_property
@@ -244,7 +245,7 @@ class Translator:
 
     def _translated(
         self,
-        texts: list[str],
+        groups: list[list[str]],
         request: SearchRequest,
         *,
         target_lang: str | None,
@@ -255,7 +256,10 @@ class Translator:
         qe_passes: int,
         qe_seed: int,
     ) -> list[list[Translation]]:
-        """translate_detailed's n-best lists, its arguments checked and its numbers as they are."""
+        """translate_detailed's n-best lists for each group of texts, its arguments checked and its
+        numbers as they are: the groups searched in one engine call, each batched as if alone."""
+        texts = [text for group in groups for text in group]
+        starts = list(itertools.accumulate((len(g) for g in groups), initial=0))
         form = None if pretokenized else self.text_form
         typed = list(texts)
         if form is not None:
@@ -269,7 +273,7 @@ class Translator:
         align_in_search = alignments and not scores and self.engine.capabilities.attention and not any(terms)
         if align_in_search:
             request = dataclasses.replace(request, return_attention=True)
-        hyps, missed = self._search(ids, terms, request)
+        hyps, missed = self._search(ids, terms, request, [range(a, b) for a, b in itertools.pairwise(starts)])
         tokenizers = (self.src_tokenizer if request.return_attention else None), self.tgt_tokenizer
         out = translations_of(hyps, encoded, texts, *tokenizers, missed)
         has_text = [bool(t.strip()) for t in texts]
@@ -277,19 +281,34 @@ class Translator:
         details = dict(scores=scores, alignments=alignments, in_search=align_in_search, keep_attention=asked_attention)
         details |= dict(passes=qe_passes, seed=qe_seed)
         add_details(out, ids, has_text, typed, terms, form, self.scorer, self.quality, case_aligns, **details)
-        return out
+        return [out[a:b] for a, b in itertools.pairwise(starts)]
 
     def _search(
-        self, ids: list[list[int]], terms: list[list[tuple[str, str]]], request: SearchRequest
+        self,
+        ids: list[list[int]],
+        terms: list[list[tuple[str, str]]],
+        request: SearchRequest,
+        groups: list[range],
     ) -> tuple[list[list[Hypothesis]], dict[int, list[str]]]:
         """The n-best of every sentence: those without glossary terms in one engine call, each
-        distinct one once (plan.distinct_sources), each with terms by the constrained search; and
-        the terms each of those could not place."""
-        free = [i for i, found in enumerate(terms) if not found]
-        places, distinct = distinct_sources([ids[i] for i in free], request)
-        found = self.engine.translate_ids(distinct, request)
+        group (a range of `ids`) batched as if alone and each distinct sentence of a group once
+        (plan.distinct_sources), each with terms by the constrained search; and the terms each of
+        those could not place."""
+        distinct: list[list[int]] = []
+        searched_as: dict[int, int] = {}  # a sentence -> its place in `distinct`
+        apart: list[range] = []
+        for group in groups:
+            free = [i for i in group if not terms[i]]
+            places, group_distinct = distinct_sources([ids[i] for i in free], request)
+            searched_as |= {i: len(distinct) + j for i, j in zip(free, places, strict=True)}
+            apart.append(range(len(distinct), len(distinct) + len(group_distinct)))
+            distinct += group_distinct
+        if len(apart) == 1:
+            found = self.engine.translate_ids(distinct, request)
+        else:
+            found = self.engine.translate_ids(distinct, request, apart)
         hyps: list[list[Hypothesis]] = [[] for _ in ids]
-        for i, j in zip(free, places, strict=True):
+        for i, j in searched_as.items():
             hyps[i] = list(found[j])
         missed = self.terms.search_each(ids, terms, request, hyps, text_form=self.text_form, scorer=self.scorer)
         return hyps, missed

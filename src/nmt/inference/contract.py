@@ -160,8 +160,11 @@ class Engine(Protocol):
     def parameter_count(self) -> int | None:
         """The model's distinct parameters (None where the engine cannot say)."""
 
-    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
-        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+    def translate_ids(
+        self, ids: Sequence[Sequence[int]], request: SearchRequest, groups: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order; `groups` (indices
+        into `ids`), each batched as if it were a call of its own (None: one group)."""
 
     def score_ids(
         self,

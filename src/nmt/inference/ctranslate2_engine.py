@@ -328,10 +328,19 @@ class CTranslate2Engine:
             log_probs[k][j] -= math.log1p(-min(math.exp(result.log_probs[j]), 1 - 1e-7))  # float32's resolution
         return log_probs
 
-    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
+    def translate_ids(
+        self, ids: Sequence[Sequence[int]], request: SearchRequest, groups: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order. The Translator
         refuses what this engine cannot do before it reaches it (capabilities: transformers' stopping
-        rule too, where CTranslate2's beam search ends a sentence once `beam` hypotheses have finished)."""
+        rule too, where CTranslate2's beam search ends a sentence once `beam` hypotheses have finished).
+        groups: as in TorchEngine.translate_ids, each batched as if alone; here one call after another."""
+        if groups is not None:
+            results: list[list[Hypothesis]] = [[] for _ in ids]
+            for members in groups:
+                for i, hyps in zip(members, self.translate_ids([ids[i] for i in members], request), strict=True):
+                    results[i] = hyps
+            return results
         lengths = [len(s) for s in ids]
         limit = search_limits(self.decode).max_steps(torch.tensor(lengths)).tolist()
         alpha = request.length_penalty if request.beam > 1 else 0.0  # greedy: score == log_prob, as in nmt

@@ -176,31 +176,47 @@ class TorchEngine:
                 limits=search_limits(self.decode, request),
             )
 
-    def translate_ids(self, ids: Sequence[Sequence[int]], request: SearchRequest) -> list[list[Hypothesis]]:
-        """n-best Hypotheses per source id list (BOS/EOS included), in input order."""
+    def translate_ids(
+        self, ids: Sequence[Sequence[int]], request: SearchRequest, groups: Sequence[Sequence[int]] | None = None
+    ) -> list[list[Hypothesis]]:
+        """n-best Hypotheses per source id list (BOS/EOS included), in input order.
+
+        groups: the sentences (indices into `ids`) of each group, each group batched as if it were a
+        call of its own, all run in this one on the first group's workers; the later groups' batches
+        are taken first. So a small second pass (nmt.rare_numbers') runs beside the first instead of
+        after it on one worker while the others idle, and the first's batches stay those it would
+        have alone. None: one group.
+        """
+        groups = [range(len(ids))] if groups is None else [g for g in groups if len(g)]
         processes = self.runner.processes_due
-        plan = plan_call(
-            [len(s) for s in ids],
-            request,
-            batch_tokens=self.decode.batch_tokens,
-            cores=self.cores if self.device.type == "cpu" else None,
-            workers=self.workers,
-            threads=self.threads,
-            processes=processes,
-            policy=self.policy,
-            step_bytes=self.step_bytes,
-        )
+        plans = [
+            plan_call(
+                [len(ids[i]) for i in members],
+                request,
+                batch_tokens=self.decode.batch_tokens,
+                cores=self.cores if self.device.type == "cpu" else None,
+                workers=self.workers,
+                threads=self.threads,
+                processes=processes,
+                policy=self.policy,
+                step_bytes=self.step_bytes,
+            )
+            for members in groups
+        ]
         limits = search_limits(self.decode, request)
-        jobs = []
-        for i, rows in enumerate(plan.batches):
-            batch = [ids[r] for r in rows]
-            vocabulary = allowed = None
-            if self.shortlist is not None and request.sampling is None:
-                vocabulary, allowed = self.shortlist.restrict(batch, least=2 * request.beam)
-            jobs.append(BatchJob(i, batch, request, limits, vocabulary, allowed))
-        found = self.runner.map(jobs, plan.workers, plan.threads, processes)
+        jobs, placed = [], []
+        for members, plan in reversed(list(zip(groups, plans, strict=True))):
+            for i, rows in enumerate(plan.batches):  # i: the batch's place in its group's call (seeded draws)
+                rows = [members[r] for r in rows]
+                batch = [ids[r] for r in rows]
+                vocabulary = allowed = None
+                if self.shortlist is not None and request.sampling is None:
+                    vocabulary, allowed = self.shortlist.restrict(batch, least=2 * request.beam)
+                jobs.append(BatchJob(i, batch, request, limits, vocabulary, allowed))
+                placed.append(rows)
+        found = self.runner.map(jobs, plans[0].workers, plans[0].threads, processes) if jobs else []
         results: list[list[Hypothesis]] = [[] for _ in ids]
-        for rows, found_rows in zip(plan.batches, found, strict=True):
+        for rows, found_rows in zip(placed, found, strict=True):
             for i, hyps in zip(rows, found_rows, strict=True):
                 results[i] = hyps
         return results
