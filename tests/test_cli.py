@@ -101,9 +101,9 @@ def test_length_penalty_option_is_the_alpha_the_search_ranks_with(tiny_model_dir
     alphas = []
     search_with = TorchEngine.translate_ids
 
-    def spy(self, ids, search):
+    def spy(self, ids, search, groups=None):
         alphas.append(search.length_penalty)
-        return search_with(self, ids, search)
+        return search_with(self, ids, search, groups)
 
     monkeypatch.setattr(TorchEngine, "translate_ids", spy)
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"

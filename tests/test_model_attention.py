@@ -95,6 +95,6 @@ def test_keys_and_values_kept_in_bf16_give_fp32_out_and_stay_close():
             assert values.dtype == torch.float32
             torch.testing.assert_close(values, want_values, atol=3e-2, rtol=0)
             assert not torch.equal(values, want_values)  # bf16 did round something
-            if need_weights:
+            if need_weights:  # computed in fp32 from the rounded keys: close to fp32's, not bf16-rounded
                 assert weights.dtype == torch.float32
-                torch.testing.assert_close(weights, want_weights, atol=2e-2, rtol=0)
+                torch.testing.assert_close(weights, want_weights, atol=1e-3, rtol=0)

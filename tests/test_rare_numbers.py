@@ -168,3 +168,23 @@ def test_a_sentence_whose_glossary_term_holds_a_number_is_not_swapped():
     texts = ["Der Mann mit der Startnummer 1045 läuft.", "Zimmer 1045"]
     translate_keeping_numbers(texts, apart(garbling(calls)), BY_CHARACTER, Terms())
     assert calls[1] == [re.sub(r"1045", calls[1][0].split()[1], "Zimmer 1045")]  # only the other one swapped
+
+
+def test_the_stand_in_pass_shares_the_search_call_unless_a_forced_pass_follows(translator, monkeypatch):
+    """One engine call, the stand-in sentences batched apart (so they run beside the first pass);
+    but where scores follow, whose teacher-forced batches would mix the two, one call each as before."""
+    calls = []
+    translate_ids = translator.engine.translate_ids
+
+    def spy(ids, request, groups=None):
+        calls.append(None if groups is None else [len(g) for g in groups])
+        return translate_ids(ids, request, groups)
+
+    monkeypatch.setattr(translator.engine, "translate_ids", spy)
+    texts = ["Startnummer 1045 um 10 Uhr", "Ein Mann."]
+    plain = translator.translate(texts)
+    assert calls == [[2, 1]]
+    calls.clear()
+    detailed = translator.translate_detailed(texts, scores=True)
+    assert calls == [None, None]
+    assert [found[0].text for found in detailed] == plain

@@ -255,7 +255,8 @@ def test_a_name_in_the_source_keeps_its_case_through_the_translator(ted_like_mod
     said = "the virus came from wuhan , says the who . ( laughter )"
     ids = translator.tgt_tokenizer.encode(said, add_special=False)
     assert translator.tgt_tokenizer.decode(ids) == said  # the scripted output reads as it is
-    monkeypatch.setattr(translator.engine, "translate_ids", lambda ids_, request: [[Hypothesis(ids, 0.0, 0.0)]])
+    scripted = lambda ids_, request, groups=None: [[Hypothesis(ids, 0.0, 0.0)]]  # noqa: E731
+    monkeypatch.setattr(translator.engine, "translate_ids", scripted)
     [[found]] = translator.translate_detailed(["O vírus veio de Wuhan, diz a OMS."])
     assert found.text == "The virus came from Wuhan, says the who."
     translator.text_form = dataclasses.replace(translator.text_form, case_from_source=False)
@@ -283,7 +284,7 @@ def test_every_interface_gives_the_python_api_s_running_text(ted_like_model, tmp
 
     translator = Translator.load(ted_like_model, engine="torch")
     said = translator.tgt_tokenizer.encode("the virus came from wuhan , says the who . ( laughter )", add_special=False)
-    scripted = lambda self, ids, request: [[Hypothesis(said, 0.0, 0.0)] for _ in ids]  # noqa: E731
+    scripted = lambda self, ids, request, groups=None: [[Hypothesis(said, 0.0, 0.0)] for _ in ids]  # noqa: E731
     monkeypatch.setattr(type(translator.engine), "translate_ids", scripted)
     source = "O vírus veio de Wuhan, diz a OMS."
     [[expected]] = translator.translate_detailed([source])

@@ -108,9 +108,9 @@ def test_a_repeated_sentence_is_searched_once_and_each_copy_gets_its_translation
     searched = []
     translate_ids = translator.engine.translate_ids
 
-    def counting(ids, request):
+    def counting(ids, request, groups=None):
         searched.append(len(ids))
-        return translate_ids(ids, request)
+        return translate_ids(ids, request, groups)
 
     monkeypatch.setattr(translator.engine, "translate_ids", counting)
     texts = [SENTENCES[0], SENTENCES[1], SENTENCES[0], SENTENCES[0], SENTENCES[2], SENTENCES[1]]

@@ -255,12 +255,19 @@ class Translator:
         glossary: Glossary | None,
         qe_passes: int,
         qe_seed: int,
-    ) -> list[list[Translation]]:
+    ) -> list[list[list[Translation]]]:
         """translate_detailed's n-best lists for each group of texts, its arguments checked and its
-        numbers as they are: the groups searched in one engine call, each batched as if alone."""
+        numbers as they are: the groups searched in one engine call, each batched as if alone. Where
+        a teacher-forced pass follows the search (scores, alignments, a lower-cased model's
+        capitals), whose batches would mix the groups, each group is one call of its own instead."""
+        form = None if pretokenized else self.text_form
+        forced_pass = scores or alignments or (form is not None and form.lowercased and form.case_from_source)
+        if len(groups) > 1 and forced_pass:
+            options = dict(target_lang=target_lang, pretokenized=pretokenized, scores=scores, alignments=alignments)
+            options |= dict(glossary=glossary, qe_passes=qe_passes, qe_seed=qe_seed)
+            return [self._translated([group], request, **options)[0] for group in groups]
         texts = [text for group in groups for text in group]
         starts = list(itertools.accumulate((len(g) for g in groups), initial=0))
-        form = None if pretokenized else self.text_form
         typed = list(texts)
         if form is not None:
             texts = [form.to_corpus_form(t) for t in texts]

@@ -47,8 +47,9 @@ def search_batch(
 ) -> list[list[Hypothesis]]:
     """n-best Hypotheses for one batch of source id lists (BOS/EOS included), in its order.
 
-    batch_index: the batch's place in its call. Seeded sampling draws from a generator seeded by
-    it, so a batch gets the same draws whichever worker runs it, and in whatever order.
+    batch_index: the batch's place in its call (in its group's: TorchEngine.translate_ids). Seeded
+    sampling draws from a generator seeded by it, so a batch gets the same draws whichever worker
+    runs it, and in whatever order.
     vocabulary, allowed: the batch's shortlist (`LexicalShortlist.restrict`), for greedy and beam
     search; sampling draws from the whole vocabulary.
     """

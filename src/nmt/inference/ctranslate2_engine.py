@@ -337,7 +337,7 @@ class CTranslate2Engine:
         groups: as in TorchEngine.translate_ids, each batched as if alone; here one call after another."""
         if groups is not None:
             results: list[list[Hypothesis]] = [[] for _ in ids]
-            for members in groups:
+            for members in (g for g in groups if len(g)):
                 for i, hyps in zip(members, self.translate_ids([ids[i] for i in members], request), strict=True):
                     results[i] = hyps
             return results

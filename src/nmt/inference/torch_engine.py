@@ -181,11 +181,11 @@ class TorchEngine:
     ) -> list[list[Hypothesis]]:
         """n-best Hypotheses per source id list (BOS/EOS included), in input order.
 
-        groups: the sentences (indices into `ids`) of each group, each group batched as if it were a
-        call of its own, all run in this one on the first group's workers; the later groups' batches
-        are taken first. So a small second pass (nmt.rare_numbers') runs beside the first instead of
-        after it on one worker while the others idle, and the first's batches stay those it would
-        have alone. None: one group.
+        groups: the sentences (indices into `ids`) of each group, each group cut into the batches a
+        call of its own would have, all run in this one on the workers and threads of the first
+        (non-empty) group's plan; the later groups' batches are taken first. So a small second pass
+        (nmt.rare_numbers') runs beside the first instead of after it on one worker while the others
+        idle, and the first group runs exactly as it would alone. None: one group.
         """
         groups = [range(len(ids))] if groups is None else [g for g in groups if len(g)]
         processes = self.runner.processes_due

@@ -158,12 +158,17 @@ class MultiHeadAttention(nn.Module):
         (batch, heads, q_len, k_len). rows may be a multiple of batch: then each group of
         rows // batch consecutive query rows shares one row of keys and values (the beams
         of one sentence in cross-attention), and the group is folded into the query length
-        instead of copying the keys and values once per row. Queries of another type than the
-        keys (`kv_dtype`) are cast to theirs; the values and weights come back in the queries' type.
+        instead of copying the keys and values once per row. Keys kept in another type than the
+        queries' (`kv_dtype`): the fused kernel runs in theirs (it keeps scores and softmax in fp32
+        inside), the weights' explicit path in the queries' type (its scores and softmax would
+        otherwise round to bf16); the values and weights come back in the queries' type.
         """
         rows, heads, q_len, d_head = q.shape
         query_dtype = q.dtype
-        q = q.to(k.dtype)
+        if need_weights:
+            k, v = k.to(query_dtype), v.to(query_dtype)
+        else:
+            q = q.to(k.dtype)
         batch = k.size(0)
         group = rows // batch
         if group * batch != rows:
