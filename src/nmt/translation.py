@@ -143,6 +143,12 @@ def label_words(scorer: ForcedScorer, found: list[list[Translation]], src_ids: S
             t.tgt_words = scorer.words([*t.tokens, end][: t.attention.size(2)], source=False)
 
 
+def capitals_by_alignment(form: TextForm | None) -> bool:
+    """Whether a lower-cased model's output takes the source's capitals through a word alignment,
+    which a teacher-forced pass after the search gives (where the engine gives alignments)."""
+    return form is not None and form.lowercased and form.case_from_source
+
+
 def add_details(
     out: list[list[Translation]],
     ids: list[list[int]],
@@ -171,8 +177,7 @@ def add_details(
     # A lower-cased model's names take the source's capitals through the word alignment: one
     # teacher-forced pass over the sentences whose source has any (all of them, if scores or
     # alignments are asked for anyway).
-    case_by_alignment = form is not None and form.lowercased and form.case_from_source
-    case_by_alignment = case_by_alignment and case_aligns
+    case_by_alignment = capitals_by_alignment(form) and case_aligns
     if in_search:
         for sentence, src_ids, text in zip(out, ids, has_text, strict=True):
             for t in sentence:

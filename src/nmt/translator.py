@@ -41,7 +41,7 @@ from .search_settings import Sampling, SearchRequest
 from .term_search import TermSearch
 from .text_form import TextForm
 from .tokenizer import LANGUAGE_CODE, SubwordTokenizer
-from .translation import Translation, add_details, check_details, translations_of
+from .translation import Translation, add_details, capitals_by_alignment, check_details, translations_of
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +234,10 @@ class Translator:
         options |= dict(glossary=self.glossary if glossary is None else glossary, qe_passes=qe_passes, qe_seed=qe_seed)
         options["request"] = dataclasses.replace(request, protect_numbers=False)  # translate_keeping_numbers' part
         search = functools.partial(self._translated, **options)
+        if scores or alignments or capitals_by_alignment(None if pretokenized else self.text_form):
+            # A teacher-forced pass follows the search; its batches would mix the groups (the
+            # stand-in sentences with the others): one call for each group, as if alone.
+            search = lambda groups, together=search: [together([group])[0] for group in groups]  # noqa: E731
         if not request.protect_numbers:
             return search([list(texts)])[0]
         return translate_keeping_numbers(list(texts), search, self.number_stand_ins, options["glossary"])
@@ -257,15 +261,9 @@ class Translator:
         qe_seed: int,
     ) -> list[list[list[Translation]]]:
         """translate_detailed's n-best lists for each group of texts, its arguments checked and its
-        numbers as they are: the groups searched in one engine call, each batched as if alone. Where
-        a teacher-forced pass follows the search (scores, alignments, a lower-cased model's
-        capitals), whose batches would mix the groups, each group is one call of its own instead."""
+        numbers as they are: the groups searched in one engine call, each batched as if alone (the
+        details after the search are one pass over them all)."""
         form = None if pretokenized else self.text_form
-        forced_pass = scores or alignments or (form is not None and form.lowercased and form.case_from_source)
-        if len(groups) > 1 and forced_pass:
-            options = dict(target_lang=target_lang, pretokenized=pretokenized, scores=scores, alignments=alignments)
-            options |= dict(glossary=glossary, qe_passes=qe_passes, qe_seed=qe_seed)
-            return [self._translated([group], request, **options)[0] for group in groups]
         texts = [text for group in groups for text in group]
         starts = list(itertools.accumulate((len(g) for g in groups), initial=0))
         typed = list(texts)
