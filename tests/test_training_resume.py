@@ -73,6 +73,28 @@ def test_orphan_newer_checkpoint_with_keep_last_1_resumes(overrides, tmp_path, r
     assert_same_weights(reference, model_dir, 6)
 
 
+def test_a_kill_before_the_last_checkpoint_s_pruning_is_pruned_on_resume(overrides, tmp_path, monkeypatch):
+    # Killed after the last step's checkpoint was written and `latest` moved to it, before the one
+    # before it was deleted: the resumed run has nothing left to train, and still prunes.
+    model_dir = tmp_path / "unpruned"
+    real = checkpoint_module.prune_checkpoints
+
+    def killed_before_pruning_step_4(model_dir, keep_last, current, **kwargs):
+        if current == 4:
+            raise KeyboardInterrupt  # stands for the SIGKILL
+        real(model_dir, keep_last, current, **kwargs)
+
+    monkeypatch.setattr(checkpoint_module, "prune_checkpoints", killed_before_pruning_step_4)
+    with pytest.raises(KeyboardInterrupt):
+        run(overrides, model_dir, 4, "train.valid_every=2", "train.keep_last=1")
+    monkeypatch.setattr(checkpoint_module, "prune_checkpoints", real)
+    assert list_checkpoints(model_dir) == ["step_00000002", "step_00000004"]
+    before = read_metrics(model_dir)
+    run(overrides, model_dir, 4, "train.valid_every=2", "train.keep_last=1", resume=True)
+    assert list_checkpoints(model_dir) == ["step_00000004"]
+    assert read_metrics(model_dir) == before  # nothing trained or validated again
+
+
 def test_unreadable_newest_checkpoint_falls_back_and_a_bad_latest_is_ignored(overrides, tmp_path, reference, caplog):
     model_dir = tmp_path / "cut"
     run(overrides, model_dir, 4, "train.valid_every=2")

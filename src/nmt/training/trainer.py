@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from ..checkpoint import CHECKPOINTS, load_newest_checkpoint, save_checkpoint, save_model_dir
+from ..checkpoint import CHECKPOINTS, load_newest_checkpoint, prune_checkpoints, save_checkpoint, save_model_dir
 from ..config import DecodeConfig, TrainConfig, parse_duration
 from ..data.batching import Batch, TokenBatchSampler, iterate_batches
 from ..model import Transformer
@@ -229,6 +229,13 @@ class Trainer:
         if self.device.type == "cuda" and rng_cuda:
             torch.cuda.set_rng_state(rng_cuda[min(rank, len(rng_cuda) - 1)], self.device)
         self.metrics.truncate_after(self.progress.step)
+        if self.dist.is_main:
+            # A kill between a checkpoint's writes and the pruning of the ones before it leaves one
+            # too many; a run resumed at its last step saves nothing more, so prune here too.
+            cfg = self.train_config
+            prune_checkpoints(
+                self.model_dir, cfg.keep_last, current=progress.step, keep_best=cfg.keep_best, metric=cfg.best_metric
+            )
         log.info("resumed from %s at step %d", name, self.progress.step)
         return True
 
