@@ -156,6 +156,7 @@ def test_nmt_info_shows_the_model_and_the_engine_choice(model_dir):
     assert "not made yet" in info["ctranslate2 export"]
     assert "train.precision=fp32 or bf16 forces either" in info["training here"]
     assert info["word alignments"].startswith("every head of decoder layer -1, averaged")  # no head trained
+    assert info["nmt int8 here"].startswith("linear layers fbgemm")  # nmt.inference.precision.int8_here
     text = run_nmt("info", str(model_dir), "--device", "cpu")
     assert text.returncode == 0 and "engine auto" in text.stdout
     missing = run_nmt("info", str(model_dir / "nope"))

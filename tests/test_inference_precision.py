@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nmt.decoding import SearchLimits, beam_search
-from nmt.inference.precision import PrecisionError, check_precision, prepare_for_inference
+from nmt.inference.precision import PrecisionError, check_precision, int8_here, prepare_for_inference
 from nmt.model import ModelConfig, Transformer
 from nmt.model.attention import MultiHeadAttention
 from nmt.translator import Translator
@@ -84,6 +84,19 @@ def test_only_int8_on_amx_keeps_the_decoder_s_keys_in_bf16_and_its_answers_stay_
     kl = (a.exp() * (a - b)).sum(-1)  # the bounds int8 itself keeps to fp32 (the first test)
     assert (a - b).abs().mean() < 0.03 and kl.max() < 0.01
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
+
+
+@pytest.mark.parametrize("flags", [AMX, NO_AMX], ids=["amx", "no-amx"])
+def test_nmt_info_s_int8_line_says_what_this_cpu_runs(flags, monkeypatch):
+    monkeypatch.setattr("nmt.inference.precision.cpu_flags", lambda: flags)
+    line = int8_here()
+    amx = flags == AMX
+    assert line.endswith("decoder keys and values in bf16 (this CPU has AMX)" if amx else "in fp32 (no AMX here)")
+    onednn = amx and "onednn" in torch.backends.quantized.supported_engines
+    assert ("oneDNN's AMX kernels" in line) == onednn
+    model = prepare_for_inference(model_for(), "int8")  # what the line says is what int8 does
+    assert (model.decoder_layers[0].self_attn.kv_dtype == torch.bfloat16) == amx
+    assert (model.output.onednn_packed is not None) == onednn
 
 
 def test_precisions_a_device_runs_badly_are_refused(monkeypatch):

@@ -37,6 +37,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..inference.engine_choice import choose_engine, export_status
     from ..inference.export_ctranslate2 import is_ctranslate2_dir
     from ..inference.loading import model_precision, resolve_device
+    from ..inference.precision import int8_here
     from ..model_dir import (
         WEIGHTS,
         read_decode_config,
@@ -87,6 +88,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         precision = model_precision(decode.precision, "auto", model_dir)
     choice = choose_engine(model_dir, device, precision, transformers_stopping=not decode.early_stopping)
     info["engine auto"] = choice.line().removeprefix("engine auto: ")
+    if device == "cpu":
+        info["nmt int8 here"] = int8_here()  # --engine torch --precision int8: what it runs on this CPU
     # what `nmt train` (train.precision: auto) would compute in on this machine, and how to force either
     info["training here"] = training_precision("auto", torch.device(device)).reason
     if args.json:
