@@ -22,7 +22,8 @@ median of each is reported, with its range), with its cased sacreBLEU for beam 5
                        translate_batch call, sorted token batches, its own length penalty 0.6,
                        one limit for all), same tokenizer, same weights, same workers
 --one-core runs every setting on one worker of one thread (CTranslate2 too): each engine's speed per
-core, without the sharing of a call between workers.
+core, without the sharing of a call between workers ("nmt fp32 1x2", two threads by definition, is
+left out; --memory measures one worker of one thread too).
 --busy runs a competing `python -c 'while True: pass'` process throughout (one core taken).
 --memory adds the peak resident memory of `nmt translate` for each engine (fresh processes; summed
 over nmt's worker processes, sampled every 20 ms).
@@ -144,6 +145,10 @@ def main() -> None:
         "nmt fp32 mkl": lambda: unpacked(load_model(model, device="cpu", precision="fp32", worker_processes=False)),
     }
     wanted = args.only.split(",") if args.only else list(loaders) + ["ct2 fp32", "ct2 int8"]
+    if args.one_core:  # one thread of one worker is "nmt fp32" itself
+        if args.only and "nmt fp32 1x2" in wanted:
+            parser.error('--one-core runs one thread: "nmt fp32 1x2" (two) cannot run under it')
+        wanted = [name for name in wanted if name != "nmt fp32 1x2"]
     settings = {name: load() for name, load in loaders.items() if name in wanted}
     # Worker processes start now (in the background) and are ready before the timing.
     for translator in settings.values():
@@ -191,6 +196,8 @@ def main() -> None:
     if args.memory:
         (tmp / "src.txt").write_text("\n".join(sources) + "\n")
         nmt = [sys.executable, "-m", "nmt", "translate", "--beam", "5"]
+        if args.one_core:
+            nmt += ["--workers", "1", "--threads", "1"]
         for name, options in (
             ("nmt fp32", ["--model", args.model, "--precision", "fp32"]),
             ("nmt int8", ["--model", args.model, "--precision", "int8"]),
