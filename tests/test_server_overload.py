@@ -516,8 +516,8 @@ def slow_model_dir(tiny_model_dir, tmp_path_factory):
 @pytest.mark.parametrize("engine", ["auto", "torch"])
 def test_abandoned_and_oversized_work_does_not_hold_the_worker(slow_model_dir, multi30k_dir, engine, tmp_path):
     """50 clients send 8 sentences at beam 8 and hang up at once; the next one-sentence request is
-    answered within the time of the largest call the worker makes (64 sentences at beam 8 here) plus
-    1 s, and at least 2 s, 10 times in a row; then 64 sentences of 1,000 characters at beam 8 are
+    answered within twice the time of the largest call the worker makes (64 sentences at beam 8 here)
+    plus 1 s, and at least 2 s, 10 times in a row; then 64 sentences of 1,000 characters at beam 8 are
     answered within the deadline or refused at once. On `nmt serve` as started by a user: auto
     serves on CTranslate2 where installed, exporting the model in its own process first."""
     from conftest import read_head
@@ -532,7 +532,10 @@ def test_abandoned_and_oversized_work_does_not_hold_the_worker(slow_model_dir, m
             start = time.monotonic()
             httpx.post(f"{url}/translate", json={"text": sources[:64], "beam": 8}, timeout=30).raise_for_status()
             largest_call = time.monotonic() - start
-        bound = max(2.0, largest_call + 1)
+        # Twice that call plus 1 s: the suite's other worker shares these cores, and one call has taken
+        # 1.7x its timed length beside it; the abandoned work, if it held the worker, would take about
+        # six such calls (50 x 8 sentences against 64 a call), so the bound still tells them apart.
+        bound = max(2.0, 2 * largest_call + 1)
         for attempt in range(10):
             sockets = [
                 raw_request(url, json.dumps({"text": sources[8 * i : 8 * i + 8], "beam": 8}).encode())
