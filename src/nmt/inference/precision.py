@@ -211,8 +211,10 @@ def quantize_int8(model: nn.Module, onednn: bool | None = None) -> nn.Module:
 def int8_here() -> str:
     """What nmt's own int8 engine (`--engine torch --precision int8`) runs on this CPU, in one line:
     the kernels of its linear layers and the type of the decoder's cached keys and values."""
-    if not {"x86", "fbgemm"} & set(torch.backends.quantized.supported_engines):
-        return "not available (no x86 quantized kernels in this torch build)"
+    try:
+        check_precision("int8", torch.device("cpu"))
+    except PrecisionError as err:
+        return f"not available: {err}"
     kernels = "fbgemm, oneDNN's AMX kernels for large calls" if amx_int8_available() else "fbgemm"
     keys = "bf16 (this CPU has AMX)" if bf16_keys_are_faster() else "fp32 (no AMX here)"
     return f"linear layers {kernels}; decoder keys and values in {keys}"
