@@ -77,18 +77,22 @@ def finish(procs, logs, timeout=RUN_TIMEOUT) -> list[str]:
     return texts
 
 
-def logged_steps(model_dir) -> int:
-    path = model_dir / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-    return max((r["step"] for r in records if r["kind"] == "train"), default=0)
+def metrics_snapshot(model_dir) -> tuple[int | None, int]:
+    """(identity, last logged training step) of the run's metrics file, both read through one open
+    file: a resumed run replaces the file (cut at its checkpoint), and two separate reads could pair
+    the old file's steps with the new file's identity."""
+    try:
+        with (model_dir / "metrics.jsonl").open() as f:
+            inode, text = os.fstat(f.fileno()).st_ino, f.read()
+    except FileNotFoundError:
+        return None, 0
+    records = [json.loads(line) for line in text.splitlines() if line.endswith("}")]
+    return inode, max((r["step"] for r in records if r["kind"] == "train"), default=0)
 
 
 def metrics_file(model_dir) -> int | None:
     """The identity (inode) of the run's metrics file: a resumed run writes a new one, cut at its checkpoint."""
-    path = model_dir / "metrics.jsonl"
-    return path.stat().st_ino if path.exists() else None
+    return metrics_snapshot(model_dir)[0]
 
 
 def wait_for_step(procs, logs, model_dir, step: int, *, not_in: int | None = None) -> None:
@@ -96,12 +100,17 @@ def wait_for_step(procs, logs, model_dir, step: int, *, not_in: int | None = Non
     not_in: in a metrics file other than that one (a resumed run's, not the records of the run before)."""
 
     def reached() -> bool:
-        return logged_steps(model_dir) >= step and (not_in is None or metrics_file(model_dir) != not_in)
+        inode, logged = metrics_snapshot(model_dir)
+        return logged >= step and (not_in is None or inode != not_in)
 
     deadline = time.monotonic() + RUN_TIMEOUT
-    while not reached() and time.monotonic() < deadline and all(p.poll() is None for p in procs):
+    while not (done := reached()) and time.monotonic() < deadline and all(p.poll() is None for p in procs):
         time.sleep(0.02)
-    assert reached(), "\n----\n".join(log.read_text()[-3000:] for log in logs)
+    done = done or reached()  # a run that finished between the last look and its exit
+    statuses = [p.poll() for p in procs]
+    assert done, f"exit statuses {statuses} (None: running)\n" + "\n----\n".join(
+        log.read_text()[-3000:] for log in logs
+    )
 
 
 def exit_times(procs, timeout: float) -> list[float]:
