@@ -4,7 +4,13 @@ import pytest
 import torch
 
 from nmt.decoding import SearchLimits, beam_search
-from nmt.inference.precision import PrecisionError, check_precision, int8_here, prepare_for_inference
+from nmt.inference.precision import (
+    INT8_PACK_ENCODER_FROM,
+    PrecisionError,
+    check_precision,
+    int8_here,
+    prepare_for_inference,
+)
 from nmt.model import ModelConfig, Transformer
 from nmt.model.attention import MultiHeadAttention
 from nmt.translator import Translator
@@ -159,3 +165,20 @@ def test_a_bf16_translator_casts_at_load_and_plots_attention(tiny_model_dir, sou
     assert a.weights["cross_attention"].shape[0] == b.weights["cross_attention"].shape[0]  # one map per layer
     for w in a.weights.values():  # each row a distribution
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:-1]), atol=2e-2, rtol=0)
+
+
+def test_int8_packs_the_encoder_only_from_more_padding_and_packed_stays_close_to_padded():
+    """int8's layers are cheaper against the same copies, so it packs from a larger share of padding
+    (INT8_PACK_ENCODER_FROM); a batch above it runs packed through the quantized layers."""
+    int8 = prepare_for_inference(model_for(), "int8")
+    assert model_for().pack_encoder_from < int8.pack_encoder_from == INT8_PACK_ENCODER_FROM
+    src = torch.randint(4, 300, (4, 12))
+    src[1:, 4:] = int8.config.pad_id  # 24 of 48 positions: half padding, above either share
+    real = src != int8.config.pad_id
+    with torch.inference_mode():
+        packed = int8.encode(src).memory
+        int8.pack_encoder_from = 2.0
+        padded = int8.encode(src).memory
+    assert torch.count_nonzero(packed[~real]) == 0 and torch.count_nonzero(padded[~real]) > 0
+    # the activations' int8 scales are measured per call, over real tokens only once packed
+    assert (packed[real] - padded[real]).abs().mean() < 0.05 * padded[real].abs().mean()

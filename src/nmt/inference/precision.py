@@ -50,6 +50,11 @@ from torch import nn
 from .choices import PRECISIONS
 from .packed_linear import onednn_linear_available, pack_output_projection, unpack_output_projection
 
+# int8 linear layers take a third to a half of fp32's time, and the copies into and out of the
+# encoder's packed layout (nmt.model.packing) stay what they were: packing paid from 40% padding
+# but not at 15-25% (per batch, one thread: docs/benchmarks-log.md, "A padding-free encoder").
+INT8_PACK_ENCODER_FROM = 0.35
+
 
 class PrecisionError(ValueError):
     """A precision this machine cannot run, or runs slower than fp32."""
@@ -138,6 +143,8 @@ def prepare_for_inference(model: nn.Module, precision: str) -> nn.Module:
         quantize_int8(model)
         if bf16_keys_are_faster():
             keep_decoder_keys_in(model, torch.bfloat16)
+        if hasattr(model, "pack_encoder_from"):
+            model.pack_encoder_from = INT8_PACK_ENCODER_FROM
     if precision == "bf16" and not any(p.requires_grad for p in model.parameters()):
         cast_linear_weights(model, torch.bfloat16)
     return model

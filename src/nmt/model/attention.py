@@ -93,7 +93,11 @@ class MultiHeadAttention(nn.Module):
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Self-attention: queries, keys and values from the same input, one matmul."""
-        q, k, v = self._split_heads(self.in_proj(x), 3)
+        return self.split_qkv(self.in_proj(x))
+
+    def split_qkv(self, qkv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(batch, len, 3 d_model) in_proj output -> queries, keys, values (batch, heads, len, d_head)."""
+        q, k, v = self._split_heads(qkv, 3)
         return q, *self._kept(k, v)
 
     def project_q(self, x: torch.Tensor) -> torch.Tensor:
@@ -152,7 +156,20 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None,
         need_weights: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Attention over projected heads, then W_O. Returns ((rows, q_len, d_model), weights or None).
+        """Attention over projected heads, then W_O. Returns ((rows, q_len, d_model), weights or None);
+        see `heads`, which this is before W_O."""
+        values, weights = self.heads(q, k, v, mask, need_weights)
+        return self.out_proj(values), weights
+
+    def heads(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention over projected heads, the heads concatenated: ((rows, q_len, d_model), weights or None).
 
         q: (rows, heads, q_len, d_head); k, v: (batch, heads, k_len, d_head); mask broadcasts to
         (batch, heads, q_len, k_len). rows may be a multiple of batch: then each group of
@@ -188,4 +205,4 @@ class MultiHeadAttention(nn.Module):
                     weights.view(batch, heads, group, q_len, k_len).transpose(1, 2).reshape(rows, heads, q_len, k_len)
                 )
         values = values.transpose(1, 2).reshape(rows, q_len, self.d_model).to(query_dtype)  # concat heads
-        return self.out_proj(values), None if weights is None else weights.to(query_dtype)
+        return values, None if weights is None else weights.to(query_dtype)

@@ -10,6 +10,7 @@ from .attention import MultiHeadAttention
 from .cache import LayerCache
 from .config import ModelConfig
 from .dropout import Dropout
+from .packing import TokenRows
 
 
 class FeedForward(nn.Module):
@@ -83,10 +84,24 @@ class EncoderLayer(nn.Module):
         self.feed_forward = feed_forward(c)
         self.attn_residual, self.ff_residual = residual(c), residual(c)
 
-    def forward(self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False):
-        """x: (batch, src_len, d_model); src_mask: (batch, 1, 1, src_len). Returns (x, weights or None)."""
-        q, k, v = self.self_attn.project_qkv(self.attn_residual.before(x))
-        a, weights = self.self_attn.attend(q, k, v, src_mask, need_weights)
+    def forward(
+        self, x: torch.Tensor, src_mask: torch.Tensor, need_weights: bool = False, rows: TokenRows | None = None
+    ):
+        """x: (batch, src_len, d_model); src_mask: (batch, 1, 1, src_len). Returns (x, weights or None).
+
+        rows: x is packed, (tokens, d_model), the real positions `rows` names: every sublayer but
+        the attention itself runs on those alone (nmt.model.packing).
+        """
+        if rows is None:
+            q, k, v = self.self_attn.project_qkv(self.attn_residual.before(x))
+            a, weights = self.self_attn.attend(q, k, v, src_mask, need_weights)
+        else:
+            qkv = rows.unpack(
+                self.self_attn.in_proj(self.attn_residual.before(x)), scratch=True
+            )  # (batch, src_len, 3 d_model)
+            q, k, v = self.self_attn.split_qkv(qkv)
+            values, weights = self.self_attn.heads(q, k, v, src_mask, need_weights)
+            a = self.self_attn.out_proj(rows.pack(values))
         x = self.attn_residual.after(x, a)
         x = self.ff_residual.after(x, self.feed_forward(self.ff_residual.before(x)))
         return x, weights

@@ -13,6 +13,7 @@ from .config import ModelConfig
 from .embedding import PositionalEncoding, TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .masks import causal_mask, decoder_self_mask, padding_mask
+from .packing import PACK_FROM_PADDING, TokenRows
 
 
 @dataclass
@@ -60,6 +61,10 @@ class Transformer(nn.Module):
         self.decoder_norm = nn.LayerNorm(c.d_model, eps=c.layer_norm_eps) if pre_norm else nn.Identity()
         # logits = states W_out^T (+ b_out, where the model has one)
         self.output = nn.Linear(c.d_model, c.tgt_vocab_size, bias=c.output_bias)
+        # The least share of padding at which `encode` packs a batch (nmt.model.packing): its
+        # copies cost more than the padding's share of the layers below it. Measured for fp32;
+        # int8 inference, whose layers are cheaper against the same copies, raises it.
+        self.pack_encoder_from = PACK_FROM_PADDING
         self.reset_parameters()
         if c.sharing in ("tgt_out", "all"):
             self.output.weight = self.tgt_embed.weight
@@ -76,15 +81,28 @@ class Transformer(nn.Module):
 
     # --- the three entry points ------------------------------------------------------
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> Encoded:
-        """src: (batch, src_len) padded ids -> Encoded (memory and the source padding mask)."""
+        """src: (batch, src_len) padded ids -> Encoded (memory and the source padding mask).
+
+        In eval mode without gradients (translation, validation), a batch with enough padding is
+        encoded packed (nmt.model.packing): the memory is then zero at padding, which every reader
+        masks. Training keeps the padded layout.
+        """
         src_mask = padding_mask(src, self.config.pad_id)
         x = self.positions(self.src_embed(src))
+        rows = None
+        if not (self.training or torch.is_grad_enabled()):  # packing's scratch buffers hold no graph
+            rows = TokenRows.worth_packing(src_mask[:, 0, 0], self.pack_encoder_from)
+        if rows is not None:
+            x = rows.pack(x)  # (tokens, d_model)
         weights = []
         for layer in self.encoder_layers:
-            x, w = layer(x, src_mask, need_weights)
+            x, w = layer(x, src_mask, need_weights, rows)
             if need_weights:
                 weights.append(w)
-        return Encoded(self.encoder_norm(x), src_mask, weights)
+        x = self.encoder_norm(x)
+        if rows is not None:
+            x = rows.unpack(x)
+        return Encoded(x, src_mask, weights)
 
     def decode(
         self,
