@@ -96,10 +96,8 @@ class EncoderLayer(nn.Module):
             q, k, v = self.self_attn.project_qkv(self.attn_residual.before(x))
             a, weights = self.self_attn.attend(q, k, v, src_mask, need_weights)
         else:
-            qkv = rows.unpack(
-                self.self_attn.in_proj(self.attn_residual.before(x)), scratch=True
-            )  # (batch, src_len, 3 d_model)
-            q, k, v = self.self_attn.split_qkv(qkv)
+            projected = self.self_attn.in_proj(self.attn_residual.before(x))  # (tokens, 3 d_model)
+            q, k, v = self.self_attn.split_qkv(rows.unpack(projected, scratch=True))  # padded for attention
             values, weights = self.self_attn.heads(q, k, v, src_mask, need_weights)
             a = self.self_attn.out_proj(rows.pack(values))
         x = self.attn_residual.after(x, a)
