@@ -83,14 +83,16 @@ class Transformer(nn.Module):
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> Encoded:
         """src: (batch, src_len) padded ids -> Encoded (memory and the source padding mask).
 
-        In eval mode without gradients (translation, validation), a batch with enough padding is
-        encoded packed (nmt.model.packing): the memory is then zero at padding, which every reader
-        masks. Training keeps the padded layout.
+        On CPU in eval mode without gradients (translation, validation), a batch with enough
+        padding is encoded packed (nmt.model.packing): the memory is then zero at padding, which
+        every reader masks. Training keeps the padded layout.
         """
         src_mask = padding_mask(src, self.config.pad_id)
         x = self.positions(self.src_embed(src))
         rows = None
-        if not (self.training or torch.is_grad_enabled()):  # packing's scratch buffers hold no graph
+        # On CPU only, where the thresholds were measured (on a GPU the padded layers are cheap
+        # and counting the padding would wait for the device); no graph: the scratch buffers hold none.
+        if src.device.type == "cpu" and not (self.training or torch.is_grad_enabled()):
             rows = TokenRows.worth_packing(src_mask[:, 0, 0], self.pack_encoder_from)
         if rows is not None:
             x = rows.pack(x)  # (tokens, d_model)
