@@ -92,15 +92,14 @@ class EncoderLayer(nn.Module):
         rows: x is packed, (tokens, d_model), the real positions `rows` names: every sublayer but
         the attention itself runs on those alone (nmt.model.packing).
         """
-        if rows is None:
-            q, k, v = self.self_attn.project_qkv(self.attn_residual.before(x))
-            a, weights = self.self_attn.attend(q, k, v, src_mask, need_weights)
-        else:
-            projected = self.self_attn.in_proj(self.attn_residual.before(x))  # (tokens, 3 d_model)
-            q, k, v = self.self_attn.split_qkv(rows.unpack(projected, scratch=True))  # padded for attention
-            values, weights = self.self_attn.heads(q, k, v, src_mask, need_weights)
-            a = self.self_attn.out_proj(rows.pack(values))
-        x = self.attn_residual.after(x, a)
+        projected = self.self_attn.in_proj(self.attn_residual.before(x))  # (..., 3 d_model)
+        if rows is not None:  # attention mixes positions: it runs on the padded layout
+            projected = rows.unpack(projected, scratch=True)
+        q, k, v = self.self_attn.split_qkv(projected)
+        values, weights = self.self_attn.heads(q, k, v, src_mask, need_weights)  # (batch, src_len, d_model)
+        if rows is not None:
+            values = rows.pack(values)
+        x = self.attn_residual.after(x, self.self_attn.out_proj(values))
         x = self.ff_residual.after(x, self.feed_forward(self.ff_residual.before(x)))
         return x, weights
 
