@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything docs/results.md reports for a finished 3-hour TED pt->en run, in one go:
+# Everything docs/results.md and its log report for a finished 3-hour TED pt->en run, in one go:
 #   bash benchmarks/ted_3h_finish.sh RUN        (RUN: the --out of `nmt train configs/ted_hrlr_pt_en_3h.yaml`)
 # 1. the best 5 checkpoints averaged; the length penalty chosen on TED dev for those weights;
 # 2. TED test: averaged and best weights, greedy and beam 5, alpha 0.6 and the chosen one;

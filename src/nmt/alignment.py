@@ -14,7 +14,7 @@ A model trained with guided alignment (nmt.training.guided_alignment) has a head
 head 0 of one layer, which its model.json names (alignment_layer, alignment_heads = 1), and its
 alignments read that head alone. For other models (imported ones, runs without it) the layer and the
 shift were chosen by alignment error rate on a gold standard (`benchmarks/alignment_error.py`;
-docs/results.md): the top layer, heads averaged, unshifted, was best of the six on the one model
+docs/benchmarks-log.md, "Real text"): the top layer, heads averaged, unshifted, was best of the six on the one model
 measured.
 """
 

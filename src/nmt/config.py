@@ -263,7 +263,7 @@ class TrainConfig:
     alignment_layer: int = -2  # whose head 0 learns: negative counts from the top; a 1-layer decoder: its own
     # true: the head learns each target word at the step after it, where the word is the decoder's
     # input (Chen et al. 2020's shift; alignment error 67.6 against 78.6 on RWTH's gold, 14.6 against
-    # 23.6 on Multi30k: docs/results.md); false: at the step that outputs it
+    # 23.6 on Multi30k: docs/benchmarks-log.md, "Real text"); false: at the step that outputs it
     alignment_shift: bool = True
 
     RULES: ClassVar[dict[str, Rule]] = {

@@ -11,7 +11,7 @@ on a set with references:
     calibration.save(model_dir); QualityCalibration.load(model_dir)
 
 A sentence is doubtful below the score that flags a fifth of the set (a reviewer reads those first;
-on Multi30k that fifth held two thirds of the worst tenth by chrF: docs/results.md); a word is
+on one Multi30k model that fifth held two thirds of the worst tenth by chrF: docs/benchmarks-log.md); a word is
 doubtful below ln 0.5, Bergamot's line.
 """
 

@@ -251,7 +251,7 @@ class SubwordTokenizer:
     def encode_batch(self, texts: list[str], add_special: bool = True) -> list[list[int]]:
         """Like ``encode`` for many texts at once, using all cores (HF's parallel batch encode)."""
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use, which is
-        # measurably faster (docs/results.md, training throughput).
+        # measurably faster (1.3x: docs/benchmarks-log.md, "Data pipeline").
         encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
         try:
             return [e.ids for e in encode(texts, add_special_tokens=add_special)]

@@ -4,10 +4,11 @@ Beam search ranks a finished hypothesis by log_prob / ((5 + length) / 6)^alpha (
 nmt.decoding.penalties). Wu et al.'s alpha 0.6 is every model's default, but how short a
 model's beam output runs depends on the model: the 20-minute de→en model gave 0.875 of the
 reference length on test at 0.6, and 36.05 instead of 33.38 BLEU at the alpha chosen on the
-validation set (docs/results.md). So alpha is chosen per model: translate a validation set
-with each candidate, keep the one with the best cased BLEU. Never choose it on the test set, and
-do not take the gain for granted there: on the 20-minute en→de model val's choice (2.0) gained
-2.05 BLEU on val and lost 0.24 on test, whose output was already longer at 0.6.
+validation set (docs/results.md; the lengths: docs/benchmarks-log.md). So alpha is chosen per
+model: translate a validation set with each candidate, keep the one with the best cased BLEU.
+Never choose it on the test set, and do not take the gain for granted there: on the 20-minute
+en→de model val's choice (2.0) gained 2.05 BLEU on val and lost 0.24 on test, whose output was
+already longer at 0.6.
 
 int8 runs a model's linear layers 1.5-5x faster on CPU (docs/results.md) at a cost in BLEU that
 depends on the model: so it is measured too, on the same held-out set, and int8 becomes the

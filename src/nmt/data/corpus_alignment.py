@@ -36,7 +36,7 @@ METASPACE = "▁"
 # a corpus with more (counted in pieces, an upper bound) is not aligned.
 MAX_ALIGNED_CELLS = 60_000_000
 # Units are counted by their first letters: on a small corpus "hunde", "hundes" and "hund" then share
-# their statistics (alignment error on RWTH de-en fell from 49.6 to 42.8 with 4; docs/results.md).
+# their statistics (alignment error on RWTH de-en fell from 49.6 to 42.8 with 4; docs/benchmarks-log.md, "Real text").
 UNIT_PREFIX = 4
 
 

@@ -7,7 +7,7 @@ runs on few rows: one per live hypothesis, fewer as sentences finish. nn.Linear 
 MKL's sgemm, which copies the whole weight into its blocked layout again on every call; oneDNN
 can keep the weight in that layout (`_reorder_linear_weight`, what torch.compile's CPU backend
 does for frozen weights), so a step only multiplies. The gain is largest at the few rows of a
-decoding step (benchmarks/linear_kernels.py; figures in docs/results.md). The decoder's other,
+decoding step (benchmarks/linear_kernels.py; figures in docs/benchmarks-log.md). The decoder's other,
 smaller layers ran faster in MKL, so only the output projection is packed, and only on the CPUs
 where that was measured (see `nmt.inference.precision.packed_output_is_faster`).
 """
