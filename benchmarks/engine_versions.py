@@ -58,10 +58,10 @@ def serve(model: str, precision: str, with_ct2: bool, out_dir: Path) -> None:
         engine, mode = line.split()
         began = time.perf_counter()
         outputs = engines[engine](sources, 1 if mode == "greedy" else 5)
+        seconds = time.perf_counter() - began
         text = "\n".join(outputs)
         (out_dir / f"{engine}_{mode}.txt").write_text(text + "\n", encoding="utf-8")
-        digest = hashlib.md5(text.encode()).hexdigest()[:12]
-        print(f"{time.perf_counter() - began:.4f} {digest}", flush=True)
+        print(f"{seconds:.4f} {hashlib.md5(text.encode()).hexdigest()[:12]}", flush=True)
 
 
 class Child:
